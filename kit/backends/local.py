@@ -1,0 +1,127 @@
+"""Local backend: each trial's harness in a fresh Python subprocess on this host.
+
+A fresh process per trial keeps imports, JIT caches and allocator state from
+leaking between trials. The child dies with the parent (``KIT_PARENT_PID``,
+see ``kit.harness``), so killing ``kit run`` never leaves a trial running
+behind a resumed run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kit.backends.base import Backend, TrialOutcome, TrialTarget, read_markers, read_result, status_from, tail
+from kit.collectors.base import Probe
+from kit.errors import BackendError
+from kit.harness import MARKERS_FILE, RESULT_FILE
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+FRAMEWORK_MODULES = {"pytorch": "torch", "tensorflow": "tensorflow"}
+
+
+class LocalBackend(Backend):
+    """Runs ``python -m kit.harness`` with this interpreter."""
+
+    name = "local"
+
+    def __init__(self, python: str | None = None, env: dict[str, str] | None = None) -> None:
+        self.python = python or sys.executable
+        self.env = dict(env or {})
+
+    def available(self) -> Probe:
+        return Probe(True, f"subprocesses of {self.python}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "python": self.python, "isolation": "fresh process per trial"}
+
+    def prepare(self, frameworks: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
+        """Check that each framework imports in this interpreter, before any trial."""
+        import importlib.util
+
+        missing = [fw for fw in frameworks if importlib.util.find_spec(FRAMEWORK_MODULES.get(fw, fw)) is None]
+        if missing:
+            raise BackendError(
+                f"framework(s) not installed in {self.python}: {', '.join(missing)}",
+                where="backend local",
+                fix="install them (make setup installs torch and tensorflow-cpu) or use --backend docker",
+            )
+        return {}
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env)
+        path = env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + path if path else "")
+        env["KIT_PARENT_PID"] = str(os.getpid())
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def run_trial(
+        self,
+        framework: str,
+        work: Path,
+        data_dir: Path,
+        timeout_s: float,
+        target: TrialTarget,
+        on_start: Callable[[], None] | None = None,
+    ) -> TrialOutcome:
+        cmd = [self.python, "-m", "kit.harness", "--out", str(work), "--data", str(data_dir)]
+        stdout = (work / "stdout.log").open("wb")
+        stderr = (work / "stderr.log").open("wb")
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=self._env(), cwd=work, start_new_session=True)
+        except OSError as exc:
+            stdout.close()
+            stderr.close()
+            raise BackendError(f"cannot start the harness ({exc})", where=self.python,
+                               fix="check that the interpreter exists and is executable") from exc
+        target.pid = proc.pid
+        if on_start:
+            on_start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:  # KeyboardInterrupt, SIGTERM: the trial in flight is lost, nothing else
+            _kill_group(proc)
+            raise
+        finally:
+            stdout.close()
+            stderr.close()
+        wall = time.monotonic() - t0
+        result = read_result(work / RESULT_FILE)
+        err = (work / "stderr.log").read_text(encoding="utf-8", errors="replace")
+        code = proc.returncode
+        detail: dict[str, Any] = {"pid": proc.pid}
+        if code is not None and code < 0:
+            detail["signal"] = signal.Signals(-code).name
+            if -code == signal.SIGKILL and not timed_out:
+                detail["note"] = "killed by SIGKILL (possibly the kernel's OOM killer)"
+        return TrialOutcome(
+            status=status_from(code, result, timed_out),
+            exit_code=code,
+            result=result,
+            markers=read_markers(work / MARKERS_FILE),
+            stderr_tail=tail(err),
+            wall_s=wall,
+            detail=detail,
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

@@ -1,0 +1,158 @@
+"""The collector contract: host-side samplers that run while a trial runs.
+
+A collector is a small class with a ``name``, an ``available()`` probe and a
+context manager that samples in a background thread. Its constructor does no
+work (no NVML init, no file reads), so building the registry is free and a
+missing sensor costs nothing until it is asked for.
+
+Samples are rows in the run directory's long format (see ``SAMPLE_COLUMNS``):
+``t`` (UNIX seconds), ``source``, ``device``, ``metric``, ``value``, ``unit``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+SAMPLE_COLUMNS: tuple[str, ...] = ("t", "source", "device", "metric", "value", "unit")
+DEFAULT_PERIOD_S = 0.1
+
+
+class Row(NamedTuple):
+    """One telemetry reading in the long format."""
+
+    t: float
+    source: str
+    device: str
+    metric: str
+    value: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Outcome of ``Collector.available()``: usable or not, why, and the fix."""
+
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class CollectorReport:
+    """What a collector says about itself after a trial (stored in the trial file)."""
+
+    name: str
+    available: bool
+    detail: str
+    n_rows: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "available": self.available,
+            "detail": self.detail,
+            "n_rows": self.n_rows,
+            "errors": list(self.errors),
+        }
+
+
+class Collector(ABC):
+    """Base class: subclasses implement ``probe``, ``_open``, ``read`` and ``_close``.
+
+    ``read()`` returns the rows of one reading; the base class calls it every
+    ``period_s`` from a daemon thread, timestamps nothing itself (each row
+    carries its own ``t``) and keeps every row. An exception in ``read`` is
+    recorded in ``errors`` (first few kept) and sampling goes on: a sensor that
+    fails mid-run is reported, never fatal.
+    """
+
+    name: ClassVar[str] = "collector"
+    max_errors: ClassVar[int] = 20
+
+    def __init__(self, period_s: float = DEFAULT_PERIOD_S) -> None:
+        if period_s <= 0:
+            raise ValueError("period_s must be > 0")
+        self.period_s = period_s
+        self.rows: list[Row] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._probe: Probe | None = None
+
+    # -- probing ---------------------------------------------------------
+    @abstractmethod
+    def probe(self) -> Probe:
+        """Check, cheaply, whether this collector can read anything here."""
+
+    def available(self) -> Probe:
+        """Cached ``probe()``: the first call does the work."""
+        if self._probe is None:
+            try:
+                self._probe = self.probe()
+            except Exception as exc:  # a probe must never take the run down
+                self._probe = Probe(False, f"probe failed: {exc}")
+        return self._probe
+
+    # -- lifecycle -------------------------------------------------------
+    def _open(self) -> None:
+        """Acquire resources (NVML init, file handles). Default: nothing."""
+
+    def _close(self) -> None:
+        """Release resources. Default: nothing."""
+
+    @abstractmethod
+    def read(self) -> list[Row]:
+        """Take one reading now."""
+
+    def __enter__(self) -> Collector:
+        if not self.available().ok:
+            return self
+        self._open()
+        self._stop.clear()
+        self._sample_once()
+        self._thread = threading.Thread(target=self._loop, name=f"kit-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=max(2.0, 5 * self.period_s))
+            self._thread = None
+            self._sample_once()
+            self._close()
+
+    def _loop(self) -> None:
+        next_t = time.monotonic() + self.period_s
+        while not self._stop.wait(max(0.0, next_t - time.monotonic())):
+            self._sample_once()
+            next_t += self.period_s
+            now = time.monotonic()
+            if next_t < now:  # fell behind (slow sensor): skip, do not burst
+                next_t = now + self.period_s
+
+    def _sample_once(self) -> None:
+        try:
+            rows = self.read()
+        except Exception as exc:
+            if len(self.errors) < self.max_errors:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            return
+        with self._lock:
+            self.rows.extend(rows)
+
+    def take_rows(self) -> list[Row]:
+        """Return and forget the rows gathered so far (thread-safe)."""
+        with self._lock:
+            rows, self.rows = self.rows, []
+        return rows
+
+    def report(self, n_rows: int) -> CollectorReport:
+        probe = self.available()
+        return CollectorReport(self.name, probe.ok, probe.detail, n_rows, list(self.errors))

@@ -1,0 +1,251 @@
+"""Dataset registry: pinned files with SHA-256, lookup, download and verification.
+
+A dataset file is looked for, in order, in the directory given on the command
+line (``--data-dir``), in ``$KIT_DATA_DIR``, in the cache
+(``$KIT_CACHE_DIR`` or ``~/.cache/kit/datasets``), and in the copies bundled
+with the kit (``data/``). A file found anywhere must match its pinned SHA-256;
+one that does not is refused, never used. Missing files are downloaded into
+the cache (with resume) unless downloads are off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.errors import ChecksumError, DatasetError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_DIRS: tuple[Path, ...] = (REPO_ROOT / "data",)
+ENV_DATA_DIR = "KIT_DATA_DIR"
+ENV_CACHE_DIR = "KIT_CACHE_DIR"
+CHUNK = 1 << 20
+
+Progress = Callable[[str, int, int | None], None]  # (file name, bytes done, bytes total)
+
+
+@dataclass(frozen=True)
+class DatasetFile:
+    """One pinned file: its name, where it can be fetched, and its digest."""
+
+    name: str
+    sha256: str
+    urls: tuple[str, ...]
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset: its files, the sources (splits) it can be used as, and sizes."""
+
+    name: str
+    title: str
+    license: str
+    files: tuple[DatasetFile, ...]
+    # source -> names of the files it needs
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # source -> (train examples, test examples) at full size
+    full_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    bundled_subdirs: tuple[str, ...] = ()
+
+    def file(self, name: str) -> DatasetFile:
+        for f in self.files:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def sizes(self, source: str, test_size: int | None) -> tuple[int, int]:
+        """Examples available for training and testing from ``source``.
+
+        For a split source (one file set divided in two), the test part takes
+        ``test_size`` examples (default one fifth) and training the rest.
+        """
+        train, test = self.full_sizes[source]
+        if test == 0:  # split source: one pool of ``train`` examples
+            n_test = test_size if test_size is not None else train // 5
+            return train - n_test, n_test
+        return train, test
+
+
+_MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/{}",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/{}",
+)
+
+
+def _mirrored(name: str, sha: str, size: int) -> DatasetFile:
+    return DatasetFile(name, sha, tuple(m.format(name) for m in _MNIST_MIRRORS), size)
+
+
+MNIST = DatasetInfo(
+    name="mnist",
+    title="MNIST handwritten digits (LeCun, Cortes and Burges)",
+    license="CC BY-SA 3.0",
+    files=(
+        _mirrored("train-images-idx3-ubyte.gz", "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422),
+        _mirrored("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881),
+        _mirrored("t10k-images-idx3-ubyte.gz", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877),
+        _mirrored("t10k-labels-idx1-ubyte.gz", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542),
+    ),
+    sources={
+        "full": (
+            "train-images-idx3-ubyte.gz",
+            "train-labels-idx1-ubyte.gz",
+            "t10k-images-idx3-ubyte.gz",
+            "t10k-labels-idx1-ubyte.gz",
+        ),
+        "t10k_split": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+    },
+    full_sizes={"full": (60000, 10000), "t10k_split": (10000, 0)},
+    bundled_subdirs=("mnist-t10k",),
+)
+
+DATASETS: dict[str, DatasetInfo] = {MNIST.name: MNIST}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(ENV_CACHE_DIR) or Path.home() / ".cache" / "kit" / "datasets")
+
+
+def search_dirs(info: DatasetInfo, data_dir: Path | None = None) -> list[tuple[str, Path]]:
+    """Where files of ``info`` are looked for, labelled, in order."""
+    dirs: list[tuple[str, Path]] = []
+    for label, base in (("--data-dir", data_dir), (f"${ENV_DATA_DIR}", os.environ.get(ENV_DATA_DIR))):
+        if base:
+            base = Path(base)
+            dirs.append((label, base / info.name if (base / info.name).is_dir() else base))
+    dirs.append(("cache", cache_dir() / info.name))
+    for root in BUNDLED_DIRS:
+        dirs += [("bundled", root / sub) for sub in info.bundled_subdirs]
+    return dirs
+
+
+@dataclass(frozen=True)
+class ResolvedDataset:
+    """Where a dataset's files were found, with their verified digests."""
+
+    name: str
+    source: str
+    directory: Path
+    origin: str
+    files: dict[str, str]  # file name -> sha256
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "directory": str(self.directory),
+            "origin": self.origin,
+            "sha256": dict(self.files),
+        }
+
+
+def verify_file(path: Path, expected: DatasetFile) -> str:
+    """Return the digest of ``path`` or raise ChecksumError naming both digests."""
+    got = sha256_file(path)
+    if got != expected.sha256:
+        raise ChecksumError(
+            f"SHA-256 mismatch: expected {expected.sha256}, got {got}",
+            where=str(path),
+            fix="delete the file and let the kit download it again, or replace it with the original from the dataset's publisher",
+        )
+    return got
+
+
+def resolve(
+    name: str,
+    source: str,
+    *,
+    data_dir: Path | None = None,
+    download: bool = True,
+    progress: Progress | None = None,
+) -> ResolvedDataset:
+    """Find (or fetch) every file ``source`` needs in one directory, verified."""
+    if name not in DATASETS:
+        raise DatasetError(f"unknown dataset {name!r}", fix=f"use one of {', '.join(sorted(DATASETS))}")
+    info = DATASETS[name]
+    if source not in info.sources:
+        raise DatasetError(f"dataset {name} has no source {source!r}", fix=f"use one of {', '.join(info.sources)}")
+    needed = [info.file(f) for f in info.sources[source]]
+    for label, d in search_dirs(info, data_dir):
+        present = [f for f in needed if (d / f.name).is_file()]
+        if len(present) == len(needed):
+            digests = {f.name: verify_file(d / f.name, f) for f in needed}
+            return ResolvedDataset(name, source, d, label, digests)
+        if present and label in ("--data-dir", f"${ENV_DATA_DIR}"):
+            missing = ", ".join(f.name for f in needed if f not in present)
+            raise DatasetError(
+                f"{missing} missing beside the other {name} files",
+                where=str(d),
+                fix=f"put every file of the {source!r} source into that directory",
+            )
+    if not download:
+        where = "; ".join(f"{label} {d}" for label, d in search_dirs(info, data_dir))
+        raise DatasetError(
+            f"dataset {name} ({source}) not found and downloads are off (looked in: {where})",
+            fix=f"download {', '.join(f.name for f in needed)} and pass --data-dir or set ${ENV_DATA_DIR}",
+        )
+    target = cache_dir() / info.name
+    digests = {f.name: fetch(f, target, progress) for f in needed}
+    return ResolvedDataset(name, source, target, "downloaded", digests)
+
+
+def fetch(f: DatasetFile, target: Path, progress: Progress | None = None) -> str:
+    """Download ``f`` into ``target`` (resuming a ``.part`` file), verify, rename."""
+    target.mkdir(parents=True, exist_ok=True)
+    final = target / f.name
+    if final.is_file():
+        return verify_file(final, f)
+    part = target / (f.name + ".part")
+    errors: list[str] = []
+    for url in f.urls:
+        try:
+            _download(url, part, f.size, progress, f.name)
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            errors.append(f"{url}: {exc}")
+            continue
+        try:
+            digest = verify_file(part, f)
+        except ChecksumError:
+            part.unlink(missing_ok=True)  # a bad download is never kept, nor resumed
+            errors.append(f"{url}: checksum mismatch")
+            continue
+        os.replace(part, final)
+        return digest
+    raise DatasetError(
+        f"could not download {f.name} ({'; '.join(errors)})",
+        fix=f"download it by hand into a directory and pass --data-dir or set ${ENV_DATA_DIR}",
+    )
+
+
+def _download(url: str, part: Path, size: int | None, progress: Progress | None, label: str) -> None:
+    done = part.stat().st_size if part.exists() else 0
+    if size is not None and done >= size:
+        return
+    req = urllib.request.Request(url, headers={"Range": f"bytes={done}-"} if done else {})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        if done and resp.status != 206:  # server ignored the range: start over
+            done = 0
+        total = size
+        length = resp.headers.get("Content-Length")
+        if total is None and length is not None:
+            total = done + int(length)
+        with part.open("ab" if done else "wb") as fh:
+            while chunk := resp.read(CHUNK):
+                fh.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(label, done, total)

@@ -1,0 +1,82 @@
+"""One error tree for the whole kit.
+
+Every error a user can cause or meet carries three parts: what went wrong
+(``cause``), where (``where``: a file, a key path, a device) and what to do
+(``fix``). The CLI catches :class:`KitError` once and prints ``str(err)``;
+library errors (NVML, docker, OS) are translated into this tree at the edge.
+"""
+
+from __future__ import annotations
+
+
+class KitError(Exception):
+    """Base of every error the kit raises on purpose."""
+
+    exit_code: int = 2
+
+    def __init__(self, cause: str, *, where: str | None = None, fix: str | None = None) -> None:
+        self.cause = cause
+        self.where = where
+        self.fix = fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        parts = []
+        if self.where:
+            parts.append(f"{self.where}: ")
+        parts.append(self.cause.rstrip("."))
+        if self.fix:
+            parts.append(f". Fix: {self.fix.rstrip('.')}")
+        return "".join(parts) + "."
+
+
+class SpecError(KitError):
+    """An experiment spec (TOML) is invalid; ``where`` is ``file: key.path``."""
+
+
+class DatasetError(KitError):
+    """A dataset is missing, unreadable or cannot be fetched."""
+
+
+class ChecksumError(DatasetError):
+    """A dataset file's SHA-256 differs from the pinned value."""
+
+
+class PlanError(KitError):
+    """A trial plan cannot be built or resumed."""
+
+
+class StoreError(KitError):
+    """The run directory is missing, corrupt or of another schema version."""
+
+
+class BackendError(KitError):
+    """A backend could not run a trial (process, container, cluster)."""
+
+
+class EngineError(BackendError):
+    """The container engine is unreachable or refused an operation."""
+
+
+class ImageError(KitError):
+    """An image recipe, build or verification failed."""
+
+
+class CollectorError(KitError):
+    """A telemetry collector failed in a way that must stop the run."""
+
+
+class NVMLError(CollectorError):
+    """An NVML call failed; translated from ``pynvml.NVMLError``."""
+
+
+class AnalysisError(KitError):
+    """The stored data cannot be analysed as asked."""
+
+
+class ReportError(KitError):
+    """A report could not be rendered."""
+
+
+class ExecutorError(KitError):
+    """An executor (Slurm, ...) could not submit or track jobs."""

@@ -1,0 +1,110 @@
+"""Runs one trial; the only kit code that executes inside a framework image.
+
+    python -m kit.harness --out OUT_DIR --data DATA_DIR
+
+reads ``OUT_DIR/request.json``, appends phase markers to
+``OUT_DIR/markers.jsonl`` and writes ``OUT_DIR/result.json`` (atomically).
+It imports nothing from the host side of the kit: only the standard library,
+numpy, ``kit.workloads`` and the one framework the trial needs.
+
+Exit codes: 0 ok, 3 out of memory, 4 bad request, 1 any other error. The
+result file says the same in words, with the traceback's last lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_OOM, EXIT_BAD_REQUEST = 0, 1, 3, 4
+REQUEST_FILE, RESULT_FILE, MARKERS_FILE = "request.json", "result.json", "markers.jsonl"
+
+
+def _write_result(out: Path, payload: dict[str, Any]) -> None:
+    tmp = out / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, out / RESULT_FILE)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when the kit process that started it dies.
+
+    Set only when ``KIT_PARENT_PID`` is given (the local backend): a killed
+    ``kit run`` must not leave a trial running under a resumed one.
+    """
+    want = os.environ.get("KIT_PARENT_PID")
+    if not want or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if str(os.getppid()) != want:  # the parent died before prctl took effect
+        os._exit(EXIT_ERROR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kit.harness", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path, help="directory with request.json; results go here")
+    ap.add_argument("--data", required=True, type=Path, help="directory holding the dataset files")
+    args = ap.parse_args(argv)
+    out: Path = args.out
+    _die_with_parent()
+    started = time.time()
+    try:
+        req = json.loads((out / REQUEST_FILE).read_text(encoding="utf-8"))
+        from kit.workloads import module_for
+
+        mod_name = module_for(req["workload"]["name"], req["framework"])
+    except (OSError, ValueError, KeyError) as exc:
+        _write_result(out, {"status": "error", "error": f"bad request: {exc!r}", "started": started})
+        return EXIT_BAD_REQUEST
+
+    from kit.workloads.common import Markers
+
+    markers = Markers(out / MARKERS_FILE)
+    markers.event("harness_start", pid=os.getpid(), python=sys.version.split()[0])
+    mod = None
+    try:
+        mod = importlib.import_module(mod_name)
+        markers.event("imported", module=mod_name)
+        results, env = mod.run(req, args.data, markers)
+    except BaseException as exc:  # noqa: BLE001 - every failure must leave a result file
+        oom = False
+        if mod is not None and hasattr(mod, "is_oom"):
+            try:
+                oom = bool(mod.is_oom(exc))
+            except Exception:  # noqa: BLE001
+                oom = False
+        tb = traceback.format_exception(exc)
+        markers.event("harness_end", status="oom" if oom else "error")
+        markers.close()
+        _write_result(out, {
+            "status": "oom" if oom else "error",
+            "error": f"{type(exc).__name__}: {exc}"[:2000],
+            "traceback_tail": "".join(tb)[-4000:],
+            "started": started,
+            "ended": time.time(),
+        })
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return EXIT_OOM if oom else EXIT_ERROR
+    markers.event("harness_end", status="ok")
+    markers.close()
+    _write_result(out, {"status": "ok", "results": results, "env": env, "started": started, "ended": time.time()})
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The trial plan: every trial of a run, in the order it runs.
+
+Frameworks are interleaved in randomised complete blocks: one block holds one
+trial of each arm for one configuration and repetition, in a seeded random
+order, so order and drift are spread over the arms and paired tests can pair
+the trials of one block. ``blocking = "sequential"`` (all trials of one arm,
+then the next: the original paper's design) exists to show the confound it
+invites. Warm-up repetitions are planned, run and stored like the others and
+flagged ``warmup`` so analysis excludes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kit.errors import PlanError
+from kit.spec import Spec
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of work: an arm in a configuration at one repetition."""
+
+    trial_id: str
+    position: int
+    block: int
+    repetition: int
+    warmup: bool
+    arm: str
+    framework: str
+    config_id: str
+    config: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trial:
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise PlanError(f"a planned trial does not match this kit's plan format ({exc})",
+                            fix="re-run with the kit version that made the run, or start a new run") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ordered trials and how they were drawn."""
+
+    seed: int
+    blocking: str
+    arms: tuple[str, ...]
+    configs: dict[str, dict[str, Any]]
+    trials: tuple[Trial, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "blocking": self.blocking,
+            "arms": list(self.arms),
+            "configs": self.configs,
+            "trials": [t.as_dict() for t in self.trials],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            seed=int(d["seed"]),
+            blocking=str(d["blocking"]),
+            arms=tuple(d["arms"]),
+            configs=dict(d["configs"]),
+            trials=tuple(Trial.from_dict(t) for t in d["trials"]),
+        )
+
+    def digest(self) -> str:
+        """A short hash of the plan, to tell two plans apart at a glance."""
+        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def config_label(config: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(config.items())) or "default"
+
+
+def block_seed(base: int, repetition: int, config_id: str) -> int:
+    """The data-order/initialisation seed shared by every arm of one block."""
+    h = hashlib.sha256(f"{base}:{repetition}:{config_id}".encode()).digest()
+    return int.from_bytes(h[:4], "big")
+
+
+def make_plan(spec: Spec, seed: int | None = None, arms: tuple[str, ...] | None = None) -> Plan:
+    """Build the plan for ``spec`` (seed defaults to the spec's)."""
+    seed = spec.experiment.seed if seed is None else seed
+    arms = arms or spec.experiment.frameworks
+    rng = random.Random(seed)
+    configs = {f"c{i:02d}": cfg for i, cfg in enumerate(spec.configurations())}
+    n_rep = spec.design.warmup_repetitions + spec.design.repetitions
+
+    blocks: list[tuple[int, str, list[str]]] = []  # (repetition, config id, arm order)
+    for rep in range(n_rep):
+        cfg_ids = list(configs)
+        rng.shuffle(cfg_ids)
+        for cid in cfg_ids:
+            order = list(arms)
+            rng.shuffle(order)
+            blocks.append((rep, cid, order))
+
+    cells: list[tuple[int, int, str, str]] = []  # (block, repetition, config id, arm)
+    if spec.design.blocking == "interleaved":
+        for b, (rep, cid, order) in enumerate(blocks):
+            cells += [(b, rep, cid, arm) for arm in order]
+    else:  # sequential: every trial of one arm, then the next arm
+        for arm in arms:
+            cells += [(b, rep, cid, arm) for b, (rep, cid, _) in enumerate(blocks)]
+
+    trials = []
+    for pos, (b, rep, cid, arm) in enumerate(cells):
+        trials.append(Trial(
+            trial_id=f"r{rep:03d}-{cid}-{arm}",
+            position=pos,
+            block=b,
+            repetition=rep,
+            warmup=rep < spec.design.warmup_repetitions,
+            arm=arm,
+            framework=arm.split("@", 1)[0],
+            config_id=cid,
+            config=configs[cid],
+            seed=block_seed(seed, rep, cid),
+        ))
+    return Plan(seed, spec.design.blocking, tuple(arms), configs, tuple(trials))

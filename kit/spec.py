@@ -1,0 +1,452 @@
+"""Experiment specs: frozen dataclasses loaded from TOML and validated at load.
+
+A spec file describes one reproduced study (see ``experiments/``). Profiles
+(``[profiles.quick]``) are partial specs deep-merged over the base before
+validation, so a profile is checked exactly like the base. Every error names
+the file, the key path and what is expected, and is raised before anything is
+written (mlcube's IllegalParameterValueError is the model).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.errors import SpecError
+from kit.workloads import FRAMEWORKS, WORKLOAD_DATASETS, WORKLOADS
+
+SPEC_SCHEMA = 1
+PHASES: tuple[str, ...] = ("warmup", "train", "infer")
+BLOCKING = ("interleaved", "sequential")
+DEVICES = ("auto", "cpu", "gpu")
+COLLECTOR_NAMES = ("cpu", "memory", "hwmon", "nvml", "rapl")
+
+
+class _Invalid(Exception):
+    """Raised inside validation with a key path relative to the spec root."""
+
+    def __init__(self, path: str, expected: str, got: object = dataclasses.MISSING) -> None:
+        self.path, self.expected, self.got = path, expected, got
+        super().__init__(path)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Identity of the study and the arms compared."""
+
+    id: str
+    title: str
+    study: str
+    citation: str
+    reproduces: str
+    frameworks: tuple[str, ...]
+    seed: int = 0
+    notes: str = ""
+
+    def check(self, p: str) -> None:
+        if not self.id.replace("_", "").replace("-", "").isalnum():
+            raise _Invalid(f"{p}.id", "letters, digits, '_' or '-'", self.id)
+        if len(self.frameworks) < 2:
+            raise _Invalid(f"{p}.frameworks", "at least two frameworks to compare", list(self.frameworks))
+        for i, fw in enumerate(self.frameworks):
+            if fw not in FRAMEWORKS:
+                raise _Invalid(f"{p}.frameworks[{i}]", f"one of {', '.join(FRAMEWORKS)}", fw)
+        if len(set(self.frameworks)) != len(self.frameworks):
+            raise _Invalid(f"{p}.frameworks", "each framework once", list(self.frameworks))
+
+
+@dataclass(frozen=True)
+class Goal:
+    """The GQM goal (Basili et al., 1994) and its questions."""
+
+    analyse: str
+    purpose: str
+    quality_focus: str
+    viewpoint: str
+    context: str
+    questions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Which data, from where, and how much of it."""
+
+    name: str
+    source: str = "full"
+    train_size: int | None = None
+    test_size: int | None = None
+
+    def check(self, p: str) -> None:
+        from kit.datasets import DATASETS
+
+        if self.name not in DATASETS:
+            raise _Invalid(f"{p}.name", f"a known dataset ({', '.join(sorted(DATASETS))})", self.name)
+        info = DATASETS[self.name]
+        if self.source not in info.sources:
+            raise _Invalid(f"{p}.source", f"one of {', '.join(info.sources)}", self.source)
+        for key in ("train_size", "test_size"):
+            val = getattr(self, key)
+            if val is not None and val < 1:
+                raise _Invalid(f"{p}.{key}", "a positive number of examples", val)
+        avail_train, avail_test = info.sizes(self.source, self.test_size)
+        if self.train_size is not None and self.train_size > avail_train:
+            raise _Invalid(f"{p}.train_size", f"at most {avail_train} (the {self.source} training part)", self.train_size)
+        if self.test_size is not None and self.test_size > avail_test:
+            raise _Invalid(f"{p}.test_size", f"at most {avail_test} (the {self.source} test part)", self.test_size)
+
+    def n_train(self) -> int:
+        from kit.datasets import DATASETS
+
+        avail, _ = DATASETS[self.name].sizes(self.source, self.test_size)
+        return self.train_size if self.train_size is not None else avail
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The model and its training/inference protocol (identical in every framework)."""
+
+    name: str
+    batch_size: int
+    epochs: int
+    steps_per_epoch: int
+    learning_rate: float
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    infer_batch_size: int = 1000
+    warmup_steps: int = 10
+    device: str = "auto"
+    threads: int | None = None
+    tf_jit_compile: bool = False
+
+    def check(self, p: str) -> None:
+        if self.name not in WORKLOADS:
+            raise _Invalid(f"{p}.name", f"a known workload ({', '.join(sorted(WORKLOADS))})", self.name)
+        for key in ("batch_size", "epochs", "steps_per_epoch", "infer_batch_size"):
+            if getattr(self, key) < 1:
+                raise _Invalid(f"{p}.{key}", "an integer >= 1", getattr(self, key))
+        if self.warmup_steps < 0:
+            raise _Invalid(f"{p}.warmup_steps", "an integer >= 0", self.warmup_steps)
+        if not 0 < self.learning_rate < 10:
+            raise _Invalid(f"{p}.learning_rate", "a number in (0, 10)", self.learning_rate)
+        if not 0 <= self.momentum < 1:
+            raise _Invalid(f"{p}.momentum", "a number in [0, 1)", self.momentum)
+        if self.optimizer != "sgd":
+            raise _Invalid(f"{p}.optimizer", "'sgd' (the only optimizer both builds implement)", self.optimizer)
+        if self.device not in DEVICES:
+            raise _Invalid(f"{p}.device", f"one of {', '.join(DEVICES)}", self.device)
+        if self.threads is not None and self.threads < 1:
+            raise _Invalid(f"{p}.threads", "an integer >= 1, or leave it out", self.threads)
+
+
+@dataclass(frozen=True)
+class Design:
+    """Repetitions, blocking and the significance level."""
+
+    repetitions: int
+    warmup_repetitions: int = 1
+    blocking: str = "interleaved"
+    alpha: float = 0.05
+    timeout_s: float = 1800.0
+
+    def check(self, p: str) -> None:
+        if self.repetitions < 2:
+            raise _Invalid(f"{p}.repetitions", "an integer >= 2 (a test needs at least two samples per arm)", self.repetitions)
+        if self.warmup_repetitions < 0:
+            raise _Invalid(f"{p}.warmup_repetitions", "an integer >= 0", self.warmup_repetitions)
+        if self.blocking not in BLOCKING:
+            raise _Invalid(f"{p}.blocking", f"one of {', '.join(BLOCKING)}", self.blocking)
+        if not 0 < self.alpha < 0.5:
+            raise _Invalid(f"{p}.alpha", "a significance level in (0, 0.5)", self.alpha)
+        if self.timeout_s <= 0:
+            raise _Invalid(f"{p}.timeout_s", "a positive number of seconds", self.timeout_s)
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """Host-side sampling: which collectors, how often, and thermal control."""
+
+    period_s: float = 0.1
+    collectors: tuple[str, ...] = COLLECTOR_NAMES
+    cooldown_band_c: float = 3.0
+    cooldown_max_s: float = 120.0
+
+    def check(self, p: str) -> None:
+        if not 0.005 <= self.period_s <= 10:
+            raise _Invalid(f"{p}.period_s", "a sampling period in [0.005, 10] seconds", self.period_s)
+        for i, name in enumerate(self.collectors):
+            if name not in COLLECTOR_NAMES:
+                raise _Invalid(f"{p}.collectors[{i}]", f"one of {', '.join(COLLECTOR_NAMES)}", name)
+        if self.cooldown_band_c <= 0:
+            raise _Invalid(f"{p}.cooldown_band_c", "a positive temperature band in °C", self.cooldown_band_c)
+        if self.cooldown_max_s < 0:
+            raise _Invalid(f"{p}.cooldown_max_s", "seconds >= 0 (0 disables the wait)", self.cooldown_max_s)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One GQM hypothesis, tested once per phase listed."""
+
+    id: str
+    question: str
+    metric: str
+    phases: tuple[str, ...]
+    h0: str
+    h1: str
+
+    def check(self, p: str) -> None:
+        from kit.analysis.metrics import METRICS
+
+        if self.metric not in METRICS:
+            raise _Invalid(f"{p}.metric", f"a known metric ({', '.join(sorted(METRICS))})", self.metric)
+        for i, ph in enumerate(self.phases):
+            if ph not in ("train", "infer"):
+                raise _Invalid(f"{p}.phases[{i}]", "'train' or 'infer'", ph)
+        if not self.phases:
+            raise _Invalid(f"{p}.phases", "at least one phase", [])
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated experiment, with one profile applied (or none)."""
+
+    experiment: Experiment
+    goal: Goal
+    dataset: Dataset
+    workload: Workload
+    design: Design
+    hypotheses: tuple[Hypothesis, ...]
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    schema: int = SPEC_SCHEMA
+    # Filled by the loader, not by the file:
+    path: str = ""
+    profile: str = "paper"
+    profile_description: str = ""
+    profiles: tuple[str, ...] = ()
+
+    def check(self, p: str) -> None:
+        if self.schema != SPEC_SCHEMA:
+            raise _Invalid("schema", f"{SPEC_SCHEMA} (this kit's spec format)", self.schema)
+        needs = WORKLOAD_DATASETS.get(self.workload.name, ())
+        if needs and self.dataset.name not in needs:
+            raise _Invalid("dataset.name", f"one of {', '.join(needs)} for workload {self.workload.name}", self.dataset.name)
+        workload_keys = {f.name for f in dataclasses.fields(Workload)}
+        for key, values in self.grid.items():
+            if key not in workload_keys or key == "name":
+                raise _Invalid(f"grid.{key}", f"a workload key to vary ({', '.join(sorted(workload_keys - {'name'}))})", key)
+            if not values:
+                raise _Invalid(f"grid.{key}", "a non-empty list of values", list(values))
+        for cfg in self.configurations():
+            wl = dataclasses.replace(self.workload, **cfg)
+            wl.check("workload")
+            n_train = self.dataset.n_train()
+            if wl.batch_size > n_train:
+                raise _Invalid("workload.batch_size", f"at most the {n_train} training examples of the dataset", wl.batch_size)
+            if wl.steps_per_epoch * wl.batch_size > n_train:
+                raise _Invalid(
+                    "workload.steps_per_epoch",
+                    f"at most {n_train // wl.batch_size} (training examples {n_train} / batch size {wl.batch_size})",
+                    wl.steps_per_epoch,
+                )
+        seen: set[str] = set()
+        for i, h in enumerate(self.hypotheses):
+            if h.id in seen:
+                raise _Invalid(f"hypotheses[{i}].id", "a unique hypothesis id", h.id)
+            seen.add(h.id)
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """The grid's cartesian product (one empty configuration without a grid)."""
+        keys = sorted(self.grid)
+        return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(self.grid[k] for k in keys))]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the manifest (tuples become lists)."""
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+# -- generic TOML -> dataclass conversion -----------------------------------
+
+_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "hypotheses", "grid", "schema"}
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is str:
+        return "a string"
+    if tp is bool:
+        return "true or false"
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(_type_name(a) for a in args)
+    if origin is tuple:
+        return f"a list of {_type_name(typing.get_args(tp)[0]).removeprefix('a ').removeprefix('an ')}s"
+    if dataclasses.is_dataclass(tp):
+        return "a table"
+    return str(tp)
+
+
+def _convert(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        for a in args:
+            try:
+                return _convert(a, value, path)
+            except _Invalid:
+                continue
+        raise _Invalid(path, _type_name(tp), value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise _Invalid(path, "true or false", value)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _Invalid(path, "an integer", value)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _Invalid(path, "a number", value)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise _Invalid(path, "a string", value)
+        return value
+    if origin is tuple:
+        (elem,) = typing.get_args(tp)[:1]
+        if not isinstance(value, list):
+            raise _Invalid(path, _type_name(tp), value)
+        return tuple(_convert(elem, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _Invalid(path, "a table", value)
+        out = {}
+        for k, v in value.items():
+            if not isinstance(v, list):
+                raise _Invalid(f"{path}.{k}", "a list of values", v)
+            out[k] = tuple(v)
+        return out
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    return value
+
+
+def _build(cls: Any, data: Any, path: str) -> Any:
+    if not isinstance(data, dict):
+        raise _Invalid(path, "a table", data)
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("path", "profile", "profile_description", "profiles")}
+    for key in data:
+        if key not in fields:
+            where = f"{path}.{key}" if path else key
+            raise _Invalid(where, f"one of the known keys ({', '.join(sorted(fields))}); unknown key")
+    kwargs = {}
+    for name, f in fields.items():
+        where = f"{path}.{name}" if path else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+                raise _Invalid(where, f"{_type_name(hints[name])} (required key is missing)")
+            continue
+        kwargs[name] = _convert(hints[name], data[name], where)
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        check(path)
+    return obj
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _fmt(got: object) -> str:
+    if got is dataclasses.MISSING:
+        return ""
+    return f", got {got!r}"
+
+
+def load_spec(path: str | Path, profile: str | None = None) -> Spec:
+    """Load, merge the profile (if any) and validate; raise SpecError on any fault."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError("spec file not found", where=str(path), fix="give the path of an experiment TOML (see `kit list`)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"not valid TOML ({exc})", where=str(path), fix="correct the TOML syntax at the line shown") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the spec ({exc})", where=str(path), fix="check the file's permissions and encoding") from None
+
+    profiles_raw = raw.pop("profiles", {})
+    if not isinstance(profiles_raw, dict):
+        raise SpecError("expected a table of profiles", where=f"{path}: profiles", fix="write [profiles.NAME] tables")
+    descriptions: dict[str, str] = {}
+    for name, prof in profiles_raw.items():
+        if not isinstance(prof, dict):
+            raise SpecError("expected a table", where=f"{path}: profiles.{name}", fix=f"write [profiles.{name}] as a table")
+        descriptions[name] = str(prof.get("description", ""))
+    chosen = profile or "paper"
+    if chosen != "paper" and chosen not in profiles_raw:
+        known = ", ".join(["paper", *profiles_raw])
+        raise SpecError(f"unknown profile {chosen!r}", where=f"{path}: profiles", fix=f"use one of: {known}")
+
+    def validate(data: dict[str, Any], label: str) -> Spec:
+        try:
+            spec = _build(Spec, data, "")
+        except _Invalid as exc:
+            prefix = "" if label == "paper" else f"profiles.{label} -> "
+            raise SpecError(
+                f"expected {exc.expected}{_fmt(exc.got)}",
+                where=f"{path}: {prefix}{exc.path}",
+                fix=f"set {exc.path} as described, or remove it if it is unknown",
+            ) from None
+        return spec
+
+    for name, prof in profiles_raw.items():  # an invalid profile fails the file, chosen or not
+        over = {k: v for k, v in prof.items() if k != "description"}
+        unknown = set(over) - _SECTIONS
+        if unknown:
+            key = sorted(unknown)[0]
+            raise SpecError(
+                f"unknown key (a profile may override {', '.join(sorted(_SECTIONS))})",
+                where=f"{path}: profiles.{name}.{key}",
+                fix="remove the key or put it under one of those sections",
+            )
+        validate(_merge(raw, over), name)
+    base = validate(raw, "paper")
+    if chosen == "paper":
+        spec = base
+    else:
+        over = {k: v for k, v in profiles_raw[chosen].items() if k != "description"}
+        spec = validate(_merge(raw, over), chosen)
+    return dataclasses.replace(
+        spec,
+        path=str(path),
+        profile=chosen,
+        profile_description=descriptions.get(chosen, "the published protocol"),
+        profiles=("paper", *profiles_raw),
+    )

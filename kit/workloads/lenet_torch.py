@@ -1,0 +1,132 @@
+"""LeNet-5 on MNIST in PyTorch (runs inside the framework image)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from kit.workloads import lenet
+from kit.workloads.common import Markers, data_order, load_mnist
+from kit.workloads.torch_env import device_sync, pick_device, torch_env
+
+
+def build(seed: int) -> nn.Sequential:
+    """The LeNet-5 of ``lenet.LAYERS`` with the shared initial weights."""
+    layers: list[nn.Module] = []
+    for name, kind, p in lenet.LAYERS:
+        if kind == "conv":
+            cin, cout, k, pad = p
+            layers += [nn.Conv2d(cin, cout, k, padding=pad), nn.ReLU()]
+            if name != "c5":
+                layers.append(nn.MaxPool2d(2))
+        else:
+            if name == "f6":
+                layers.append(nn.Flatten())
+            fin, fout = p
+            layers.append(nn.Linear(fin, fout))
+            if name != "out":
+                layers.append(nn.ReLU())
+    model = nn.Sequential(*layers)
+    load_weights(model, lenet.initial_weights(seed))
+    return model
+
+
+def load_weights(model: nn.Sequential, weights: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Copy Keras-layout numpy weights into the model (transposing kernels)."""
+    params = [m for m in model if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.no_grad():
+        for (name, kind, _), module in zip(lenet.LAYERS, params, strict=True):
+            w, b = weights[name]
+            w_t = np.transpose(w, (3, 2, 0, 1)) if kind == "conv" else w.T
+            module.weight.copy_(torch.from_numpy(np.ascontiguousarray(w_t)))
+            module.bias.copy_(torch.from_numpy(b))
+
+
+def param_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One trial: untimed warm-up, one timed training run, one timed inference."""
+    wl, ds, seed = req["workload"], req["dataset"], int(req["seed"])
+    if req.get("threads"):
+        torch.set_num_threads(int(req["threads"]))
+    torch.manual_seed(seed)
+    device = pick_device(req.get("device", "auto"))
+    markers.sync = lambda: device_sync(device)
+
+    x_tr, y_tr, x_te, y_te = load_mnist(data_dir, ds["source"], ds.get("train_size"), ds.get("test_size"))
+    bs, steps = int(wl["batch_size"]), int(wl["steps_per_epoch"])
+    order = data_order(len(x_tr), seed)[: steps * bs]
+    xt = torch.from_numpy(x_tr[order][:, None]).to(device)
+    yt = torch.from_numpy(y_tr[order]).to(device)
+    xe = torch.from_numpy(x_te[:, None]).to(device)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train(model: nn.Module, n_steps: int, epochs: int) -> float:
+        """Train; returns the mean loss of the last epoch (read back once)."""
+        opt = torch.optim.SGD(model.parameters(), lr=float(wl["learning_rate"]), momentum=float(wl["momentum"]))
+        model.train()
+        total = torch.zeros((), device=device)
+        for _ in range(epochs):
+            total = torch.zeros((), device=device)
+            for i in range(n_steps):
+                xb, yb = xt[i * bs : (i + 1) * bs], yt[i * bs : (i + 1) * bs]
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(model(xb), yb)
+                loss.backward()
+                opt.step()
+                total += loss.detach()
+        return float(total.cpu()) / max(n_steps, 1)
+
+    def infer(model: nn.Module) -> np.ndarray:
+        model.eval()
+        ibs = int(wl["infer_batch_size"])
+        preds = []
+        with torch.inference_mode():
+            for i in range(0, len(xe), ibs):
+                preds.append(model(xe[i : i + ibs]).argmax(dim=1))
+            return torch.cat(preds).cpu().numpy()
+
+    init = lenet.initial_weights(seed)
+    model = build(seed).to(device)
+    # Warm-up on the timed model, then back to the shared initial weights and
+    # a fresh optimizer: one-time costs (kernel selection, allocator growth)
+    # fall outside the timed phases in both frameworks alike.
+    warm = int(wl["warmup_steps"])
+    if warm > 0:
+        markers.start("warmup")
+        train(model, min(warm, steps), 1)
+        infer(model)
+        markers.end("warmup")
+        load_weights(model, init)
+
+    epochs = int(wl["epochs"])
+    markers.start("train")
+    final_loss = train(model, steps, epochs)
+    train_s = markers.end("train", images=steps * bs * epochs)
+    markers.start("infer")
+    pred = infer(model)
+    infer_s = markers.end("infer", images=len(xe))
+
+    accuracy = float((pred == y_te).mean())
+    results = {
+        "train_time_s": train_s,
+        "infer_time_s": infer_s,
+        "train_loss": final_loss,
+        "test_accuracy": accuracy,
+        "train_images": steps * bs * epochs,
+        "test_images": int(len(xe)),
+        "train_throughput_ips": steps * bs * epochs / train_s,
+        "infer_throughput_ips": len(xe) / infer_s,
+        "param_count": param_count(model),
+    }
+    return results, torch_env(device)
