@@ -190,6 +190,35 @@ class Telemetry:
 
 
 @dataclass(frozen=True)
+class Container:
+    """Resource settings for container backends (ignored by the local backend)."""
+
+    gpus: str = "all"  # "all", "none", or comma-separated indices such as "0,1"
+    shm_size: str = "2g"
+    cpuset: str = ""  # e.g. "0-7"; empty = no pinning
+    mem_limit: str = ""  # e.g. "32g"; empty = no limit
+    network: bool = False  # trials run without network unless this is true
+
+    def check(self, p: str) -> None:
+        g = self.gpus.replace(" ", "")
+        if g not in ("all", "none") and not all(x.isdigit() for x in g.split(",")):
+            raise _Invalid(f"{p}.gpus", "'all', 'none' or comma-separated GPU indices like '0,1'", self.gpus)
+        for key in ("shm_size", "mem_limit"):
+            val = getattr(self, key)
+            if val and not (val[:-1].isdigit() and val[-1].lower() in "kmg" or val.isdigit()):
+                raise _Invalid(f"{p}.{key}", "a size such as '2g', '512m' or a number of bytes", val)
+
+    def gpu_indices(self) -> list[int] | None:
+        """None for all GPUs, [] for none, else the listed indices."""
+        g = self.gpus.replace(" ", "")
+        if g == "all":
+            return None
+        if g == "none":
+            return []
+        return [int(x) for x in g.split(",")]
+
+
+@dataclass(frozen=True)
 class Hypothesis:
     """One GQM hypothesis, tested once per phase listed."""
 
@@ -223,6 +252,7 @@ class Spec:
     design: Design
     hypotheses: tuple[Hypothesis, ...]
     telemetry: Telemetry = field(default_factory=Telemetry)
+    container: Container = field(default_factory=Container)
     grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     schema: int = SPEC_SCHEMA
     # Filled by the loader, not by the file:
@@ -281,7 +311,7 @@ def _plain(obj: Any) -> Any:
 
 # -- generic TOML -> dataclass conversion -----------------------------------
 
-_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "hypotheses", "grid", "schema"}
+_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "hypotheses", "grid", "schema"}
 
 
 def _type_name(tp: Any) -> str:
