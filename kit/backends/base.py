@@ -20,24 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kit.collectors.base import Probe
+from kit.collectors.base import Probe, TrialTarget
 
 STDERR_TAIL_CHARS = 4000
 HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 1: "error"}
-
-
-@dataclass
-class TrialTarget:
-    """What collectors may watch while a trial runs (set by the backend once started).
-
-    ``pid`` is the harness process on this host (local backend) or the
-    container's init process; ``cgroup`` the container's cgroup directory
-    when the engine reports one.
-    """
-
-    pid: int | None = None
-    cgroup: Path | None = None
-    container_id: str | None = None
 
 
 @dataclass

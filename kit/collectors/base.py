@@ -15,6 +15,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 SAMPLE_COLUMNS: tuple[str, ...] = ("t", "source", "device", "metric", "value", "unit")
@@ -59,6 +60,22 @@ class CollectorReport:
             "n_rows": self.n_rows,
             "errors": list(self.errors),
         }
+
+
+@dataclass
+class TrialTarget:
+    """What collectors may watch while a trial runs (set by the backend once started).
+
+    Shared by backends (which fill it) and collectors (which read it).
+
+    ``pid`` is the harness process on this host (local backend) or the
+    container's init process; ``cgroup`` the container's cgroup directory
+    when the engine reports one.
+    """
+
+    pid: int | None = None
+    cgroup: Path | None = None
+    container_id: str | None = None
 
 
 class Collector(ABC):
