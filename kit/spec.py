@@ -174,6 +174,7 @@ class Telemetry:
 
     period_s: float = 0.1
     collectors: tuple[str, ...] = COLLECTOR_NAMES
+    baseline_s: float = 5.0
     cooldown_band_c: float = 3.0
     cooldown_max_s: float = 120.0
 
@@ -185,6 +186,8 @@ class Telemetry:
                 raise _Invalid(f"{p}.collectors[{i}]", f"one of {', '.join(COLLECTOR_NAMES)}", name)
         if self.cooldown_band_c <= 0:
             raise _Invalid(f"{p}.cooldown_band_c", "a positive temperature band in °C", self.cooldown_band_c)
+        if self.baseline_s < 0:
+            raise _Invalid(f"{p}.baseline_s", "seconds >= 0 of idle sampling at run start (0 disables it)", self.baseline_s)
         if self.cooldown_max_s < 0:
             raise _Invalid(f"{p}.cooldown_max_s", "seconds >= 0 (0 disables the wait)", self.cooldown_max_s)
 
@@ -423,13 +426,20 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
     """Load, merge the profile (if any) and validate; raise SpecError on any fault."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError("spec file not found", where=str(path), fix="give the path of an experiment TOML (see `kit list`)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"not valid TOML ({exc})", where=str(path), fix="correct the TOML syntax at the line shown") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read the spec ({exc})", where=str(path), fix="check the file's permissions and encoding") from None
+    return parse_spec(text, str(path), profile)
+
+
+def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
+    """Validate spec ``text`` (``path`` labels errors); used on resume with the manifest's copy."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"not valid TOML ({exc})", where=path, fix="correct the TOML syntax at the line shown") from None
 
     profiles_raw = raw.pop("profiles", {})
     if not isinstance(profiles_raw, dict):
@@ -456,6 +466,7 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
             ) from None
         return spec
 
+    base = validate(raw, "paper")
     for name, prof in profiles_raw.items():  # an invalid profile fails the file, chosen or not
         over = {k: v for k, v in prof.items() if k != "description"}
         unknown = set(over) - _SECTIONS
@@ -467,7 +478,6 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
                 fix="remove the key or put it under one of those sections",
             )
         validate(_merge(raw, over), name)
-    base = validate(raw, "paper")
     if chosen == "paper":
         spec = base
     else:
@@ -475,7 +485,7 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
         spec = validate(_merge(raw, over), chosen)
     return dataclasses.replace(
         spec,
-        path=str(path),
+        path=path,
         profile=chosen,
         profile_description=descriptions.get(chosen, "the published protocol"),
         profiles=("paper", *profiles_raw),

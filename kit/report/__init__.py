@@ -1,0 +1,38 @@
+"""Reports: finished analysis in, documents out (HTML now; LaTeX/PDF by format).
+
+``build_context`` turns analysis.json and the manifest into everything a
+template shows, so templates only lay out numbers that already exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kit.errors import ReportError
+from kit.report.context import build_context
+from kit.store import REPORT, RunDir
+
+FORMATS = ("html", "latex", "pdf")
+
+
+def write_report(run_dir: Path, analysis: dict[str, Any], formats: tuple[str, ...] = ("html",)) -> list[Path]:
+    """Render the requested formats into RUN_DIR/report/ and return their paths."""
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ReportError(f"unknown report format(s): {', '.join(bad)}", where="--format",
+                          fix=f"use a comma-separated subset of {', '.join(FORMATS)}")
+    rd = RunDir.open(run_dir)
+    ctx = build_context(rd.manifest(), analysis, rd.path)
+    out_dir = rd.path / REPORT
+    out_dir.mkdir(exist_ok=True)
+    paths: list[Path] = []
+    if "html" in formats:
+        from kit.report.html import render_html
+
+        paths.append(render_html(ctx, out_dir))
+    if "latex" in formats or "pdf" in formats:
+        from kit.report.latex import render_latex
+
+        paths += render_latex(ctx, out_dir, pdf="pdf" in formats)
+    return paths

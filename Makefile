@@ -1,0 +1,59 @@
+# kit: reproducible TensorFlow-vs-PyTorch benchmarks.
+#   make reproduce   set up .venv and run the main study (quick profile without a GPU), then its report
+#   make test        set up .venv and run the test suite
+# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.kit-installed
+RUNS    ?= runs
+SPEC    ?= experiments/florencio2019_lenet.toml
+HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+# On a host with an NVIDIA GPU the paper's protocol runs; elsewhere its quick profile.
+PROFILE ?= $(if $(HAVE_GPU),paper,quick)
+# Containers when an engine with GPU support is reachable, the local backend otherwise.
+BACKEND ?= auto
+# torch 2.13.0 is a small CPU build where pip has it (this kit's CI), the CUDA build elsewhere.
+FRAMEWORKS := $(if $(HAVE_GPU),gpu,cpu)
+
+.PHONY: setup reproduce test test-fast lint report images doctor clean distclean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[$(FRAMEWORKS),dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+reproduce: setup
+	$(VENV)/bin/kit run $(SPEC) --profile $(PROFILE) --backend $(BACKEND) --runs-dir $(RUNS)
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not engine and not slurm"
+
+lint: setup
+	$(VENV)/bin/ruff check kit tests
+
+# Re-make the report of the newest run (or RUN=runs/<dir>).
+RUN ?= $(lastword $(sort $(wildcard $(RUNS)/*/)))
+report: setup
+	$(VENV)/bin/kit report $(RUN) --format html,latex,pdf
+
+images: setup
+	$(VENV)/bin/kit images build
+
+doctor: setup
+	$(VENV)/bin/kit doctor
+
+clean:
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

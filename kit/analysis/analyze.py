@@ -1,0 +1,275 @@
+"""Analysis of a run directory: raw records in, ``analysis.json`` out.
+
+``analyze_run`` reads the run directory and writes analysis.json;
+``compute_analysis`` is the pure part (manifest, trial records and the metric
+table in, plain data out), so a stored run is re-analysed without any trial
+and golden run directories can be tested byte for byte.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kit import __version__
+from kit.analysis import stats
+from kit.analysis.metrics import DEFAULT_METRICS, METRICS, VALUE_COLUMNS, trial_metric_rows
+from kit.errors import AnalysisError
+from kit.store import ANALYSIS, RunDir, atomic_write_json
+
+ANALYSIS_SCHEMA = 1
+
+
+def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ...]) -> pd.DataFrame:
+    """The per-trial metric table of a run (one row per trial, phase and metric)."""
+    rows: list[dict[str, Any]] = []
+    for rec in trials:
+        rows += trial_metric_rows(rec, rd.read_samples(rec["trial_id"]), metrics)
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def analyze_run(run_dir: Any) -> dict[str, Any]:
+    """Analyse a stored run and write analysis.json next to the raw data."""
+    rd = RunDir.open(run_dir)
+    manifest = rd.manifest()
+    trials = list(rd.iter_trials())
+    if not trials:
+        raise AnalysisError("no finished trial to analyse", where=str(rd.path),
+                            fix=f"run some trials first: kit run --resume {rd.path}")
+    metrics = _metrics_of(manifest)
+    values = load_values(rd, trials, metrics)
+    analysis = compute_analysis(manifest, trials, values)
+    atomic_write_json(rd.path / ANALYSIS, analysis)
+    return analysis
+
+
+def _metrics_of(manifest: dict[str, Any]) -> tuple[str, ...]:
+    wanted = list(DEFAULT_METRICS)
+    for h in manifest["spec"].get("hypotheses", []):
+        if h["metric"] not in wanted:
+            wanted.append(h["metric"])
+    return tuple(m for m in wanted if m in METRICS)
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def usable(values: pd.DataFrame) -> pd.DataFrame:
+    """Rows that enter statistics: measured trials (not warm-up) that finished ok, with a value."""
+    v = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok")]
+    return v[v["value"].notna()]
+
+
+def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
+    spec = manifest["spec"]
+    arms = list(manifest["plan"]["arms"])
+    alpha = float(spec["design"]["alpha"])
+    configs = manifest["plan"]["configs"]
+    use = usable(values)
+
+    descriptives = _descriptives(use, arms)
+    hypotheses = _hypotheses(spec, use, arms, configs, alpha)
+    equivalence = _equivalence(trials, arms)
+    measured = _measured(values, manifest)
+    summary = _run_summary(manifest, trials)
+
+    analysis: dict[str, Any] = {
+        "schema_version": ANALYSIS_SCHEMA,
+        "kit_version": __version__,
+        "computed": time.time(),
+        "experiment": manifest["experiment"],
+        "title": manifest.get("title"),
+        "profile": manifest.get("profile"),
+        "profile_description": manifest.get("profile_description"),
+        "alpha": alpha,
+        "arms": arms,
+        "configs": configs,
+        "run": summary,
+        "descriptives": descriptives,
+        "hypotheses": hypotheses,
+        "equivalence": equivalence,
+        "measured": measured,
+        "trial_env": _trial_env(trials, arms),
+        "values": values.to_dict(orient="records"),
+    }
+    from kit.analysis.validity import assess
+
+    analysis["validity"] = assess(manifest, trials, values, analysis)
+    return _clean(analysis)
+
+
+def _trial_env(trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+    """Versions reported from inside the first finished trial of each arm."""
+    seen: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        if t["status"] == "ok" and t["arm"] not in seen and t.get("env"):
+            seen[t["arm"]] = {"arm": t["arm"], "trial_id": t["trial_id"], **t["env"]}
+    return [seen[a] for a in arms if a in seen]
+
+
+def _run_summary(manifest: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
+    planned = len(manifest["plan"]["trials"])
+    status = Counter(t["status"] for t in trials)
+    return {
+        "planned": planned,
+        "finished": len(trials),
+        "missing": planned - len(trials),
+        "by_status": dict(status),
+        "warmup_trials": sum(1 for t in trials if t.get("warmup")),
+        "status": manifest.get("status"),
+        "backend": manifest.get("backend", {}).get("backend"),
+        "blocking": manifest["plan"]["blocking"],
+        "seed": manifest["plan"]["seed"],
+        "started": manifest.get("started"),
+        "ended": manifest.get("ended"),
+    }
+
+
+def _descriptives(use: pd.DataFrame, arms: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for (cid, metric, phase), g in use.groupby(["config_id", "metric", "phase"], sort=True):
+        for arm in arms:
+            ga = g[g["arm"] == arm].sort_values("position")
+            if ga.empty:
+                continue
+            x = ga["value"].to_numpy(dtype=float)
+            entry: dict[str, Any] = {"config_id": cid, "metric": metric, "phase": phase, "arm": arm,
+                                     "unit": METRICS[metric].unit, **stats.describe(x).as_dict()}
+            entry["normality"] = stats.normality(x).as_dict() if len(x) >= 3 else None
+            out_ = stats.tukey_outliers(x).as_dict()
+            ids = ga["trial_id"].tolist()
+            for key in ("mild", "extreme"):
+                if key in out_ and isinstance(out_[key], dict) and "indices" in out_[key]:
+                    out_[key]["trial_ids"] = [ids[i] for i in out_[key]["indices"]]
+            entry["outliers"] = out_
+            out.append(entry)
+    return out
+
+
+def paired_arrays(use: pd.DataFrame, cid: str, metric: str, phase: str, a: str, b: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Values of arms a and b in the blocks where both were measured, block order."""
+    g = use[(use["config_id"] == cid) & (use["metric"] == metric) & (use["phase"] == phase)]
+    wide = g.pivot_table(index="block", columns="arm", values="value", aggfunc="first")
+    if a not in wide or b not in wide:
+        return np.array([]), np.array([]), []
+    wide = wide[[a, b]].dropna().sort_index()
+    return wide[a].to_numpy(float), wide[b].to_numpy(float), [int(i) for i in wide.index]
+
+
+def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
+                alpha: float) -> list[dict[str, Any]]:
+    a, b = arms[0], arms[1]
+    rows: list[dict[str, Any]] = []
+    for h in spec.get("hypotheses", []):
+        m = METRICS[h["metric"]]
+        for cid in configs:
+            for phase in h["phases"]:
+                xa, xb, blocks = paired_arrays(use, cid, h["metric"], phase, a, b)
+                row: dict[str, Any] = {
+                    "id": h["id"], "question": h["question"], "metric": h["metric"], "label": m.label,
+                    "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
+                    "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
+                }
+                if len(blocks) == 0:
+                    row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
+                               comparison=None)
+                else:
+                    comp = stats.compare_two(xa, xb, paired=True, alpha=alpha).as_dict()
+                    row["comparison"] = comp
+                    row["tested"] = comp.get("test") is not None
+                    row["reason"] = comp.get("reason")
+                rows.append(row)
+    # Holm over the family of hypotheses that were tested
+    pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
+    adjusted = stats.holm(pvals)
+    for r, p, p_adj in zip(rows, pvals, adjusted, strict=True):
+        r["p"] = p
+        r["p_adj"] = p_adj
+        r["test_method"] = r["comparison"]["test"]["method"] if r["tested"] else None
+        r.update(_decision(r, alpha))
+    return rows
+
+
+def _decision(r: dict[str, Any], alpha: float) -> dict[str, Any]:
+    if not r["tested"]:
+        return {"decision": "not tested", "rejected": None, "effect_text": None, "direction": None}
+    comp = r["comparison"]
+    delta = comp["cliffs_delta"]
+    ratio = comp.get("ratio_of_medians") or {}
+    rejected = r["p_adj"] is not None and r["p_adj"] < alpha
+    a, b = r["arm_a"], r["arm_b"]
+    med_a, med_b = comp["a"]["median"], comp["b"]["median"]
+    direction = None if med_a == med_b else (f"{a} > {b}" if med_a > med_b else f"{a} < {b}")
+    effect = f"δ={delta['estimate']:+.2f} ({delta['magnitude']})"
+    if ratio.get("estimate") is not None:
+        effect += f", {a}/{b}={ratio['estimate']:.3g}"
+    text = f"reject H0 ({direction})" if rejected else "H0 not rejected"
+    return {"decision": text, "rejected": rejected, "effect_text": effect, "direction": direction}
+
+
+def _equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:
+    """Were the models the same? Parameter counts, and loss agreement within blocks."""
+    params = {arm: sorted({t["results"].get("param_count") for t in trials if t["arm"] == arm and t["status"] == "ok"
+                           and t.get("results", {}).get("param_count") is not None}) for arm in arms}
+    by_block: dict[tuple[int, str], dict[str, float]] = {}
+    acc: dict[str, list[float]] = {arm: [] for arm in arms}
+    for t in trials:
+        if t["status"] != "ok":
+            continue
+        res = t.get("results", {})
+        if "train_loss" in res:
+            by_block.setdefault((t["block"], t["config_id"]), {})[t["arm"]] = float(res["train_loss"])
+        if "test_accuracy" in res and not t.get("warmup"):
+            acc[t["arm"]].append(float(res["test_accuracy"]))
+    gaps = [abs(v[arms[0]] - v[arms[1]]) / max(abs(v[arms[0]]), 1e-12) for v in by_block.values() if len(v) >= 2]
+    same_params = all(len(p) == 1 for p in params.values()) and len({p[0] for p in params.values() if p}) == 1
+    max_gap = max(gaps) if gaps else None
+    return {
+        "param_counts": {arm: p for arm, p in params.items()},
+        "param_counts_equal": same_params,
+        "loss_pairs": len(gaps),
+        "max_rel_loss_gap": max_gap,
+        "loss_agrees": max_gap is not None and max_gap < 1e-3,
+        "accuracy_mean": {arm: (float(np.mean(v)) if v else None) for arm, v in acc.items()},
+        "accuracy_min": {arm: (float(np.min(v)) if v else None) for arm, v in acc.items()},
+        "verified": same_params and max_gap is not None and max_gap < 1e-3,
+    }
+
+
+def _measured(values: pd.DataFrame, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per metric: measured or not, and why not (from the collectors' probes)."""
+    probes = {c["name"]: c for c in manifest.get("collectors", [])}
+    out = []
+    for metric, g in values.groupby("metric", sort=False):
+        m = METRICS[metric]
+        n = int(g["value"].notna().sum())
+        reason = None
+        if n == 0:
+            probe = probes.get(m.source) if m.source else None
+            if m.kind == "energy":
+                src = "nvml" if m.domain_prefix.startswith("gpu") else "rapl"
+                probe = probes.get(src)
+            if probe is not None and not probe["ok"]:
+                reason = f"{probe['name']}: {probe['detail']}" + (f" (fix: {probe['fix']})" if probe.get("fix") else "")
+            elif probe is None and m.kind != "result":
+                reason = "collector not enabled in this run"
+            else:
+                reason = "no readings inside the phases (phases shorter than the sampling period?)"
+        out.append({"metric": metric, "label": m.label, "unit": m.unit, "measured": n > 0, "n_values": n,
+                    "reason": reason})
+    return out

@@ -1,0 +1,121 @@
+"""Metrics: how one number per trial and phase is derived from the raw record.
+
+A metric is either a result the harness measured (``time_s`` is the train or
+infer phase duration), a summary of host telemetry over the phase (``cpu_util_pct``
+is the mean of the total CPU utilisation readings inside the phase), or an
+energy difference over the phase. ``trial_values`` turns a run directory into
+the long table every statistic is computed from; each row names its trial,
+so every number in a report traces back to a trial file and its samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+TEST_PHASES = ("train", "infer")
+VALUE_COLUMNS = ["trial_id", "arm", "framework", "config_id", "block", "repetition", "position", "warmup",
+                 "status", "phase", "metric", "value", "unit", "n_samples"]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One dependent variable: its unit, direction and where its value comes from."""
+
+    name: str
+    label: str
+    unit: str
+    kind: str  # result | telemetry | energy
+    lower_is_better: bool | None = None
+    result_keys: tuple[tuple[str, str], ...] = ()  # (phase, key in results)
+    source: str = ""
+    metric: str = ""
+    device: str | None = None  # None: mean over every device of that source
+    agg: str = "mean"  # mean | max
+    domain_prefix: str = ""  # energy: domains starting with this
+
+    def result_key(self, phase: str) -> str | None:
+        return dict(self.result_keys).get(phase)
+
+
+METRICS: dict[str, MetricDef] = {m.name: m for m in (
+    MetricDef("time_s", "execution time", "s", "result", True,
+              (("train", "train_time_s"), ("infer", "infer_time_s"))),
+    MetricDef("throughput_ips", "throughput", "images/s", "result", False,
+              (("train", "train_throughput_ips"), ("infer", "infer_throughput_ips"))),
+    MetricDef("accuracy", "test accuracy", "fraction", "result", False, (("infer", "test_accuracy"),)),
+    MetricDef("train_loss", "training loss (last epoch mean)", "1", "result", True, (("train", "train_loss"),)),
+    MetricDef("cpu_util_pct", "CPU utilisation", "%", "telemetry", None, source="cpu", metric="util_pct", device="total"),
+    MetricDef("cpu_temp_c", "CPU temperature", "°C", "telemetry", None, source="hwmon", metric="cpu_temp_c", device="cpu"),
+    MetricDef("gpu_util_pct", "GPU utilisation", "%", "telemetry", None, source="nvml", metric="gpu_util_pct"),
+    MetricDef("gpu_temp_c", "GPU temperature", "°C", "telemetry", None, source="nvml", metric="temp_c"),
+    MetricDef("gpu_power_w", "GPU power", "W", "telemetry", True, source="nvml", metric="power_w"),
+    MetricDef("gpu_mem_used_bytes", "GPU memory used (peak)", "B", "telemetry", True, source="nvml",
+              metric="mem_used_bytes", agg="max"),
+    MetricDef("host_mem_used_bytes", "host memory used (peak)", "B", "telemetry", True, source="memory",
+              metric="used_bytes", device="host", agg="max"),
+    MetricDef("trial_rss_bytes", "trial resident memory (peak)", "B", "telemetry", True, source="memory",
+              metric="rss_bytes", device="trial", agg="max"),
+    MetricDef("gpu_energy_j", "GPU energy", "J", "energy", True, domain_prefix="gpu"),
+    MetricDef("cpu_energy_j", "CPU package energy (RAPL)", "J", "energy", True, domain_prefix="rapl:package"),
+    MetricDef("dram_energy_j", "DRAM energy (RAPL)", "J", "energy", True, domain_prefix="rapl:dram"),
+)}
+
+# What the report shows by default, in this order.
+DEFAULT_METRICS = ("time_s", "cpu_util_pct", "cpu_temp_c", "gpu_util_pct", "gpu_temp_c", "gpu_power_w",
+                   "trial_rss_bytes", "host_mem_used_bytes", "gpu_mem_used_bytes", "gpu_energy_j", "cpu_energy_j",
+                   "dram_energy_j", "throughput_ips", "accuracy")
+
+
+def _telemetry_value(m: MetricDef, summaries: pd.DataFrame, phase: str) -> tuple[float | None, int]:
+    if summaries.empty:
+        return None, 0
+    sel = summaries[(summaries["phase"] == phase) & (summaries["source"] == m.source) & (summaries["metric"] == m.metric)]
+    if m.device is not None:
+        sel = sel[sel["device"] == m.device]
+    sel = sel[sel["n"] > 0]
+    if sel.empty:
+        return None, 0
+    value = float(sel["max"].max()) if m.agg == "max" else float(sel["mean"].mean())
+    return value, int(sel["n"].sum())
+
+
+def _energy_value(m: MetricDef, energy: pd.DataFrame, phase: str) -> tuple[float | None, int]:
+    if energy.empty:
+        return None, 0
+    sel = energy[(energy["phase"] == phase) & energy["domain"].astype(str).str.startswith(m.domain_prefix)]
+    sel = sel[sel["energy_j"].notna()]
+    if sel.empty:
+        return None, 0
+    return float(sel["energy_j"].sum()), int(sel["n"].sum())
+
+
+def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every (phase, metric) value of one trial, None where it could not be measured."""
+    from kit.analysis.telemetry import phase_energy, phase_intervals, phase_summaries
+
+    intervals = phase_intervals(record.get("markers", []))
+    summaries = phase_summaries(samples, intervals) if not samples.empty else pd.DataFrame()
+    energy = phase_energy(samples, intervals) if not samples.empty else pd.DataFrame()
+    base = {k: record.get(k) for k in ("trial_id", "arm", "framework", "config_id", "block", "repetition",
+                                       "position", "warmup", "status")}
+    rows = []
+    for name in metrics:
+        m = METRICS[name]
+        for phase in TEST_PHASES:
+            value: float | None
+            n = 0
+            if m.kind == "result":
+                key = m.result_key(phase)
+                if key is None:
+                    continue
+                raw = record.get("results", {}).get(key)
+                value, n = (float(raw), 1) if raw is not None else (None, 0)
+            elif m.kind == "telemetry":
+                value, n = _telemetry_value(m, summaries, phase)
+            else:
+                value, n = _energy_value(m, energy, phase)
+            rows.append({**base, "phase": phase, "metric": name, "value": value, "unit": m.unit, "n_samples": n})
+    return rows

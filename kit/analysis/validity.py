@@ -1,0 +1,226 @@
+"""Threats to validity, derived from the run rather than written by hand.
+
+Each rule looks at the manifest, the trial records and the metric table and
+emits zero or more findings: category (conclusion, internal, construct,
+external; Wohlin et al.), severity, the evidence in numbers, and the
+mitigation that was applied or is suggested. A rule that finds its threat
+mitigated says so (status ``mitigated``), so the report shows what the
+design already took care of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kit.analysis import stats
+
+SEVERITIES = ("high", "medium", "low", "info")
+
+
+@dataclass(frozen=True)
+class Threat:
+    rule: str
+    category: str  # conclusion | internal | construct | external
+    severity: str
+    title: str
+    evidence: str
+    mitigation: str
+    status: str = "threat"  # threat | mitigated
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Ctx:
+    manifest: dict[str, Any]
+    trials: list[dict[str, Any]]
+    values: pd.DataFrame
+    analysis: dict[str, Any]
+
+    @property
+    def use(self) -> pd.DataFrame:
+        v = self.values
+        v = v[(~v["warmup"].astype(bool)) & (v["status"] == "ok")]
+        return v[v["value"].notna()]
+
+
+Rule = Callable[[Ctx], list[Threat]]
+RULES: list[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    RULES.append(fn)
+    return fn
+
+
+@rule
+def small_n(c: Ctx) -> list[Threat]:
+    ns = [h["n_pairs"] for h in c.analysis.get("hypotheses", []) if h["n_pairs"]]
+    if not ns:
+        return []
+    n = min(ns)
+    if n < stats.MIN_N_FOR_TESTS:
+        return [Threat("small_n", "conclusion", "high", "Too few samples for a test",
+                       f"the smallest hypothesis has {n} paired samples (< {stats.MIN_N_FOR_TESTS}); only descriptives are reported",
+                       "run more repetitions (the paper profile has 100)", numbers={"min_pairs": n})]
+    if n < 30:
+        return [Threat("small_n", "conclusion", "medium", "Small sample size",
+                       f"the smallest hypothesis has {n} paired samples; small effects may go undetected (low power)",
+                       "use the paper profile (100 repetitions) for conclusions", numbers={"min_pairs": n})]
+    return []
+
+
+@rule
+def high_cv(c: Ctx) -> list[Threat]:
+    out = []
+    for d in c.analysis.get("descriptives", []):
+        if d["metric"] != "time_s" or d.get("cv") is None or d["n"] < 3:
+            continue
+        if d["cv"] > 0.05:
+            out.append(Threat("high_cv", "conclusion", "medium", f"Unstable timing: {d['arm']} {d['phase']}",
+                              f"coefficient of variation {d['cv']:.1%} over {d['n']} trials (> 5 %)",
+                              "pin CPU frequency (performance governor), lock GPU clocks, stop other load; report medians and CIs",
+                              numbers={"cv": d["cv"], "n": d["n"], "arm": d["arm"], "phase": d["phase"]}))
+    return out
+
+
+@rule
+def interleaving(c: Ctx) -> list[Threat]:
+    blocking = c.manifest["plan"]["blocking"]
+    if blocking == "interleaved":
+        return [Threat("order", "internal", "info", "Order of frameworks",
+                       "trials of the frameworks were interleaved in randomised blocks (seed "
+                       f"{c.manifest['plan']['seed']})", "randomised complete blocks", status="mitigated")]
+    return [Threat("order", "internal", "high", "Frameworks not interleaved",
+                   f"plan blocking is {blocking!r}: all trials of one framework ran before the other's, so drift in "
+                   "temperature, clocks or background load is confounded with the framework",
+                   "use blocking = \"interleaved\" (randomised blocks)")]
+
+
+@rule
+def drift(c: Ctx) -> list[Threat]:
+    out = []
+    use = c.use
+    t = use[use["metric"] == "time_s"]
+    for (phase, arm), g in t.groupby(["phase", "arm"]):
+        if len(g) < stats.MIN_N_FOR_TESTS:
+            continue
+        tr = stats.linear_trend(g["position"].to_numpy(float), g["value"].to_numpy(float)).as_dict()
+        p = tr.get("p")
+        if p is not None and p < 0.01:
+            med = float(np.median(g["value"]))
+            slope = tr.get("slope")
+            span = float(g["position"].max() - g["position"].min())
+            change = (slope * span / med) if (slope is not None and med) else None
+            if change is not None and abs(change) < 0.02:
+                continue
+            out.append(Threat("drift", "internal", "high" if c.manifest["plan"]["blocking"] != "interleaved" else "medium",
+                              f"Drift of {phase} time with schedule position ({arm})",
+                              f"trend p={p:.2g}; Theil-Sen slope changes the median by {change:+.1%} over the run"
+                              if change is not None else f"trend p={p:.2g}",
+                              "interleave frameworks (done if blocking is interleaved), let the device cool between trials, "
+                              "and check the metric-against-position figure",
+                              numbers={"arm": arm, "phase": phase, **{k: tr.get(k) for k in ("p", "slope")}}))
+    return out
+
+
+@rule
+def warmups(c: Ctx) -> list[Threat]:
+    n = c.manifest["spec"]["design"]["warmup_repetitions"]
+    warm = c.manifest["spec"]["workload"].get("warmup_steps", 0)
+    if n > 0:
+        return [Threat("warmup", "internal", "info", "Warm-up effects",
+                       f"{n} warm-up block(s) run and excluded; {warm} untimed warm-up steps inside every trial",
+                       "warm-ups excluded from analysis", status="mitigated")]
+    return [Threat("warmup", "internal", "medium", "Warm-ups not excluded",
+                   "no warm-up repetition: first-call costs (library loading, autotuning) are in the data",
+                   "set design.warmup_repetitions >= 1")]
+
+
+@rule
+def equivalence(c: Ctx) -> list[Threat]:
+    eq = c.analysis.get("equivalence", {})
+    if eq.get("verified"):
+        return [Threat("equivalence", "internal", "info", "Same model in both frameworks",
+                       f"parameter counts {eq['param_counts']}; identical initial weights and batches; training losses "
+                       f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks",
+                       "shared initial weights and data order, checked per block", status="mitigated")]
+    return [Threat("equivalence", "internal", "high", "Models not verified equivalent",
+                   f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}",
+                   "use the same architecture, initial weights and data order in both frameworks")]
+
+
+@rule
+def accuracy_gap(c: Ctx) -> list[Threat]:
+    acc = c.analysis.get("equivalence", {}).get("accuracy_mean", {})
+    vals = {k: v for k, v in acc.items() if v is not None}
+    if len(vals) < 2:
+        return []
+    gap = max(vals.values()) - min(vals.values())
+    low = [k for k, v in vals.items() if v <= 0.11]
+    if low:
+        return [Threat("accuracy", "construct", "high", "A framework did not learn",
+                       f"mean test accuracy {vals}: {', '.join(low)} at chance level (10 classes)",
+                       "check the training code of that framework before comparing times", numbers=vals)]
+    if gap > 0.02:
+        return [Threat("accuracy", "construct", "medium", "Accuracy differs between frameworks",
+                       f"mean test accuracy {vals} (gap {gap:.3f})", "compare time at equal accuracy", numbers=vals)]
+    return []
+
+
+@rule
+def unmeasured(c: Ctx) -> list[Threat]:
+    hyp_metrics = {h["metric"] for h in c.manifest["spec"].get("hypotheses", [])}
+    out = []
+    for m in c.analysis.get("measured", []):
+        if not m["measured"] and m["metric"] in hyp_metrics:
+            out.append(Threat("sensor", "construct", "medium", f"Not measured: {m['label']}",
+                              f"{m['reason']}; the hypotheses on {m['label']} are not tested",
+                              "run on a host that exposes the sensor (see `kit doctor`)"))
+    return out
+
+
+@rule
+def governor(c: Ctx) -> list[Threat]:
+    f = c.manifest.get("host", {}).get("cpu_freq", {})
+    if not f.get("readable"):
+        return [Threat("governor", "internal", "low", "CPU frequency policy unknown",
+                       "cpufreq is not exposed on this host (virtual machine?)", "record it on bare metal")]
+    if f.get("governors") != ["performance"]:
+        return [Threat("governor", "internal", "medium", "CPU governor not 'performance'",
+                       f"governors: {', '.join(f.get('governors', []))}", "sudo cpupower frequency-set -g performance")]
+    return []
+
+
+@rule
+def profile(c: Ctx) -> list[Threat]:
+    if c.manifest.get("profile", "paper") == "paper":
+        return []
+    return [Threat("profile", "construct", "high", f"Not the paper's protocol: profile {c.manifest['profile']!r}",
+                   c.manifest.get("profile_description") or "a reduced profile", "run the paper profile on a GPU host")]
+
+
+@rule
+def external(c: Ctx) -> list[Threat]:
+    host = c.manifest.get("host", {})
+    gpus = {g.get("name") for g in host.get("gpus", [])}
+    ds = c.manifest["spec"]["dataset"]["name"]
+    where = f"one host ({host.get('cpu_model', '?')}" + (f", GPU {', '.join(sorted(gpus))}" if gpus else ", no GPU") + ")"
+    return [Threat("external", "external", "info", "Generality",
+                   f"{where}, one dataset ({ds}), one model; results may not carry over to other hardware or models",
+                   "repeat on other hosts and with the other studies of the kit")]
+
+
+def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
+           analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    ctx = Ctx(manifest, trials, values, analysis)
+    found: list[Threat] = []
+    for r in RULES:
+        found += r(ctx)
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    found.sort(key=lambda t: (t.status == "mitigated", order.get(t.severity, 9)))
+    return [asdict(t) for t in found]

@@ -1,0 +1,35 @@
+"""The experiments shipped with the kit, for `kit list` and the Makefile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+from kit.plan import make_plan
+from kit.spec import load_spec
+
+
+def list_experiments(directory: Path) -> list[dict[str, Any]]:
+    """Every experiment file with each profile's description and trial count.
+
+    An invalid file is listed with its error instead of hiding the others.
+    """
+    if not directory.is_dir():
+        raise KitError("experiments directory not found", where=str(directory),
+                       fix="run from the kit's checkout or pass --experiments-dir")
+    out = []
+    for path in sorted(directory.glob("*.toml")):
+        try:
+            base = load_spec(path)
+        except KitError as err:
+            out.append({"file": path.name, "id": "(invalid)", "profiles": [
+                {"name": "-", "trials": 0, "description": err.one_line()}]})
+            continue
+        profiles = []
+        for name in base.profiles:
+            spec = load_spec(path, name)
+            profiles.append({"name": name, "trials": len(make_plan(spec).trials),
+                             "description": spec.profile_description})
+        out.append({"file": path.name, "id": base.experiment.id, "title": base.experiment.title, "profiles": profiles})
+    return out

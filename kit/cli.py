@@ -1,0 +1,184 @@
+"""The `kit` command: a thin typer layer over the library.
+
+Each command parses its options, calls one function in ``kit`` and prints the
+result. Errors are ``KitError``s, caught once in ``main``: one line with the
+cause, where and the fix, and a non-zero exit code; ``--debug`` adds the
+traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kit.errors import KitError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Reproducible TensorFlow-vs-PyTorch benchmarks: run, analyse, report.")
+console = Console(stderr=True)
+out = Console()
+_STATE: dict[str, bool] = {"debug": False}
+
+
+@app.callback()
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False) -> None:
+    _STATE["debug"] = debug or bool(os.environ.get("KIT_DEBUG"))
+
+
+# -- list / doctor ------------------------------------------------------------
+
+@app.command("list")
+def list_cmd(
+    experiments_dir: Annotated[Path, typer.Option(help="Where experiment TOML files are.")] = Path("experiments"),
+) -> None:
+    """List the experiments and their profiles."""
+    from kit.catalog import list_experiments
+
+    table = Table(title="Experiments", show_lines=True)
+    for col in ("file", "experiment", "profile", "trials", "description"):
+        table.add_column(col, overflow="fold")
+    for e in list_experiments(experiments_dir):
+        for p in e["profiles"]:
+            table.add_row(e["file"], e["id"], p["name"], str(p["trials"]), p["description"])
+    out.print(table)
+
+
+@app.command()
+def doctor(
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset directory to check as well.")] = None,
+) -> None:
+    """Say what this host offers (engine, GPUs, NVML, sensors, RAPL, datasets) and how to fix what is missing."""
+    from kit.doctor import run_checks
+
+    table = Table(title="kit doctor", show_lines=True)
+    for col in ("check", "status", "detail", "fix"):
+        table.add_column(col, overflow="fold")
+    for f in run_checks(data_dir=data_dir):
+        status = "[green]ok[/]" if f["ok"] else ("[yellow]missing[/]" if f.get("optional", True) else "[red]FAIL[/]")
+        table.add_row(f["check"], status, f["detail"], f.get("fix") or "")
+    out.print(table)
+
+
+# -- run / report -------------------------------------------------------------
+
+@app.command()
+def run(
+    spec: Annotated[Path | None, typer.Argument(help="Experiment TOML (omit with --resume).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
+    backend: Annotated[str, typer.Option(help="local, docker, or auto (containers when an engine with GPUs is present).")] = "local",
+    resume: Annotated[Path | None, typer.Option(help="Continue this run directory: run only the missing trials.")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
+    data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
+    download: Annotated[bool, typer.Option(help="Download missing datasets into the cache.")] = True,
+    seed: Annotated[int | None, typer.Option(help="Plan seed (default: the spec's).")] = None,
+    report: Annotated[bool, typer.Option(help="Analyse and write the report when the run ends.")] = True,
+    max_trials: Annotated[int | None, typer.Option(help="Stop after this many trials (resume later).")] = None,
+) -> None:
+    """Run an experiment (or resume one) and write its run directory."""
+    from kit.runner import RunOptions, resume_run, start_run
+    from kit.spec import load_spec
+    from kit.ui import RichEvents
+
+    chosen = _choose_backend(backend)
+    opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
+                      max_trials=max_trials)
+    with RichEvents(console) as events:
+        if resume is not None:
+            if spec is not None:
+                raise KitError("give either a spec or --resume, not both", where="kit run",
+                               fix="drop the spec: the run directory holds its own copy")
+            rd = resume_run(resume, opts, events)
+        else:
+            if spec is None:
+                raise KitError("no experiment given", where="kit run", fix="kit run experiments/<file>.toml (see `kit list`)")
+            rd = start_run(load_spec(spec, profile), opts, events)
+    out.print(f"run directory: [bold]{rd.path}[/]")
+    status = rd.manifest().get("status")
+    if report and status == "complete":
+        _make_report(rd.path, ("html",))
+    elif status != "complete":
+        out.print(f"[yellow]run is {status}[/]: continue with `kit run --resume {rd.path}`")
+
+
+def _choose_backend(name: str) -> str:
+    if name != "auto":
+        return name
+    try:
+        from kit.engine import engine_with_gpu
+    except ImportError:
+        return "local"
+    return "docker" if engine_with_gpu() else "local"
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `kit run`.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="Comma-separated: html, latex, pdf.")] = "html",
+) -> None:
+    """Analyse a run directory (no trial is run) and write its report."""
+    formats = tuple(f.strip() for f in format.split(",") if f.strip())
+    _make_report(run_dir, formats)
+
+
+def _make_report(run_dir: Path, formats: tuple[str, ...]) -> None:
+    from kit.analysis.analyze import analyze_run
+    from kit.report import write_report
+
+    analysis = analyze_run(run_dir)
+    paths = write_report(run_dir, analysis, formats)
+    out.print(f"analysis: [bold]{Path(run_dir) / 'analysis.json'}[/]")
+    for p in paths:
+        out.print(f"report: [bold]{p}[/]")
+    _print_hypotheses(analysis)
+
+
+def _print_hypotheses(analysis: dict[str, Any]) -> None:
+    table = Table(title="Hypotheses")
+    for col in ("id", "phase", "metric", "n", "test", "p", "p (Holm)", "effect", "decision"):
+        table.add_column(col, overflow="fold")
+    for h in analysis.get("hypotheses", []):
+        table.add_row(h["id"], h["phase"], h["metric"], str(h.get("n_pairs", "")), h.get("test_method") or "-",
+                      _fmt_p(h.get("p")), _fmt_p(h.get("p_adj")), h.get("effect_text") or "-", h["decision"])
+    out.print(table)
+
+
+def _fmt_p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def main() -> None:
+    """Entry point: run the app, translate KitError into one line and an exit code."""
+    try:
+        app(standalone_mode=False)
+    except KitError as err:
+        console.print(f"[bold red]error:[/] {err.one_line()}", highlight=False, soft_wrap=True)
+        if _STATE["debug"]:
+            console.print_exception()
+        sys.exit(err.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("[yellow]aborted[/]")
+        sys.exit(130)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except SystemExit:
+        raise
+    except Exception as err:  # click usage errors and genuine bugs
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            sys.exit(err.exit_code)
+        console.print(f"[bold red]internal error:[/] {type(err).__name__}: {err}. Re-run with --debug for the traceback and report it.")
+        if _STATE["debug"]:
+            console.print_exception()
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Host provenance: what the manifest records about the machine and the kit.
+
+Everything a reader needs to judge whether two runs are comparable: CPU and
+its frequency governor, memory, kernel, GPUs (from NVML), the kit's version
+and git commit. Readers take injectable /sys and /proc roots so tests can
+describe machines that are not this one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kit
+
+REPO_ROOT = Path(kit.__file__).resolve().parent.parent
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def cpu_model(procfs_root: Path = Path("/proc")) -> str:
+    text = _read(procfs_root / "cpuinfo") or ""
+    for line in text.splitlines():
+        if line.lower().startswith(("model name", "hardware", "cpu model")):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def cpu_governors(sysfs_root: Path = Path("/sys")) -> dict[str, Any]:
+    """Frequency governors in use (``performance`` is what benchmarks want)."""
+    base = sysfs_root / "devices" / "system" / "cpu"
+    govs = sorted({g for p in base.glob("cpu[0-9]*/cpufreq/scaling_governor") if (g := _read(p))})
+    no_turbo = _read(base / "intel_pstate" / "no_turbo")
+    boost = _read(base / "cpufreq" / "boost")
+    return {
+        "governors": govs,
+        "readable": bool(govs),
+        "intel_no_turbo": None if no_turbo is None else no_turbo == "1",
+        "boost": None if boost is None else boost == "1",
+    }
+
+
+def os_release(etc_root: Path = Path("/etc")) -> str:
+    text = _read(etc_root / "os-release") or ""
+    for line in text.splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip('"')
+    return platform.platform()
+
+
+def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """The kit's commit and whether the tree had local changes (None outside git)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def gpu_inventory() -> list[dict[str, Any]]:
+    """Static facts per GPU from NVML; [] where NVML is absent."""
+    try:
+        from kit.collectors.nvml import gpu_inventory as inventory
+    except ImportError:  # pragma: no cover - collectors not installed
+        return []
+    try:
+        return inventory()
+    except Exception:  # noqa: BLE001 - provenance must never stop a run
+        return []
+
+
+def host_provenance(sysfs_root: Path = Path("/sys"), procfs_root: Path = Path("/proc")) -> dict[str, Any]:
+    import psutil
+
+    mem = psutil.virtual_memory()
+    return {
+        "hostname": socket.gethostname(),
+        "os": os_release(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(procfs_root),
+        "cpu_logical": psutil.cpu_count(logical=True),
+        "cpu_physical": psutil.cpu_count(logical=False),
+        "cpu_freq": cpu_governors(sysfs_root),
+        "memory_total_bytes": mem.total,
+        "python": sys.version.split()[0],
+        "gpus": gpu_inventory(),
+        "env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "SLURM_JOB_ID") if k in os.environ},
+    }
+
+
+def kit_provenance() -> dict[str, Any]:
+    return {"version": kit.__version__, **git_commit()}

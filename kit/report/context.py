@@ -1,0 +1,157 @@
+"""Everything a report template shows, computed from finished results.
+
+Templates (HTML, LaTeX) take this context and lay it out; they compute
+nothing. Plain-language findings are generated here from the hypothesis
+decisions, so both formats say the same words.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kit.analysis.metrics import METRICS
+from kit.report import figures
+
+PHASE_WORD = {"train": "learning (training)", "infer": "inference"}
+
+
+def _when(t: float | None) -> str:
+    return "–" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _bytes(n: float | None) -> str:
+    if n is None:
+        return "–"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024:
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def finding_text(h: dict[str, Any]) -> str:
+    """One sentence per hypothesis outcome, with the numbers behind it."""
+    phase = PHASE_WORD.get(h["phase"], h["phase"])
+    if not h.get("tested"):
+        return f"{h['id']} ({h['label']}, {phase}): not tested — {h.get('reason') or 'no data'}."
+    comp = h["comparison"]
+    a, b = h["arm_a"], h["arm_b"]
+    ma, mb = comp["a"]["median"], comp["b"]["median"]
+    unit = h["unit"]
+    ratio = comp.get("ratio_of_medians") or {}
+    rtxt = ""
+    if ratio.get("estimate") is not None:
+        ci = ""
+        if ratio.get("ci_low") is not None and ratio.get("ci_high") is not None:
+            ci = f", 95 % CI {ratio['ci_low']:.3g}–{ratio['ci_high']:.3g}"
+        rtxt = f" (ratio of medians {a}/{b} = {ratio['estimate']:.3g}{ci})"
+    nums = f"median {ma:.4g} {unit} for {a} vs {mb:.4g} {unit} for {b}{rtxt}"
+    if h.get("rejected"):
+        bigger = a if ma > mb else b
+        smaller = b if bigger == a else a
+        return (f"{h['id']}, {phase}: {h['label']} is higher with {bigger} than with {smaller} — {nums}; "
+                f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}, {h['effect_text']}.")
+    return (f"{h['id']}, {phase}: no significant difference in {h['label']} — {nums}; "
+            f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}.")
+
+
+def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[tuple[str, str]]:
+    host = manifest.get("host", {})
+    kit = manifest.get("kit", {})
+    be = manifest.get("backend", {})
+    rows = [
+        ("host", f"{host.get('hostname', '?')} · {host.get('os', '?')} · kernel {host.get('kernel', '?')}"),
+        ("CPU", f"{host.get('cpu_model', '?')} · {host.get('cpu_physical', '?')} cores / {host.get('cpu_logical', '?')} threads"),
+        ("CPU governor", ", ".join(host.get("cpu_freq", {}).get("governors", [])) or "not exposed"),
+        ("memory", _bytes(host.get("memory_total_bytes"))),
+    ]
+    for g in host.get("gpus", []) or [{"name": "none detected (NVML unavailable or no GPU)"}]:
+        parts = [g.get("name", "?")] + [f"{k} {g[k]}" for k in ("driver_version", "uuid", "vbios", "power_limit_w") if g.get(k)]
+        rows.append((f"GPU {g.get('index', '')}".strip(), " · ".join(str(p) for p in parts)))
+    rows.append(("backend", f"{be.get('backend', '?')}" + (f" ({be['isolation']})" if be.get("isolation") else "")))
+    for fw, img in (be.get("images") or {}).items():
+        rows.append((f"image {fw}", f"{img.get('tag', '?')} · digest {img.get('digest') or img.get('id', '?')}"))
+    envs: dict[str, dict[str, Any]] = {}
+    for v in analysis.get("trial_env", []):
+        envs.setdefault(v["arm"], v)
+    for arm, env in envs.items():
+        extra = " · ".join(f"{k} {env[k]}" for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads")
+                           if env.get(k) is not None)
+        rows.append((f"{arm} (inside the trial)", extra))
+    ds = manifest.get("dataset", {})
+    rows.append(("dataset", f"{ds.get('name')} ({ds.get('source')}) from {ds.get('directory')} [{ds.get('origin')}], SHA-256 verified"))
+    rows.append(("kit", f"{kit.get('version')} · commit {kit.get('commit') or 'not a git checkout'}"
+                        + (" (with local changes)" if kit.get("dirty") else "")))
+    rows.append(("plan", f"{manifest['plan']['blocking']} blocks, seed {manifest['plan']['seed']}, digest {manifest.get('plan_digest')}"))
+    return rows
+
+
+def raw_index(run_path: Path) -> list[dict[str, Any]]:
+    out = []
+    for name in ("manifest.json", "trials", "samples", "events.jsonl", "analysis.json"):
+        p = run_path / name
+        if p.is_dir():
+            files = list(p.iterdir())
+            out.append({"path": f"{name}/", "files": len(files), "size": _bytes(sum(f.stat().st_size for f in files))})
+        elif p.exists():
+            out.append({"path": name, "files": 1, "size": _bytes(p.stat().st_size)})
+    return out
+
+
+def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path) -> dict[str, Any]:
+    spec = manifest["spec"]
+    arms = analysis["arms"]
+    values = [v for v in analysis["values"] if v["value"] is not None]
+    measured_values = [v for v in values if not v["warmup"] and v["status"] == "ok"]
+    figs = []
+    hyp_metrics = []
+    for h in spec.get("hypotheses", []):
+        if h["metric"] not in hyp_metrics:
+            hyp_metrics.append(h["metric"])
+    for metric in hyp_metrics:
+        for phase in ("train", "infer"):
+            if any(v["metric"] == metric and v["phase"] == phase for v in measured_values):
+                title = f"{METRICS[metric].label}, {PHASE_WORD[phase]} phase"
+                figs.append({"id": f"box-{metric}-{phase}", "title": title, "kind": "box",
+                             "svg": figures.boxplot(measured_values, metric, phase, arms, title)})
+    for phase in ("train", "infer"):
+        if any(v["metric"] == "time_s" and v["phase"] == phase for v in values):
+            title = f"execution time against schedule position, {PHASE_WORD[phase]} phase"
+            figs.append({"id": f"schedule-time-{phase}", "title": title, "kind": "schedule",
+                         "svg": figures.schedule_plot(values, "time_s", phase, arms, title)})
+    spec_path = manifest.get("spec_source", {}).get("path") or "experiments/<file>.toml"
+    profile = manifest.get("profile", "paper")
+    reproduce = [f"kit run {spec_path}" + ("" if profile == "paper" else f" --profile {profile}")
+                 + (f" --backend {manifest['backend']['backend']}" if manifest.get("backend", {}).get("backend") not in (None, "local") else ""),
+                 f"kit report {run_path}"]
+    hyps = analysis.get("hypotheses", [])
+    return {
+        "title": manifest.get("title") or manifest["experiment"],
+        "experiment": manifest["experiment"],
+        "citation": spec["experiment"].get("citation"),
+        "reproduces": spec["experiment"].get("reproduces"),
+        "profile": profile,
+        "is_paper_profile": profile == "paper",
+        "profile_description": manifest.get("profile_description"),
+        "run_dir": str(run_path),
+        "started": _when(manifest.get("started")),
+        "ended": _when(manifest.get("ended")),
+        "run": analysis["run"],
+        "goal": spec.get("goal", {}),
+        "alpha": analysis["alpha"],
+        "arms": arms,
+        "hypotheses": hyps,
+        "findings": [finding_text(h) for h in hyps],
+        "figures": figs,
+        "descriptives": analysis.get("descriptives", []),
+        "measured": analysis.get("measured", []),
+        "equivalence": analysis.get("equivalence", {}),
+        "threats": analysis.get("validity", []),
+        "environment": environment_rows(manifest, analysis),
+        "reproduce": reproduce,
+        "raw_index": raw_index(run_path),
+        "metrics": METRICS,
+        "kit_version": analysis.get("kit_version"),
+    }

@@ -1,0 +1,368 @@
+"""The run loop: spec -> plan -> (backend x collectors per trial) -> run directory.
+
+Everything is checked before the run directory exists (spec, dataset,
+backend, frameworks), so an invalid run writes nothing. Each trial then runs
+in its own harness process with the host collectors sampling around it; the
+trial file is written only when the trial is over, so a kill loses at most
+the trial in flight and ``resume_run`` continues with the rest of the plan.
+The loop talks to the user only through ``RunEvents`` (the CLI renders it
+with rich); the library prints nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.backends import make_backend
+from kit.backends.base import Backend, TrialOutcome
+from kit.collectors.base import Collector, Row, TrialTarget
+from kit.datasets import ResolvedDataset, resolve
+from kit.errors import KitError, PlanError, StoreError
+from kit.harness import REQUEST_FILE
+from kit.plan import Plan, Trial, make_plan
+from kit.provenance import host_provenance, kit_provenance
+from kit.spec import Spec, parse_spec
+from kit.store import BASELINE_ID, RunDir
+
+
+class RunEvents:
+    """Hooks the run loop calls; the default does nothing (tests, library use)."""
+
+    def run_started(self, rd: RunDir, plan: Plan, done: int) -> None: ...
+    def message(self, text: str) -> None: ...
+    def trial_started(self, trial: Trial, index: int, total: int) -> None: ...
+    def trial_finished(self, trial: Trial, record: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class RunOptions:
+    """How to run (not what: that is the spec)."""
+
+    runs_root: Path = Path("runs")
+    backend: str = "local"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    data_dir: Path | None = None
+    download: bool = True
+    seed: int | None = None
+    collectors: tuple[str, ...] | None = None  # None: the spec's
+    max_trials: int | None = None  # stop after this many new trials (debugging, tests)
+    only: frozenset[str] | None = None  # run only these trial ids (executors)
+
+
+class Interrupted(KitError):
+    """The run was stopped by a signal; what finished is kept."""
+
+    exit_code = 130
+
+
+# -- building blocks ----------------------------------------------------------
+
+def trial_request(spec: Spec, trial: Trial) -> dict[str, Any]:
+    """The harness's request.json for ``trial`` (plain data, no host paths)."""
+    wl = dataclasses.asdict(dataclasses.replace(spec.workload, **trial.config))
+    return {
+        "schema": 1,
+        "trial_id": trial.trial_id,
+        "framework": trial.framework,
+        "workload": wl,
+        "dataset": dataclasses.asdict(spec.dataset),
+        "seed": trial.seed,
+        "device": wl["device"],
+        "threads": wl["threads"],
+    }
+
+
+def phase_table(markers: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Phase intervals from harness markers, in wall-clock and monotonic time."""
+    phases: dict[str, dict[str, float]] = {}
+    for m in markers:
+        if m.get("event") == "phase_start":
+            phases[m["phase"]] = {"start": m["t"], "start_mono": m.get("t_mono")}
+        elif m.get("event") == "phase_end" and m.get("phase") in phases:
+            phases[m["phase"]].update(end=m["t"], end_mono=m.get("t_mono"), duration_s=m.get("duration_s"))
+    return {k: v for k, v in phases.items() if "end" in v}
+
+
+def make_collectors(spec: Spec, opts: RunOptions, target: TrialTarget) -> list[Collector]:
+    names = opts.collectors if opts.collectors is not None else spec.telemetry.collectors
+    try:
+        from kit.collectors import make_collectors as factory
+    except ImportError:  # pragma: no cover - registry not installed
+        return []
+    return list(factory(names, spec.telemetry.period_s, target))
+
+
+@contextlib.contextmanager
+def sampling(collectors: list[Collector]) -> Iterator[list[Collector]]:
+    with contextlib.ExitStack() as stack:
+        for c in collectors:
+            stack.enter_context(c)
+        yield collectors
+
+
+def drain(collectors: list[Collector]) -> tuple[list[Row], list[dict[str, Any]]]:
+    rows: list[Row] = []
+    reports = []
+    for c in collectors:
+        got = c.take_rows()
+        rows.extend(got)
+        reports.append(c.report(len(got)).as_dict())
+    return rows, reports
+
+
+@contextlib.contextmanager
+def run_lock(rd: RunDir) -> Iterator[None]:
+    """One `kit run` per run directory at a time (resume racing a live run)."""
+    fh = (rd.path / ".lock").open("w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise StoreError("another `kit run` is using this run directory", where=str(rd.path),
+                         fix="wait for it to finish, or stop it before resuming") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (scheduler, `kill`) like Ctrl-C so the same cleanup runs."""
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+# -- the run ------------------------------------------------------------------
+
+@dataclass
+class _Context:
+    spec: Spec
+    plan: Plan
+    rd: RunDir
+    backend: Backend
+    dataset: ResolvedDataset
+    opts: RunOptions
+    events: RunEvents
+    baseline: dict[str, float] = field(default_factory=dict)
+
+
+def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
+    """Every check that can fail before anything is written."""
+    dataset = resolve(spec.dataset.name, spec.dataset.source, data_dir=opts.data_dir, download=opts.download,
+                      progress=lambda name, done, total: events.message(f"downloading {name}: {done}/{total or '?'} bytes"))
+    options = dict(opts.backend_options)
+    if opts.backend != "local":
+        options.setdefault("container", spec.container)
+    backend = make_backend(opts.backend, **options)
+    probe = backend.available()
+    if not probe.ok:
+        raise KitError(f"backend {opts.backend} is not usable here: {probe.detail}", where="--backend",
+                       fix=probe.fix or "see `kit doctor`")
+    prepared = backend.prepare(spec.experiment.frameworks, dataset.directory)
+    return backend, dataset, prepared
+
+
+def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
+    """Check, create the run directory, and run the whole plan."""
+    events = events or RunEvents()
+    backend, dataset, prepared = _check_everything(spec, opts, events)
+    plan = make_plan(spec, seed=opts.seed)
+    spec_text = Path(spec.path).read_text(encoding="utf-8") if spec.path and Path(spec.path).is_file() else ""
+    manifest = {
+        "kit": kit_provenance(),
+        "experiment": spec.experiment.id,
+        "title": spec.experiment.title,
+        "profile": spec.profile,
+        "profile_description": spec.profile_description,
+        "spec": spec.to_dict(),
+        "spec_source": {"path": spec.path, "text": spec_text},
+        "host": host_provenance(),
+        "backend": {**backend.describe(), **prepared},
+        "dataset": dataset.as_dict(),
+        "collectors": _probe_collectors(spec, opts),
+        "plan": plan.as_dict(),
+        "plan_digest": plan.digest(),
+        "command": sys.argv,
+        "started": time.time(),
+        "ended": None,
+        "status": "running",
+    }
+    rd = RunDir.create(opts.runs_root, spec.experiment.id, manifest)
+    rd.log_event("start", plan_digest=plan.digest())
+    ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
+    _execute(ctx)
+    return rd
+
+
+def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
+    """Continue a run from its manifest: the plan is re-read, never re-drawn."""
+    events = events or RunEvents()
+    rd = RunDir.open(path)
+    man = rd.manifest()
+    src = man.get("spec_source", {})
+    if not src.get("text"):
+        raise StoreError("the manifest holds no copy of the spec", where=str(rd.path / "manifest.json"),
+                         fix="start a new run; this one cannot be resumed")
+    spec = parse_spec(src["text"], f"{src.get('path')} (copy in manifest)", man.get("profile"))
+    plan = Plan.from_dict(man["plan"])
+    if plan.digest() != man.get("plan_digest"):
+        raise PlanError("the stored plan does not match its digest", where=str(rd.path / "manifest.json"),
+                        fix="the manifest was edited; start a new run")
+    if opts.backend == "auto":
+        opts.backend = man.get("backend", {}).get("backend", "local")
+    backend, dataset, prepared = _check_everything(spec, opts, events)
+    ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
+    rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend)
+    rd.update_manifest(status="running")
+    _execute(ctx)
+    return rd
+
+
+def _probe_collectors(spec: Spec, opts: RunOptions) -> list[dict[str, Any]]:
+    out = []
+    for c in make_collectors(spec, opts, TrialTarget()):
+        p = c.available()
+        out.append({"name": c.name, "ok": p.ok, "detail": p.detail, "fix": p.fix})
+    return out
+
+
+def _execute(ctx: _Context) -> None:
+    rd, plan, events = ctx.rd, ctx.plan, ctx.events
+    with run_lock(rd), sigterm_as_interrupt():
+        done = rd.finished_ids()
+        events.run_started(rd, plan, len(done))
+        todo = [t for t in plan.trials if t.trial_id not in done and (ctx.opts.only is None or t.trial_id in ctx.opts.only)]
+        try:
+            _baseline(ctx)
+            for n, trial in enumerate(todo):
+                if ctx.opts.max_trials is not None and n >= ctx.opts.max_trials:
+                    break
+                events.trial_started(trial, len(done) + n, len(plan.trials))
+                record = run_one(ctx, trial)
+                events.trial_finished(trial, record)
+        except KeyboardInterrupt:
+            rd.update_manifest(status="interrupted")
+            rd.log_event("interrupted", finished=len(rd.finished_ids()))
+            n_done = len(rd.finished_ids())
+            raise Interrupted(f"run stopped after {n_done} of {len(plan.trials)} trials; finished trials are kept",
+                              where=str(rd.path), fix=f"continue with: kit run --resume {rd.path}") from None
+        remaining = {t.trial_id for t in plan.trials} - rd.finished_ids()
+        status = "complete" if not remaining else "partial"
+        rd.update_manifest(status=status, ended=time.time())
+        rd.log_event("end", status=status, remaining=len(remaining))
+        shutil.rmtree(rd.path / "work", ignore_errors=True)
+
+
+def _baseline(ctx: _Context) -> None:
+    """Idle telemetry at run start: the reference for cool-down and idle load."""
+    secs = ctx.spec.telemetry.baseline_s
+    if secs <= 0 or ctx.rd.samples_path(BASELINE_ID).exists():
+        ctx.baseline = ctx.rd.manifest().get("baseline", {}).get("temps_c", {})
+        return
+    ctx.events.message(f"recording {secs:g} s of idle baseline telemetry")
+    target = TrialTarget()
+    collectors = make_collectors(ctx.spec, ctx.opts, target)
+    t0 = time.time()
+    with sampling(collectors):
+        time.sleep(secs)
+    rows, reports = drain(collectors)
+    ctx.rd.write_samples(BASELINE_ID, rows)
+    temps = _idle_temps(rows)
+    ctx.baseline = temps
+    ctx.rd.update_manifest(baseline={"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports})
+
+
+def _idle_temps(rows: list[Row]) -> dict[str, float]:
+    """Median idle temperature per sensor the cool-down waits on (cpu, gpuN)."""
+    import statistics
+
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        if r.source == "hwmon" and r.metric == "cpu_temp_c":
+            by.setdefault("cpu", []).append(r.value)
+        elif r.source == "nvml" and r.metric == "temp_c":
+            by.setdefault(f"gpu{r.device}", []).append(r.value)
+    return {k: statistics.median(v) for k, v in by.items() if v}
+
+
+def _cooldown(ctx: _Context) -> dict[str, Any]:
+    """Wait (bounded) until temperatures are back near the idle baseline."""
+    tel = ctx.spec.telemetry
+    if not ctx.baseline or tel.cooldown_max_s <= 0:
+        return {"waited_s": 0.0, "reached": True, "note": "no baseline temperature" if not ctx.baseline else "disabled"}
+    try:
+        from kit.collectors.thermal import wait_for_cooldown
+    except ImportError:  # pragma: no cover
+        return {"waited_s": 0.0, "reached": True, "note": "thermal control not installed"}
+    res = wait_for_cooldown(ctx.baseline, tel.cooldown_band_c, tel.cooldown_max_s)
+    return dataclasses.asdict(res) if dataclasses.is_dataclass(res) else dict(res)
+
+
+def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
+    """Run one trial and commit its record; returns the record."""
+    rd = ctx.rd
+    work = rd.work_dir(trial.trial_id)
+    shutil.rmtree(work, ignore_errors=True)  # leftovers of a killed attempt
+    work.mkdir(parents=True)
+    (work / REQUEST_FILE).write_text(json.dumps(trial_request(ctx.spec, trial), indent=1), encoding="utf-8")
+
+    cooldown = _cooldown(ctx)
+    target = TrialTarget()
+    collectors = make_collectors(ctx.spec, ctx.opts, target)
+    started = time.time()
+    with sampling(collectors):
+        outcome = ctx.backend.run_trial(trial.framework, work, ctx.dataset.directory, ctx.spec.design.timeout_s, target)
+    ended = time.time()
+    rows, reports = drain(collectors)
+    record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name)
+    rd.write_trial(record, rows)
+    shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: float,
+                 collectors: list[dict[str, Any]], cooldown: dict[str, Any], backend: str) -> dict[str, Any]:
+    result = outcome.result or {}
+    return {
+        **trial.as_dict(),
+        "status": outcome.status,
+        "exit_code": outcome.exit_code,
+        "started": started,
+        "ended": ended,
+        "wall_s": outcome.wall_s,
+        "phases": phase_table(outcome.markers),
+        "markers": outcome.markers,
+        "results": result.get("results", {}),
+        "env": result.get("env", {}),
+        "error": result.get("error"),
+        "traceback_tail": result.get("traceback_tail"),
+        "stderr_tail": outcome.stderr_tail,
+        "backend": {"name": backend, **outcome.detail},
+        "collectors": collectors,
+        "cooldown": cooldown,
+        "host": socket.gethostname(),
+    }

@@ -1,0 +1,203 @@
+"""The run directory: the raw, append-only record of one run.
+
+    runs/<UTC timestamp>-<experiment>/
+        manifest.json            resolved spec, provenance, plan, status
+        trials/<trial-id>.json   one per finished trial (written atomically)
+        samples/<trial-id>.parquet   long-format telemetry of that trial
+        analysis.json            derived; re-made by `kit report`
+        report/                  derived
+
+A trial file is written only after its samples, by rename, so its presence
+means "this trial is complete": a crash or kill loses at most the trial in
+flight, and `kit run --resume` runs exactly the trials without a file.
+Paths are deterministic (asv results, pyperf JSON), so two tools agree on
+where a number lives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kit.collectors.base import SAMPLE_COLUMNS, Row
+from kit.errors import StoreError
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+TRIALS = "trials"
+SAMPLES = "samples"
+WORK = "work"
+ANALYSIS = "analysis.json"
+REPORT = "report"
+BASELINE_ID = "_baseline"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary sibling, fsync, rename: readers see all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=False, default=str) + "\n").encode())
+
+
+def rows_to_frame(rows: Iterable[Row] | pd.DataFrame | None) -> pd.DataFrame:
+    """Rows in the long format as a typed DataFrame (empty rows -> empty frame)."""
+    if isinstance(rows, pd.DataFrame):
+        df = rows
+    else:
+        df = pd.DataFrame(list(rows or []), columns=list(SAMPLE_COLUMNS))
+    df = df.reindex(columns=list(SAMPLE_COLUMNS))
+    return df.astype({"t": "float64", "value": "float64", "source": "string", "device": "string",
+                      "metric": "string", "unit": "string"})
+
+
+def run_dir_name(experiment_id: str, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{experiment_id}"
+
+
+class RunDir:
+    """Read and append to one run directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    # -- creation and opening --------------------------------------------
+    @classmethod
+    def create(cls, root: Path, experiment_id: str, manifest: dict[str, Any]) -> RunDir:
+        """Make a new run directory under ``root`` and write its manifest."""
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        for attempt in range(100):
+            name = run_dir_name(experiment_id)
+            path = root / (name if attempt == 0 else f"{name}-{attempt}")
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                time.sleep(0.01)
+        else:  # pragma: no cover - 100 runs in the same second
+            raise StoreError("cannot pick a fresh run directory name", where=str(root), fix="retry in a second")
+        (path / TRIALS).mkdir()
+        (path / SAMPLES).mkdir()
+        rd = cls(path)
+        rd.write_manifest({"schema_version": SCHEMA_VERSION, **manifest})
+        return rd
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """Open an existing run directory, checking its schema version."""
+        rd = cls(Path(path))
+        if not rd.path.is_dir():
+            raise StoreError("run directory not found", where=str(path), fix="give the path printed by `kit run`")
+        man = rd.manifest()
+        version = man.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"run directory has schema version {version!r}, this kit reads {SCHEMA_VERSION}",
+                where=str(rd.path / MANIFEST),
+                fix="use the kit version that wrote it (see manifest.kit.version)",
+            )
+        return rd
+
+    # -- manifest ----------------------------------------------------------
+    def manifest(self) -> dict[str, Any]:
+        path = self.path / MANIFEST
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StoreError("manifest.json missing: not a run directory", where=str(self.path),
+                             fix="give the directory `kit run` created (runs/<time>-<experiment>)") from None
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"manifest.json is not valid JSON ({exc})", where=str(path),
+                             fix="restore it from a copy; trials/ and samples/ are intact") from None
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        atomic_write_json(self.path / MANIFEST, manifest)
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        man = self.manifest()
+        man.update(fields)
+        self.write_manifest(man)
+        return man
+
+    def log_event(self, event: str, **fields: Any) -> None:
+        """Append one line to events.jsonl (starts, resumes, interruptions)."""
+        rec = {"t": time.time(), "event": event, "host": socket.gethostname(), "pid": os.getpid(), **fields}
+        with (self.path / "events.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, default=str) + "\n")
+
+    # -- trials ------------------------------------------------------------
+    def trial_path(self, trial_id: str) -> Path:
+        return self.path / TRIALS / f"{trial_id}.json"
+
+    def samples_path(self, trial_id: str) -> Path:
+        return self.path / SAMPLES / f"{trial_id}.parquet"
+
+    def work_dir(self, trial_id: str) -> Path:
+        return self.path / WORK / trial_id
+
+    def finished_ids(self) -> set[str]:
+        return {p.stem for p in (self.path / TRIALS).glob("*.json")}
+
+    def write_trial(self, record: dict[str, Any], rows: Iterable[Row] | pd.DataFrame | None) -> None:
+        """Samples first, then the trial file: the trial file is the commit."""
+        trial_id = record["trial_id"]
+        if self.trial_path(trial_id).exists():
+            raise StoreError(f"trial {trial_id} already recorded (the store is append-only)",
+                             where=str(self.trial_path(trial_id)), fix="resume the run instead of re-running trials")
+        self.write_samples(trial_id, rows)
+        atomic_write_json(self.trial_path(trial_id), {"schema_version": SCHEMA_VERSION, **record})
+
+    def write_samples(self, name: str, rows: Iterable[Row] | pd.DataFrame | None) -> None:
+        import io
+
+        buf = io.BytesIO()
+        rows_to_frame(rows).to_parquet(buf, index=False)
+        atomic_write_bytes(self.samples_path(name), buf.getvalue())
+
+    def read_trial(self, trial_id: str) -> dict[str, Any]:
+        path = self.trial_path(trial_id)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise StoreError(f"cannot read trial file ({exc})", where=str(path),
+                             fix="delete it and run `kit run --resume` to redo that trial") from None
+
+    def iter_trials(self) -> Iterator[dict[str, Any]]:
+        """Finished trials in schedule order."""
+        recs = [self.read_trial(p.stem) for p in (self.path / TRIALS).glob("*.json")]
+        yield from sorted(recs, key=lambda r: (r.get("position", 0), r["trial_id"]))
+
+    def read_samples(self, name: str) -> pd.DataFrame:
+        path = self.samples_path(name)
+        if not path.exists():
+            return rows_to_frame(None)
+        try:
+            return rows_to_frame(pd.read_parquet(path))
+        except Exception as exc:  # pyarrow raises several types for a corrupt file
+            raise StoreError(f"cannot read samples ({exc})", where=str(path),
+                             fix="delete the trial and its samples and run `kit run --resume`") from None

@@ -1,0 +1,56 @@
+"""Rich progress for long runs (the library reports through RunEvents only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from kit.plan import Plan, Trial
+from kit.runner import RunEvents
+from kit.store import RunDir
+
+_STATUS_STYLE = {"ok": "green", "oom": "yellow", "timeout": "red", "error": "red"}
+
+
+class RichEvents(RunEvents):
+    """A progress bar over the plan and one line per finished trial."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console, transient=False,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> RichEvents:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def run_started(self, rd: RunDir, plan: Plan, done: int) -> None:
+        self.console.print(f"run directory [bold]{rd.path}[/] · {len(plan.trials)} trials · plan {plan.digest()}"
+                           + (f" · {done} already finished" if done else ""))
+        self.task = self.progress.add_task("trials", total=len(plan.trials), completed=done)
+
+    def message(self, text: str) -> None:
+        self.console.print(f"[dim]{text}[/]")
+
+    def trial_started(self, trial: Trial, index: int, total: int) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, description=f"{trial.trial_id}")
+
+    def trial_finished(self, trial: Trial, record: dict[str, Any]) -> None:
+        status = record["status"]
+        res = record.get("results", {})
+        times = " ".join(f"{k}={res[k]:.3f}s" for k in ("train_time_s", "infer_time_s") if k in res)
+        note = "" if status == "ok" else f" {(record.get('error') or record.get('stderr_tail') or '')[-160:]!r}"
+        warm = " (warm-up)" if trial.warmup else ""
+        self.console.print(f"[{_STATUS_STYLE.get(status, 'white')}]{status:7}[/] {trial.trial_id}{warm} {times}{note}",
+                           highlight=False)
+        if self.task is not None:
+            self.progress.advance(self.task)
