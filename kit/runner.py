@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -71,13 +72,13 @@ class Interrupted(KitError):
 
 def trial_request(spec: Spec, trial: Trial) -> dict[str, Any]:
     """The harness's request.json for ``trial`` (plain data, no host paths)."""
-    wl = dataclasses.asdict(dataclasses.replace(spec.workload, **trial.config))
+    wl = spec.workload.with_config(trial.config).flat()
     return {
         "schema": 1,
         "trial_id": trial.trial_id,
         "framework": trial.framework,
         "workload": wl,
-        "dataset": dataclasses.asdict(spec.dataset),
+        "dataset": dataclasses.asdict(spec.dataset) if spec.dataset is not None else None,
         "seed": trial.seed,
         "device": wl["device"],
         "threads": wl["threads"],
@@ -172,8 +173,7 @@ class _Context:
 
 def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
     """Every check that can fail before anything is written."""
-    dataset = resolve(spec.dataset.name, spec.dataset.source, data_dir=opts.data_dir, download=opts.download,
-                      progress=lambda name, done, total: events.message(f"downloading {name}: {done}/{total or '?'} bytes"))
+    dataset = _dataset(spec, opts, events)
     options = dict(opts.backend_options)
     if opts.backend != "local":
         options.setdefault("container", spec.container)
@@ -184,6 +184,16 @@ def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[
                        fix=probe.fix or "see `kit doctor`")
     prepared = backend.prepare(spec.experiment.frameworks, dataset.directory)
     return backend, dataset, prepared
+
+
+def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset:
+    """The verified dataset, or an empty directory for workloads with synthetic inputs."""
+    if spec.dataset is None:
+        empty = Path(tempfile.gettempdir()) / "kit-no-dataset"
+        empty.mkdir(exist_ok=True)
+        return ResolvedDataset("none", "synthetic", empty, "synthetic inputs, no dataset", {})
+    return resolve(spec.dataset.name, spec.dataset.source, data_dir=opts.data_dir, download=opts.download,
+                   progress=lambda name, done, total: events.message(f"downloading {name}: {done}/{total or '?'} bytes"))
 
 
 def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> RunDir:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import SpecError
-from kit.workloads import FRAMEWORKS, WORKLOAD_DATASETS, WORKLOADS
+from kit.workloads import FRAMEWORKS, WORKLOADS
 
 SPEC_SCHEMA = 1
 PHASES: tuple[str, ...] = ("warmup", "train", "infer")
@@ -123,7 +123,7 @@ class Workload:
     warmup_steps: int = 10
     device: str = "auto"
     threads: int | None = None
-    tf_jit_compile: bool = False
+    params: dict[str, Any] = field(default_factory=dict)  # the workload's own keys (see kit.workloads.Param)
 
     def check(self, p: str) -> None:
         if self.name not in WORKLOADS:
@@ -143,6 +143,24 @@ class Workload:
             raise _Invalid(f"{p}.device", f"one of {', '.join(DEVICES)}", self.device)
         if self.threads is not None and self.threads < 1:
             raise _Invalid(f"{p}.threads", "an integer >= 1, or leave it out", self.threads)
+        declared = WORKLOADS[self.name].params
+        for key, val in self.params.items():
+            prm = declared[key]
+            if prm.choices and val not in prm.choices:
+                raise _Invalid(f"{p}.{key}", f"one of {', '.join(map(str, prm.choices))}", val)
+            if prm.minimum is not None and isinstance(val, (int, float)) and val < prm.minimum:
+                raise _Invalid(f"{p}.{key}", f"a value >= {prm.minimum}", val)
+
+    def flat(self) -> dict[str, Any]:
+        """Common keys and the workload's own keys in one table (the harness's view)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "params"}
+        return {**out, **self.params}
+
+    def with_config(self, config: dict[str, Any]) -> Workload:
+        """This workload with a grid configuration applied (common keys or params)."""
+        common = {k: v for k, v in config.items() if k in _WORKLOAD_FIELDS}
+        params = {**self.params, **{k: v for k, v in config.items() if k not in _WORKLOAD_FIELDS}}
+        return dataclasses.replace(self, **common, params=params)
 
 
 @dataclass(frozen=True)
@@ -250,10 +268,10 @@ class Spec:
 
     experiment: Experiment
     goal: Goal
-    dataset: Dataset
     workload: Workload
     design: Design
     hypotheses: tuple[Hypothesis, ...]
+    dataset: Dataset | None = None
     telemetry: Telemetry = field(default_factory=Telemetry)
     container: Container = field(default_factory=Container)
     grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
@@ -267,27 +285,38 @@ class Spec:
     def check(self, p: str) -> None:
         if self.schema != SPEC_SCHEMA:
             raise _Invalid("schema", f"{SPEC_SCHEMA} (this kit's spec format)", self.schema)
-        needs = WORKLOAD_DATASETS.get(self.workload.name, ())
-        if needs and self.dataset.name not in needs:
-            raise _Invalid("dataset.name", f"one of {', '.join(needs)} for workload {self.workload.name}", self.dataset.name)
-        workload_keys = {f.name for f in dataclasses.fields(Workload)}
+        info = WORKLOADS[self.workload.name]
+        if info.datasets and self.dataset is None:
+            raise _Invalid("dataset", f"a [dataset] table (workload {info.name} needs one of: {', '.join(info.datasets)})")
+        if self.dataset is not None and self.dataset.name not in info.datasets:
+            expected = f"one of {', '.join(info.datasets)}" if info.datasets else "no dataset (it uses synthetic inputs)"
+            raise _Invalid("dataset.name", f"{expected} for workload {info.name}", self.dataset.name)
+        allowed = (_WORKLOAD_FIELDS | set(info.params)) - {"name", "params"}
         for key, values in self.grid.items():
-            if key not in workload_keys or key == "name":
-                raise _Invalid(f"grid.{key}", f"a workload key to vary ({', '.join(sorted(workload_keys - {'name'}))})", key)
+            if key not in allowed:
+                raise _Invalid(f"grid.{key}", f"a workload key to vary ({', '.join(sorted(allowed))})", key)
             if not values:
                 raise _Invalid(f"grid.{key}", "a non-empty list of values", list(values))
         for cfg in self.configurations():
-            wl = dataclasses.replace(self.workload, **cfg)
-            wl.check("workload")
-            n_train = self.dataset.n_train()
-            if wl.batch_size > n_train:
-                raise _Invalid("workload.batch_size", f"at most the {n_train} training examples of the dataset", wl.batch_size)
-            if wl.steps_per_epoch * wl.batch_size > n_train:
-                raise _Invalid(
-                    "workload.steps_per_epoch",
-                    f"at most {n_train // wl.batch_size} (training examples {n_train} / batch size {wl.batch_size})",
-                    wl.steps_per_epoch,
-                )
+            try:
+                wl = self.workload.with_config(cfg)
+                if any(k in info.params for k in cfg):
+                    wl = dataclasses.replace(wl, params=_convert_params(info, wl.params, "grid"))
+                wl.check("workload")
+            except _Invalid as exc:
+                if cfg:
+                    exc.path = f"{exc.path} (grid configuration {cfg})"
+                raise
+            if self.dataset is not None:
+                n_train = self.dataset.n_train()
+                if wl.batch_size > n_train:
+                    raise _Invalid("workload.batch_size", f"at most the {n_train} training examples of the dataset", wl.batch_size)
+                if wl.steps_per_epoch * wl.batch_size > n_train:
+                    raise _Invalid(
+                        "workload.steps_per_epoch",
+                        f"at most {n_train // wl.batch_size} (training examples {n_train} / batch size {wl.batch_size})",
+                        wl.steps_per_epoch,
+                    )
         seen: set[str] = set()
         for i, h in enumerate(self.hypotheses):
             if h.id in seen:
@@ -313,6 +342,8 @@ def _plain(obj: Any) -> Any:
 
 
 # -- generic TOML -> dataclass conversion -----------------------------------
+
+_WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(Workload)}
 
 _SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "hypotheses", "grid", "schema"}
 
@@ -341,6 +372,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:  # Optional[X]: X's own error is the useful one
+            return _convert(args[0], value, path)
         for a in args:
             try:
                 return _convert(a, value, path)
@@ -368,6 +401,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise _Invalid(path, _type_name(tp), value)
         return tuple(_convert(elem, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict and path.endswith(".params"):
+        return dict(value)
     if origin is dict:
         if not isinstance(value, dict):
             raise _Invalid(path, "a table", value)
@@ -382,11 +417,33 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     return value
 
 
+def _convert_params(info: Any, raw: dict[str, Any], path: str) -> dict[str, Any]:
+    """Check a workload's own keys against its declared ``Param``s; fill defaults."""
+    out = {}
+    for key, val in raw.items():
+        if key not in info.params:
+            known = sorted((_WORKLOAD_FIELDS - {"params"}) | set(info.params))
+            raise _Invalid(f"{path}.{key}", f"one of the keys of workload {info.name} ({', '.join(known)}); unknown key")
+        out[key] = _convert(info.params[key].type, val, f"{path}.{key}")
+    for key, prm in info.params.items():
+        out.setdefault(key, prm.default)
+    return out
+
+
 def _build(cls: Any, data: Any, path: str) -> Any:
     if not isinstance(data, dict):
         raise _Invalid(path, "a table", data)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("path", "profile", "profile_description", "profiles")}
+    if cls is Workload:
+        if "params" in data:
+            raise _Invalid(f"{path}.params", "workload keys written directly in [workload]; unknown key")
+        name = data.get("name")
+        if not isinstance(name, str) or name not in WORKLOADS:
+            raise _Invalid(f"{path}.name", f"a known workload ({', '.join(sorted(WORKLOADS))})", name)
+        extra = {k: v for k, v in data.items() if k not in fields}
+        data = {k: v for k, v in data.items() if k in fields}
+        data["params"] = _convert_params(WORKLOADS[name], extra, path)
     for key in data:
         if key not in fields:
             where = f"{path}.{key}" if path else key

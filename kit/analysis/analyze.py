@@ -9,7 +9,6 @@ and golden run directories can be tested byte for byte.
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from typing import Any
 
@@ -91,7 +90,6 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     analysis: dict[str, Any] = {
         "schema_version": ANALYSIS_SCHEMA,
         "kit_version": __version__,
-        "computed": time.time(),
         "experiment": manifest["experiment"],
         "title": manifest.get("title"),
         "profile": manifest.get("profile"),
@@ -107,8 +105,10 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
         "trial_env": _trial_env(trials, arms),
         "values": values.to_dict(orient="records"),
     }
+    from kit.analysis.extras import run_extras
     from kit.analysis.validity import assess
 
+    analysis["extras"] = run_extras(manifest, trials, values)
     analysis["validity"] = assess(manifest, trials, values, analysis)
     return _clean(analysis)
 

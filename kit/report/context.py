@@ -13,6 +13,7 @@ from typing import Any
 
 from kit.analysis.metrics import METRICS
 from kit.report import figures
+from kit.report.sections import extra_sections
 
 PHASE_WORD = {"train": "learning (training)", "infer": "inference"}
 
@@ -154,4 +155,5 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
+        "sections": extra_sections(manifest, analysis),
     }

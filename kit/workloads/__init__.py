@@ -1,28 +1,56 @@
 """Workloads: one model per framework, looked up by (workload, framework).
 
-Modules are named, not imported, so that listing workloads on the host never
-imports a framework; the harness imports only the module a trial needs.
-Each module provides ``run(request, data_dir, markers) -> (results, env)`` and
-``is_oom(exc) -> bool``.
+Modules are named, not imported, so that listing or validating workloads on
+the host never imports a framework; the harness imports only the module a
+trial needs. Each module provides ``run(request, data_dir, markers) ->
+(results, env)`` and ``is_oom(exc) -> bool``.
+
+A workload declares the spec keys it accepts beyond the common ones
+(``Param``): ``[workload]`` in an experiment file is flat, and a key that is
+neither common nor declared by the chosen workload is refused at load.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 FRAMEWORKS: tuple[str, ...] = ("pytorch", "tensorflow")
 
-WORKLOADS: dict[str, dict[str, str]] = {
-    "lenet5": {
-        "pytorch": "kit.workloads.lenet_torch",
-        "tensorflow": "kit.workloads.lenet_keras",
-    },
-}
 
-# What each workload needs from the host: its dataset names.
-WORKLOAD_DATASETS: dict[str, tuple[str, ...]] = {
-    "lenet5": ("mnist",),
+@dataclass(frozen=True)
+class Param:
+    """One workload-specific spec key: its type, default and allowed values."""
+
+    type: Any  # int, float, str, bool, or tuple[int, ...] style typing objects
+    default: Any
+    help: str = ""
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """A workload: its module per framework, the datasets it can use, its parameters."""
+
+    name: str
+    modules: dict[str, str]
+    datasets: tuple[str, ...] = ()  # empty: needs no dataset (synthetic inputs)
+    params: dict[str, Param] = field(default_factory=dict)
+    description: str = ""
+
+
+WORKLOADS: dict[str, WorkloadInfo] = {
+    "lenet5": WorkloadInfo(
+        name="lenet5",
+        modules={"pytorch": "kit.workloads.lenet_torch", "tensorflow": "kit.workloads.lenet_keras"},
+        datasets=("mnist",),
+        params={"tf_jit_compile": Param(bool, False, "compile the Keras train/predict functions with XLA")},
+        description="LeNet-5 (LeCun et al. 1998) on MNIST, identical weights and batches in both frameworks",
+    ),
 }
 
 
 def module_for(workload: str, framework: str) -> str:
     """The module that runs ``workload`` in ``framework``; KeyError if none."""
-    return WORKLOADS[workload][framework]
+    return WORKLOADS[workload].modules[framework]
