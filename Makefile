@@ -14,15 +14,16 @@ HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 PROFILE ?= $(if $(HAVE_GPU),paper,quick)
 # Containers when an engine with GPU support is reachable, the local backend otherwise.
 BACKEND ?= auto
-# torch 2.13.0 is a small CPU build where pip has it (this kit's CI), the CUDA build elsewhere.
 FRAMEWORKS := $(if $(HAVE_GPU),gpu,cpu)
+# torch and torchvision are pinned as a matching pair (torchvision's C++ ops need the exact torch).
+TORCH_PAIR ?= torch==2.14.1 torchvision==0.29.1
 
 .PHONY: setup reproduce test test-fast lint report images doctor clean distclean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q $(TORCH_PAIR)
 	$(PY) -m pip install -q -e ".[$(FRAMEWORKS),dev]"
 	touch $(STAMP)
 

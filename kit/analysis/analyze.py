@@ -153,9 +153,11 @@ def _descriptives(use: pd.DataFrame, arms: list[str]) -> list[dict[str, Any]]:
             entry["normality"] = stats.normality(x).as_dict() if len(x) >= 3 else None
             out_ = stats.tukey_outliers(x).as_dict()
             ids = ga["trial_id"].tolist()
-            for key in ("mild", "extreme"):
-                if key in out_ and isinstance(out_[key], dict) and "indices" in out_[key]:
-                    out_[key]["trial_ids"] = [ids[i] for i in out_[key]["indices"]]
+            out_["mild_trial_ids"] = [ids[i] for i in out_["mild_indices"]]
+            out_["extreme_trial_ids"] = [ids[i] for i in out_["extreme_indices"]]
+            n_m, n_e = len(out_["mild_trial_ids"]), len(out_["extreme_trial_ids"])
+            out_["summary"] = "" if not (n_m or n_e) else (
+                f"{n_m} mild, {n_e} extreme: " + ", ".join(out_["mild_trial_ids"] + out_["extreme_trial_ids"]))
             entry["outliers"] = out_
             out.append(entry)
     return out
@@ -210,12 +212,12 @@ def _decision(r: dict[str, Any], alpha: float) -> dict[str, Any]:
         return {"decision": "not tested", "rejected": None, "effect_text": None, "direction": None}
     comp = r["comparison"]
     delta = comp["cliffs_delta"]
-    ratio = comp.get("ratio_of_medians") or {}
+    ratio = comp.get("ratio") or {}
     rejected = r["p_adj"] is not None and r["p_adj"] < alpha
     a, b = r["arm_a"], r["arm_b"]
     med_a, med_b = comp["a"]["median"], comp["b"]["median"]
     direction = None if med_a == med_b else (f"{a} > {b}" if med_a > med_b else f"{a} < {b}")
-    effect = f"δ={delta['estimate']:+.2f} ({delta['magnitude']})"
+    effect = f"δ={delta['value']:+.2f} ({delta['magnitude']})"
     if ratio.get("estimate") is not None:
         effect += f", {a}/{b}={ratio['estimate']:.3g}"
     text = f"reject H0 ({direction})" if rejected else "H0 not rejected"

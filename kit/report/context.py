@@ -41,12 +41,12 @@ def finding_text(h: dict[str, Any]) -> str:
     a, b = h["arm_a"], h["arm_b"]
     ma, mb = comp["a"]["median"], comp["b"]["median"]
     unit = h["unit"]
-    ratio = comp.get("ratio_of_medians") or {}
+    ratio = comp.get("ratio") or {}
     rtxt = ""
     if ratio.get("estimate") is not None:
         ci = ""
-        if ratio.get("ci_low") is not None and ratio.get("ci_high") is not None:
-            ci = f", 95 % CI {ratio['ci_low']:.3g}–{ratio['ci_high']:.3g}"
+        if ratio.get("low") is not None and ratio.get("high") is not None:
+            ci = f", 95 % CI {ratio['low']:.3g}–{ratio['high']:.3g}"
         rtxt = f" (ratio of medians {a}/{b} = {ratio['estimate']:.3g}{ci})"
     nums = f"median {ma:.4g} {unit} for {a} vs {mb:.4g} {unit} for {b}{rtxt}"
     if h.get("rejected"):
