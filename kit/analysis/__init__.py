@@ -1,0 +1,1 @@
+"""Analysis of stored trials: statistics now, tables and reports later."""
