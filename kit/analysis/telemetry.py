@@ -1,51 +1,309 @@
-"""Per-phase telemetry: attribute raw samples to harness phases and summarise.
+"""Per-phase telemetry: attribute raw samples to phases, summarise them, and compute energy per phase.
 
-Minimal version; the collectors work replaces it with the full one (energy
-counters, power integration) behind the same functions.
+Pure functions over the run directory's long format (``kit.collectors.base.SAMPLE_COLUMNS``:
+t, source, device, metric, value, unit) and the harness markers. Every frame
+returned has a constant column order, and empty input gives an empty frame
+with those columns.
+
+Attribution rule (``attribute_phases``). A phase covers the half-open
+interval [start, end) between its markers. Most readings are instantaneous
+(a temperature, a power value, a counter) and are attributed by their
+timestamp. A reading that describes an interval, the CPU utilisation since
+the previous reading, (t_prev, t], is attributed by the midpoint of that
+interval: when the interval straddles a phase boundary, the midpoint lies in
+the phase that holds the larger part of it, so the rule is never off by more
+than half a sampling period, where the timestamp alone would always lag by
+half a period on average. The first such reading of a series has no
+previous one and is attributed by its timestamp. Samples in no phase are
+"idle". Overlapping phases (which the harness never writes) go to the one
+that started last.
+
+Energy (``phase_energy``). Counters (the NVML total-energy counter, RAPL) are
+interpolated linearly at the phase boundaries and differenced: gaps in
+sampling inside a phase cost nothing, only the boundaries are uncertain (by
+the energy of one period at most). Without an NVML counter (GPUs before
+Volta), the power readings are integrated over the phase (trapezoid rule):
+"nvml_power_integral", less accurate because power is sampled, not
+accumulated. A phase the samples do not cover from start to end gets NaN
+(and the partial figure in the note) rather than an underestimate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-SUMMARY_COLUMNS = ["phase", "source", "device", "metric", "unit", "n", "mean", "max", "min"]
-ENERGY_COLUMNS = ["phase", "domain", "energy_j", "method", "n", "note"]
-COUNTERS = {"energy_j"}
+from kit.collectors.base import SAMPLE_COLUMNS
+from kit.errors import AnalysisError
+
+PHASES = ("warmup", "train", "infer")
+IDLE = "idle"
+TRIAL = "trial"
+PHASE_ORDER = (*PHASES, IDLE, TRIAL)
+SUMMARY_COLUMNS = ("phase", "source", "device", "metric", "unit", "n", "mean", "max", "min")
+ENERGY_COLUMNS = ("phase", "domain", "energy_j", "method", "n", "note")
+PER_IMAGE_COLUMNS = (*ENERGY_COLUMNS, "images", "energy_per_image_j")
+THROTTLE_COLUMNS = ("phase", "device", "n", "reasons_any", "frac_limited")
+
+# Cumulative counters: a mean or max of them means nothing; they go to phase_energy.
+COUNTER_METRICS = frozenset({("nvml", "energy_j"), ("rapl", "energy_j")})
+# Readings that describe the interval since the previous reading of the same series.
+INTERVAL_METRICS = frozenset({("cpu", "util_pct")})
+# NVML clock-event bits that limit performance (power cap, slowdowns, thermal, power brake);
+# GPU idle, applications-clocks setting, sync boost and display clock are not counted.
+LIMITING_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+Intervals = Mapping[str, tuple[float, float]]
+METHOD_NVML_COUNTER = "nvml_energy_counter"
+METHOD_NVML_POWER = "nvml_power_integral"
+METHOD_RAPL = "rapl_counter"
 
 
-def phase_intervals(markers: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    starts: dict[str, float] = {}
-    out: dict[str, tuple[float, float]] = {}
-    for m in markers:
-        if m.get("event") == "phase_start":
-            starts[m["phase"]] = float(m["t"])
-        elif m.get("event") == "phase_end" and m.get("phase") in starts:
-            out[m["phase"]] = (starts[m["phase"]], float(m["t"]))
+def phase_intervals(markers: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """{phase: (start_t, end_t)} from the harness markers, in order of start.
+
+    Only ``phase_start`` / ``phase_end`` events count. A phase started but
+    never ended (the trial was killed) gets no interval; an end without a
+    start is ignored; a phase run twice keeps its first complete occurrence.
+    """
+    events = [m for m in markers if m.get("event") in ("phase_start", "phase_end") and "phase" in m and "t" in m]
+    events.sort(key=lambda m: float(m["t"]))  # stable: equal times keep file order
+    open_: dict[str, float] = {}
+    done: dict[str, tuple[float, float]] = {}
+    for m in events:
+        phase, t = str(m["phase"]), float(m["t"])
+        if phase in done:
+            continue
+        if m["event"] == "phase_start":
+            open_.setdefault(phase, t)
+        elif phase in open_:
+            done[phase] = (open_.pop(phase), t)
+    return dict(sorted(done.items(), key=lambda kv: kv[1][0]))
+
+
+def trial_interval(intervals: Intervals) -> tuple[float, float] | None:
+    """The trial's span: first phase start to last phase end (None without phases)."""
+    if not intervals:
+        return None
+    return min(a for a, _ in intervals.values()), max(b for _, b in intervals.values())
+
+
+def _check(samples: pd.DataFrame) -> None:
+    missing = [c for c in SAMPLE_COLUMNS if c not in samples.columns]
+    if missing:
+        raise AnalysisError(f"telemetry samples lack column(s) {', '.join(missing)}",
+                            where="samples", fix=f"expected the long format {', '.join(SAMPLE_COLUMNS)}")
+
+
+def _attribution_time(samples: pd.DataFrame) -> pd.Series:
+    """Per row, the time the phase rule uses: midpoint (t_prev, t] for interval metrics, else t."""
+    t = samples["t"].astype(float)
+    out = t.copy()
+    is_interval = _is_in(samples, INTERVAL_METRICS)
+    if is_interval.any():
+        sub = samples.loc[is_interval, ["source", "device", "metric"]].assign(t=t[is_interval])
+        sub = sub.sort_values("t", kind="stable")
+        prev = sub.groupby(["source", "device", "metric"], sort=False)["t"].shift(1)
+        mid = (prev + sub["t"]) / 2
+        out.loc[sub.index] = mid.fillna(sub["t"])
     return out
 
 
-def attribute_phases(samples: pd.DataFrame, intervals: dict[str, tuple[float, float]]) -> pd.DataFrame:
-    df = samples.copy()
-    phase = np.full(len(df), "idle", dtype=object)
-    t = df["t"].to_numpy(dtype=float)
-    for name, (a, b) in intervals.items():
-        phase[(t >= a) & (t <= b)] = name
-    df["phase"] = phase
-    return df
+def _is_in(samples: pd.DataFrame, pairs: frozenset[tuple[str, str]]) -> pd.Series:
+    """Row mask: (source, metric) is one of ``pairs`` (vectorised; runs over ~1e6 rows)."""
+    keys = pd.MultiIndex.from_arrays([samples["source"].astype(str), samples["metric"].astype(str)])
+    return pd.Series(keys.isin(list(pairs)), index=samples.index)
 
 
-def phase_summaries(samples: pd.DataFrame, intervals: dict[str, tuple[float, float]]) -> pd.DataFrame:
-    if samples.empty:
-        return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    df = attribute_phases(samples, intervals)
-    df = df[~df["metric"].isin(COUNTERS)]
-    g = df.groupby(["phase", "source", "device", "metric", "unit"], dropna=False)["value"]
+def _phase_labels(t_attr: pd.Series, intervals: Intervals) -> pd.Series:
+    phase = pd.Series(IDLE, index=t_attr.index, dtype=object)
+    for name, (a, b) in sorted(intervals.items(), key=lambda kv: kv[1][0]):
+        phase[(t_attr >= a) & (t_attr < b)] = name
+    return phase
+
+
+def attribute_phases(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
+    """The samples with a ``phase`` column ("warmup", "train", "infer" or "idle"); see the module docstring."""
+    _check(samples)
+    out = samples.copy()
+    out["phase"] = _phase_labels(_attribution_time(samples), intervals) if len(samples) else pd.Series(dtype=object)
+    return out
+
+
+def _order(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    key = df["phase"].map(lambda p: (rank.get(p, len(rank)), p))
+    return df.assign(_k=key).sort_values(["_k", *by], kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def phase_summaries(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
+    """n, mean, max, min per phase and series; plus phase "trial" over the whole trial span.
+
+    Counters (energy_j) and bitmasks (throttle_reasons) are left out: their
+    mean is meaningless; see ``phase_energy`` and ``phase_throttle``. The
+    trial rows give, for instance, the GPU memory peak per trial (max of
+    ``nvml/<i>/mem_used_bytes``).
+    """
+    _check(samples)
+    if not len(samples):
+        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    keep = ~_is_in(samples, COUNTER_METRICS) & (samples["unit"] != "bitmask")
+    df = samples.loc[keep, list(SAMPLE_COLUMNS)].copy()
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    t_attr = _attribution_time(df)
+    df["phase"] = _phase_labels(t_attr, intervals)
+    span = trial_interval(intervals)
+    if span is not None:
+        trial = df[(t_attr >= span[0]) & (t_attr < span[1])].assign(phase=TRIAL)
+        df = pd.concat([df, trial], ignore_index=True)
+    if not len(df):
+        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    g = df.groupby(["phase", "source", "device", "metric", "unit"], sort=False)["value"]
     out = g.agg(n="count", mean="mean", max="max", min="min").reset_index()
-    return out[SUMMARY_COLUMNS]
+    out["n"] = out["n"].astype(int)
+    return _order(out, ["source", "device", "metric"])[list(SUMMARY_COLUMNS)]
 
 
-def phase_energy(samples: pd.DataFrame, intervals: dict[str, tuple[float, float]]) -> pd.DataFrame:
-    return pd.DataFrame(columns=ENERGY_COLUMNS)
+# -- energy --------------------------------------------------------------------
+
+
+def _series(samples: pd.DataFrame, source: str, device: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    rows = samples[
+        (samples["source"] == source) & (samples["device"].astype(str) == device) & (samples["metric"] == metric)
+    ]
+    rows = rows[["t", "value"]].apply(pd.to_numeric, errors="coerce").dropna()
+    rows = rows.sort_values("t", kind="stable").drop_duplicates("t", keep="last")
+    return rows["t"].to_numpy(float), rows["value"].to_numpy(float)
+
+
+def _coverage_note(t: np.ndarray, a: float, b: float) -> str | None:
+    """None when the samples bracket [a, b]; else why they do not."""
+    if len(t) < 2:
+        return "fewer than two samples"
+    if t[0] > a or t[-1] < b:
+        lo, hi = max(a, t[0]), min(b, t[-1])
+        if hi <= lo:
+            return "no samples during the phase"
+        return f"samples cover only {hi - lo:.3f} of {b - a:.3f} s of the phase"
+    return None
+
+
+def counter_energy_j(t: np.ndarray, v: np.ndarray, a: float, b: float) -> tuple[float, int, str]:
+    """Energy of a cumulative counter over [a, b]: (joules or NaN, samples inside, note)."""
+    n = int(((t >= a) & (t <= b)).sum())
+    note = _coverage_note(t, a, b)
+    if note is None:
+        i0 = int(np.searchsorted(t, a, side="right")) - 1  # last sample at or before a
+        i1 = int(np.searchsorted(t, b, side="left"))  # first sample at or after b
+        if np.any(np.diff(v[i0 : i1 + 1]) < 0):
+            return float("nan"), n, "counter went backwards during the phase (reset?)"
+        return float(np.interp(b, t, v) - np.interp(a, t, v)), n, ""
+    if len(t) >= 2 and min(b, t[-1]) > max(a, t[0]):
+        lo, hi = max(a, t[0]), min(b, t[-1])
+        partial = float(np.interp(hi, t, v) - np.interp(lo, t, v))
+        note += f" (partial {partial:.3f} J)"
+    return float("nan"), n, note
+
+
+def power_integral_j(t: np.ndarray, p: np.ndarray, a: float, b: float) -> tuple[float, int, str]:
+    """Power readings (W) integrated over [a, b] by the trapezoid rule, endpoints interpolated."""
+    n = int(((t >= a) & (t <= b)).sum())
+    note = _coverage_note(t, a, b)
+    base = f"less accurate: power sampled (median step {np.median(np.diff(t)):.3f} s), not accumulated" if len(t) > 1 else ""
+    if note is not None:
+        return float("nan"), n, f"{note}; {base}" if base else note
+    inside = (t > a) & (t < b)
+    tt = np.concatenate(([a], t[inside], [b]))
+    pp = np.concatenate(([np.interp(a, t, p)], p[inside], [np.interp(b, t, p)]))
+    return float(np.sum((pp[1:] + pp[:-1]) / 2 * np.diff(tt))), n, base
+
+
+def _periods(intervals: Intervals) -> list[tuple[str, float, float]]:
+    out = [(k, a, b) for k, (a, b) in sorted(intervals.items(), key=lambda kv: kv[1][0])]
+    span = trial_interval(intervals)
+    if span is not None:
+        out.append((TRIAL, *span))
+    return out
+
+
+def phase_energy(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
+    """Joules per phase and domain (GPUs from NVML, RAPL zones), plus phase "trial"; see the module docstring."""
+    _check(samples)
+    periods = _periods(intervals)
+    rows: list[dict[str, Any]] = []
+    if len(samples) and periods:
+        nvml = samples[samples["source"] == "nvml"]
+        for dev in sorted(nvml["device"].astype(str).unique(), key=lambda d: (len(d), d)):
+            t, v = _series(samples, "nvml", dev, "energy_j")
+            method, fn = METHOD_NVML_COUNTER, counter_energy_j
+            if len(t) < 2:
+                t, v = _series(samples, "nvml", dev, "power_w")
+                method, fn = METHOD_NVML_POWER, power_integral_j
+                if len(t) < 2:
+                    continue
+            for phase, a, b in periods:
+                e, n, note = fn(t, v, a, b)
+                rows.append({"phase": phase, "domain": f"gpu{dev}", "energy_j": e, "method": method, "n": n, "note": note})
+        rapl = samples[(samples["source"] == "rapl") & (samples["metric"] == "energy_j")]
+        for dev in sorted(rapl["device"].astype(str).unique()):
+            t, v = _series(samples, "rapl", dev, "energy_j")
+            for phase, a, b in periods:
+                e, n, note = counter_energy_j(t, v, a, b)
+                rows.append({"phase": phase, "domain": f"rapl:{dev}", "energy_j": e, "method": METHOD_RAPL, "n": n, "note": note})
+    if not rows:
+        return pd.DataFrame(columns=list(ENERGY_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(ENERGY_COLUMNS))
+    out["n"] = out["n"].astype(int)
+    out["energy_j"] = out["energy_j"].astype(float)
+    return _order(out, [])[list(ENERGY_COLUMNS)]
+
+
+def phase_images(markers: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Images processed per phase, from the ``images`` field of ``phase_end`` markers (first occurrence)."""
+    out: dict[str, int] = {}
+    for m in markers:
+        if m.get("event") == "phase_end" and "images" in m and m.get("phase") not in out:
+            out[str(m["phase"])] = int(m["images"])
+    return out
+
+
+def energy_per_image(energy: pd.DataFrame, markers: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """``phase_energy`` with the phase's image count and joules per image (NaN where no count is known).
+
+    The trial total has no image count of its own (training and inference
+    images are not the same work), so its per-image figure is NaN.
+    """
+    images = phase_images(markers)
+    out = energy.copy()
+    out["images"] = out["phase"].map(lambda p: images.get(p, np.nan)).astype(float)
+    out["energy_per_image_j"] = out["energy_j"].astype(float) / out["images"]
+    return out[list(PER_IMAGE_COLUMNS)].reset_index(drop=True)
+
+
+def phase_throttle(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
+    """Per phase and GPU: readings, the OR of all clock-event reasons seen, and the share limited.
+
+    ``frac_limited`` is the share of readings with a performance-limiting bit
+    set (``LIMITING_REASONS``: power cap, hardware / thermal slowdown, power brake).
+    """
+    _check(samples)
+    sel = samples[(samples["source"] == "nvml") & (samples["metric"] == "throttle_reasons")]
+    if not len(sel) or not intervals:
+        return pd.DataFrame(columns=list(THROTTLE_COLUMNS))
+    df = attribute_phases(sel, intervals)
+    span = trial_interval(intervals)
+    assert span is not None
+    df = pd.concat([df, df[(df["t"] >= span[0]) & (df["t"] < span[1])].assign(phase=TRIAL)], ignore_index=True)
+    df = df.dropna(subset=["value"])
+    bits = df["value"].astype("int64")
+    df = df.assign(bits=bits, limited=(bits & LIMITING_REASONS) != 0)
+    rows = []
+    for (phase, dev), g in df.groupby(["phase", "device"], sort=False):
+        any_bits = int(np.bitwise_or.reduce(g["bits"].to_numpy())) if len(g) else 0
+        rows.append({"phase": phase, "device": str(dev), "n": len(g), "reasons_any": any_bits,
+                     "frac_limited": float(g["limited"].mean())})
+    out = pd.DataFrame(rows, columns=list(THROTTLE_COLUMNS))
+    return _order(out, ["device"])[list(THROTTLE_COLUMNS)]

@@ -83,13 +83,16 @@ class Collector(ABC):
 
     ``read()`` returns the rows of one reading; the base class calls it every
     ``period_s`` from a daemon thread, timestamps nothing itself (each row
-    carries its own ``t``) and keeps every row. An exception in ``read`` is
-    recorded in ``errors`` (first few kept) and sampling goes on: a sensor that
-    fails mid-run is reported, never fatal.
+    carries its own ``t``) and keeps every row. An exception in ``read`` (or
+    ``_open`` / ``_close``) is recorded in ``errors`` (distinct messages, first
+    few kept; ``n_errors`` counts all) and sampling goes on: a sensor that
+    fails mid-run is reported, never fatal. ``read`` may also report partial
+    failures itself through ``note_error`` and still return what it could read.
     """
 
     name: ClassVar[str] = "collector"
     max_errors: ClassVar[int] = 20
+    stop_timeout_s: ClassVar[float] = 2.0  # how long __exit__ waits for a reading in flight
 
     def __init__(self, period_s: float = DEFAULT_PERIOD_S) -> None:
         if period_s <= 0:
@@ -97,10 +100,20 @@ class Collector(ABC):
         self.period_s = period_s
         self.rows: list[Row] = []
         self.errors: list[str] = []
+        self.n_errors = 0  # all errors, repeats and those past ``max_errors`` included
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._probe: Probe | None = None
+
+    @classmethod
+    def build(cls, period_s: float, target: TrialTarget, sysfs_root: Path, **options: object) -> Collector:
+        """Construct from the registry's common arguments (``make_collectors``).
+
+        Subclasses that need the target, the sysfs root or options override
+        this; the default ignores them. No work is done here either.
+        """
+        return cls(period_s)
 
     # -- probing ---------------------------------------------------------
     @abstractmethod
@@ -117,20 +130,30 @@ class Collector(ABC):
         return self._probe
 
     # -- lifecycle -------------------------------------------------------
-    def _open(self) -> None:
+    def _open(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Acquire resources (NVML init, file handles). Default: nothing."""
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release resources. Default: nothing."""
 
     @abstractmethod
     def read(self) -> list[Row]:
         """Take one reading now."""
 
+    @property
+    def running(self) -> bool:
+        """True between a successful ``__enter__`` and ``__exit__``."""
+        return self._thread is not None
+
     def __enter__(self) -> Collector:
         if not self.available().ok:
             return self
-        self._open()
+        try:
+            self._open()
+        except Exception as exc:  # a sensor that passed its probe but fails to open: recorded, not fatal
+            self.note_error(f"open failed: {type(exc).__name__}: {exc}")
+            self._safe_close()
+            return self
         self._stop.clear()
         self._sample_once()
         self._thread = threading.Thread(target=self._loop, name=f"kit-{self.name}", daemon=True)
@@ -138,12 +161,24 @@ class Collector(ABC):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(timeout=max(2.0, 5 * self.period_s))
-            self._thread = None
-            self._sample_once()
+        if self._thread is None:
+            return
+        self._stop.set()
+        timeout_s = max(self.stop_timeout_s, 5 * self.period_s)
+        self._thread.join(timeout=timeout_s)
+        stuck = self._thread.is_alive()
+        self._thread = None
+        if stuck:  # a read hangs (a wedged driver): do not read again nor free what it may be using
+            self.note_error(f"sampler thread still busy {timeout_s:.1f} s after stop; last reading and close skipped")
+            return
+        self._sample_once()
+        self._safe_close()
+
+    def _safe_close(self) -> None:
+        try:
             self._close()
+        except Exception as exc:
+            self.note_error(f"close failed: {type(exc).__name__}: {exc}")
 
     def _loop(self) -> None:
         next_t = time.monotonic() + self.period_s
@@ -154,12 +189,22 @@ class Collector(ABC):
             if next_t < now:  # fell behind (slow sensor): skip, do not burst
                 next_t = now + self.period_s
 
+    def note_error(self, message: str) -> None:
+        """Record a non-fatal error: each distinct message once (up to ``max_errors``), all counted.
+
+        A sensor that fails at every reading would otherwise fill the list with
+        one message and hide a second, different failure.
+        """
+        with self._lock:
+            self.n_errors += 1
+            if len(self.errors) < self.max_errors and message not in self.errors:
+                self.errors.append(message)
+
     def _sample_once(self) -> None:
         try:
             rows = self.read()
         except Exception as exc:
-            if len(self.errors) < self.max_errors:
-                self.errors.append(f"{type(exc).__name__}: {exc}")
+            self.note_error(f"{type(exc).__name__}: {exc}")
             return
         with self._lock:
             self.rows.extend(rows)
@@ -172,4 +217,9 @@ class Collector(ABC):
 
     def report(self, n_rows: int) -> CollectorReport:
         probe = self.available()
-        return CollectorReport(self.name, probe.ok, probe.detail, n_rows, list(self.errors))
+        with self._lock:
+            errors = list(self.errors)
+            repeats = self.n_errors - len(errors)
+        if repeats > 0:
+            errors.append(f"({self.n_errors} errors in all: repeats and those past the first {self.max_errors} not listed)")
+        return CollectorReport(self.name, probe.ok, probe.detail, n_rows, errors)

@@ -1,0 +1,105 @@
+"""CPU collector: utilisation (total and per core), frequency and load (psutil).
+
+Utilisation has ``psutil.cpu_percent(interval=None)`` semantics: the busy
+share of CPU time since the previous reading. It is computed here from
+``psutil.cpu_times`` with state kept in the collector, not through
+``cpu_percent`` itself, whose "previous reading" is module-global and would be
+shared with any other caller in the process (another collector, a test).
+``_open`` primes the state so that the first row already covers a real window.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import psutil
+
+from kit.collectors.base import DEFAULT_PERIOD_S, Collector, Probe, Row
+
+SOURCE = "cpu"
+
+
+def _total_s(t: Any) -> float:
+    """All CPU time in a ``cpu_times`` tuple; guest time is already inside user/nice on Linux."""
+    total = float(sum(t))
+    for field in ("guest", "guest_nice"):
+        total -= float(getattr(t, field, 0.0))
+    return total
+
+
+def _idle_s(t: Any) -> float:
+    """Idle time as psutil counts it: idle plus iowait (waiting on I/O is not busy)."""
+    return float(t.idle) + float(getattr(t, "iowait", 0.0))
+
+
+def busy_pct(before: Any, after: Any) -> float | None:
+    """Busy share (%) of the CPU time between two ``cpu_times`` readings, in [0, 100].
+
+    Same rule as ``psutil.cpu_percent``, except that two readings within one
+    clock tick (no CPU time accounted in between) give None, not a made-up 0 %.
+    """
+    total = _total_s(after) - _total_s(before)
+    if total <= 0:
+        return None
+    busy = total - (_idle_s(after) - _idle_s(before))
+    return max(0.0, min(100.0, 100.0 * busy / total))
+
+
+class CpuCollector(Collector):
+    """Rows: ``cpu/total/util_pct``, ``cpu/total/freq_mhz``, ``cpu/total/load1``, ``cpu/cpu<N>/util_pct``."""
+
+    name = "cpu"
+
+    def __init__(self, period_s: float = DEFAULT_PERIOD_S) -> None:
+        super().__init__(period_s)
+        self._prev_total: Any = None
+        self._prev_cores: list[Any] = []
+        self._has_freq = False
+
+    def probe(self) -> Probe:
+        n = psutil.cpu_count() or 0
+        freq = _freq_mhz()
+        extra = f", frequency {freq:.0f} MHz" if freq else ", no frequency reading"
+        return Probe(True, f"psutil {psutil.__version__}: {n} logical CPUs{extra}")
+
+    def _open(self) -> None:
+        self._prev_total = psutil.cpu_times()
+        self._prev_cores = list(psutil.cpu_times(percpu=True))
+        self._has_freq = _freq_mhz() is not None
+
+    def read(self) -> list[Row]:
+        total = psutil.cpu_times()
+        cores = list(psutil.cpu_times(percpu=True))
+        t = time.time()
+        rows = []
+        util = busy_pct(self._prev_total, total)
+        if util is not None:  # None: no tick since the last reading (e.g. the first, right after priming)
+            rows.append(Row(t, SOURCE, "total", "util_pct", util, "%"))
+            self._prev_total = total
+        if len(cores) != len(self._prev_cores):  # a CPU hot-plugged: skip one reading, re-prime
+            self._prev_cores = cores
+        else:
+            for i, (before, after) in enumerate(zip(self._prev_cores, cores, strict=True)):
+                core = busy_pct(before, after)
+                if core is not None:
+                    rows.append(Row(t, SOURCE, f"cpu{i}", "util_pct", core, "%"))
+                    self._prev_cores[i] = after
+        if self._has_freq:
+            freq = _freq_mhz()
+            if freq is not None:
+                rows.append(Row(t, SOURCE, "total", "freq_mhz", freq, "MHz"))
+        rows.append(Row(t, SOURCE, "total", "load1", os.getloadavg()[0], "1"))
+        return rows
+
+
+def _freq_mhz() -> float | None:
+    """Current mean frequency over CPUs, or None where the platform reports none (or 0)."""
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, NotImplementedError, AttributeError):
+        return None
+    if freq is None or not freq.current:
+        return None
+    return float(freq.current)
