@@ -178,3 +178,59 @@ def in_process_trial(
                 c.__exit__(None, None, None)
 
     return run
+
+
+def harness_trial(
+    spec_path: Path,
+    profile: str | None,
+    framework: str,
+    names: Iterable[str],
+    period_s: float = DEFAULT_PERIOD_S,
+    metric: str = "train_time_s",
+    data_dir: Path | None = None,
+) -> Callable[[bool], float]:
+    """A ``run_trial`` for ``overhead`` that runs the real harness (local backend).
+
+    Each call runs one trial of the spec's workload in a fresh process, with
+    the collectors sampling around it when ``collectors_on``, and returns the
+    trial's own measured ``metric`` (by default the timed training phase),
+    so start-up and import time do not dilute the overhead.
+    """
+    import json
+    import tempfile
+
+    from kit.backends.local import LocalBackend
+    from kit.datasets import resolve
+    from kit.errors import BackendError
+    from kit.harness import REQUEST_FILE
+    from kit.plan import make_plan
+    from kit.runner import trial_request
+    from kit.spec import load_spec
+
+    spec = load_spec(spec_path, profile)
+    trial = next(t for t in make_plan(spec).trials if t.framework == framework and not t.warmup)
+    request = trial_request(spec, trial)
+    data = (resolve(spec.dataset.name, spec.dataset.source, data_dir=data_dir, download=False).directory
+            if spec.dataset is not None else Path(tempfile.mkdtemp()))
+    backend = LocalBackend()
+    names = tuple(names)
+
+    def run(collectors_on: bool) -> float:
+        with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
+            work = Path(tmp)
+            (work / REQUEST_FILE).write_text(json.dumps(request), encoding="utf-8")
+            target = TrialTarget()
+            collectors = make_collectors(names, period_s, target) if collectors_on else []
+            for c in collectors:
+                c.__enter__()
+            try:
+                outcome = backend.run_trial(framework, work, data, spec.design.timeout_s, target)
+            finally:
+                for c in collectors:
+                    c.__exit__(None, None, None)
+        if outcome.status != "ok" or outcome.result is None:
+            raise BackendError(f"benchmark trial failed ({outcome.status}): {outcome.stderr_tail[-300:]}",
+                               fix="run the same spec with `kit run` to see the trial's error")
+        return float(outcome.result["results"][metric])
+
+    return run

@@ -152,6 +152,46 @@ def _fmt_p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
 
 
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the kit itself (collector overhead).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("overhead")
+def bench_overhead(
+    spec: Annotated[Path, typer.Argument(help="Experiment whose workload is timed.")] = Path("experiments/florencio2019_lenet.toml"),
+    profile: Annotated[str | None, typer.Option("--profile", "-p")] = "quick",
+    framework: Annotated[str, typer.Option(help="Framework of the timed trials.")] = "pytorch",
+    pairs: Annotated[int, typer.Option(help="Off/on pairs (after one discarded warm-up pair).")] = 15,
+    period_s: Annotated[float, typer.Option(help="Sampling period of the collectors.")] = 0.1,
+    collectors: Annotated[str, typer.Option(help="Comma-separated collectors to switch on.")] = "cpu,memory,hwmon,nvml,rapl",
+    seed: Annotated[int, typer.Option()] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the result (raw times included) here.")] = None,
+) -> None:
+    """Collectors off vs on, interleaved, real harness trials: ratio of median timed-phase durations with a CI."""
+    import json
+
+    from kit.bench import harness_trial, overhead
+
+    names = [c.strip() for c in collectors.split(",") if c.strip()]
+    run_trial = harness_trial(spec, profile, framework, names, period_s)
+    done = {"n": 0}
+    total = 2 * (pairs + 1)
+
+    def counted(on: bool) -> float:
+        t = run_trial(on)
+        done["n"] += 1
+        console.print(f"[dim]trial {done['n']}/{total} collectors {'on ' if on else 'off'} {t:.4f} s[/]", highlight=False)
+        return t
+
+    res = overhead(counted, pairs, seed)
+    out.print(f"collector overhead at {period_s * 1000:g} ms ({', '.join(names)}), {pairs} pairs, {framework}: "
+              f"ratio of medians on/off = {res.ratio:.4f} ({res.overhead_pct:+.2f} %), "
+              f"{res.confidence:.0%} CI [{res.ci_low:.4f}, {res.ci_high:.4f}] ({res.ci_method})")
+    if json_out is not None:
+        json_out.write_text(json.dumps(res.as_dict(), indent=1) + "\n")
+        out.print(f"written: {json_out}")
+
+
 def main() -> None:
     """Entry point: run the app, translate KitError into one line and an exit code."""
     try:

@@ -80,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         mod = importlib.import_module(mod_name)
         markers.event("imported", module=mod_name)
         results, env = mod.run(req, args.data, markers)
-    except BaseException as exc:  # noqa: BLE001 - every failure must leave a result file
+    except BaseException as exc:
         oom = False
         if mod is not None and hasattr(mod, "is_oom"):
             try:
                 oom = bool(mod.is_oom(exc))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 oom = False
         tb = traceback.format_exception(exc)
         markers.event("harness_end", status="oom" if oom else "error")

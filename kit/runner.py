@@ -169,6 +169,7 @@ class _Context:
     opts: RunOptions
     events: RunEvents
     baseline: dict[str, float] = field(default_factory=dict)
+    temp_reader: Any = None
 
 
 def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
@@ -244,7 +245,7 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
                         fix="the manifest was edited; start a new run")
     if opts.backend == "auto":
         opts.backend = man.get("backend", {}).get("backend", "local")
-    backend, dataset, prepared = _check_everything(spec, opts, events)
+    backend, dataset, _prepared = _check_everything(spec, opts, events)
     ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
     rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend)
     rd.update_manifest(status="running")
@@ -280,6 +281,9 @@ def _execute(ctx: _Context) -> None:
             n_done = len(rd.finished_ids())
             raise Interrupted(f"run stopped after {n_done} of {len(plan.trials)} trials; finished trials are kept",
                               where=str(rd.path), fix=f"continue with: kit run --resume {rd.path}") from None
+        finally:
+            if ctx.temp_reader is not None:
+                ctx.temp_reader.close()
         remaining = {t.trial_id for t in plan.trials} - rd.finished_ids()
         status = "complete" if not remaining else "partial"
         rd.update_manifest(status=status, ended=time.time())
@@ -320,16 +324,19 @@ def _idle_temps(rows: list[Row]) -> dict[str, float]:
 
 
 def _cooldown(ctx: _Context) -> dict[str, Any]:
-    """Wait (bounded) until temperatures are back near the idle baseline."""
+    """Wait (bounded) until temperatures are back near the idle baseline.
+
+    Also records the temperatures the trial starts at, which the validity
+    rules compare between frameworks.
+    """
     tel = ctx.spec.telemetry
-    if not ctx.baseline or tel.cooldown_max_s <= 0:
-        return {"waited_s": 0.0, "reached": True, "note": "no baseline temperature" if not ctx.baseline else "disabled"}
-    try:
-        from kit.collectors.thermal import wait_for_cooldown
-    except ImportError:  # pragma: no cover
-        return {"waited_s": 0.0, "reached": True, "note": "thermal control not installed"}
-    res = wait_for_cooldown(ctx.baseline, tel.cooldown_band_c, tel.cooldown_max_s)
-    return dataclasses.asdict(res) if dataclasses.is_dataclass(res) else dict(res)
+    if not ctx.baseline:
+        return {"waited_s": 0.0, "reached": True, "note": "no temperature sensor at baseline"}
+    from kit.collectors.thermal import TemperatureReader, wait_for_cooldown
+
+    if ctx.temp_reader is None:
+        ctx.temp_reader = TemperatureReader()
+    return wait_for_cooldown(ctx.baseline, tel.cooldown_band_c, tel.cooldown_max_s, read=ctx.temp_reader).as_dict()
 
 
 def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:

@@ -226,7 +226,7 @@ class Container:
             raise _Invalid(f"{p}.gpus", "'all', 'none' or comma-separated GPU indices like '0,1'", self.gpus)
         for key in ("shm_size", "mem_limit"):
             val = getattr(self, key)
-            if val and not (val[:-1].isdigit() and val[-1].lower() in "kmg" or val.isdigit()):
+            if val and not ((val[:-1].isdigit() and val[-1].lower() in "kmg") or val.isdigit()):
                 raise _Invalid(f"{p}.{key}", "a size such as '2g', '512m' or a number of bytes", val)
 
     def gpu_indices(self) -> list[int] | None:

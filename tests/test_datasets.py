@@ -60,7 +60,7 @@ def http_dir(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         def log_message(self, *a: object) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             path = root / self.path.lstrip("/")
             if not path.is_file():
                 self.send_error(404)

@@ -78,7 +78,7 @@ def test_steps_beyond_dataset_refused(tmp_path: Path, spec_path: Path) -> None:
 
 
 def test_unknown_profile_and_missing_file(tmp_path: Path, spec_path: Path) -> None:
-    with pytest.raises(SpecError, match="unknown profile 'fast'.*paper, quick"):
+    with pytest.raises(SpecError, match=r"unknown profile 'fast'.*paper, quick"):
         load_spec(spec_path, "fast")
     with pytest.raises(SpecError, match="spec file not found"):
         load_spec(tmp_path / "nope.toml")

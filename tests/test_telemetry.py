@@ -236,3 +236,17 @@ def test_live_collectors_and_markers(tmp_path: Path) -> None:
     out = phase_summaries(samples, iv)
     n = out[(out["metric"] == "used_bytes")].set_index("phase")["n"]
     assert all(n[p] >= 3 for p in ("warmup", "train", "infer", "idle", "trial"))
+
+
+def test_interval_readings_are_overlap_weighted_per_phase() -> None:
+    # cpu util over (0,1]=10 %, (1,2]=50 %, (2,3]=90 %; a 0.2 s phase inside the second window and a
+    # phase from 1.5 to 2.5 (half of window 2, half of window 3)
+    rows = series("cpu", "total", "util_pct", "%", np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 10.0, 50.0, 90.0]))
+    intervals = {"infer": (T0 + 1.4, T0 + 1.6), "train": (T0 + 1.5, T0 + 2.5)}
+    s = phase_summaries(frame(rows), {"infer": intervals["infer"]})
+    infer = s[(s["phase"] == "infer") & (s["metric"] == "util_pct")].iloc[0]
+    assert infer["n"] == 1 and infer["mean"] == pytest.approx(50.0)
+    s = phase_summaries(frame(rows), {"train": intervals["train"]})
+    train = s[(s["phase"] == "train") & (s["metric"] == "util_pct")].iloc[0]
+    assert train["n"] == 2 and train["mean"] == pytest.approx(70.0)
+    assert train["max"] == 90.0 and train["min"] == 50.0

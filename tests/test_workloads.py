@@ -23,7 +23,7 @@ def test_idx_reader_on_real_mnist(mnist_dir: Path) -> None:
     y = read_idx(mnist_dir / "t10k-labels-idx1-ubyte.gz")
     assert x.shape == (10000, 28, 28) and y.shape == (10000,)
     assert x.dtype == np.uint8 and set(np.unique(y)) == set(range(10))
-    x_tr, y_tr, x_te, y_te = load_mnist(mnist_dir, "t10k_split", 8000, 2000)
+    x_tr, _y_tr, x_te, y_te = load_mnist(mnist_dir, "t10k_split", 8000, 2000)
     assert x_tr.shape == (8000, 28, 28) and x_te.shape == (2000, 28, 28) and float(x_tr.max()) <= 1.0
     assert np.array_equal(y_te, y[8000:])
 

@@ -142,10 +142,15 @@ def _order(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 def phase_summaries(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
     """n, mean, max, min per phase and series; plus phase "trial" over the whole trial span.
 
-    Counters (energy_j) and bitmasks (throttle_reasons) are left out: their
-    mean is meaningless; see ``phase_energy`` and ``phase_throttle``. The
-    trial rows give, for instance, the GPU memory peak per trial (max of
-    ``nvml/<i>/mem_used_bytes``).
+    Instantaneous readings are grouped by the attribution rule. Interval
+    readings (CPU utilisation over (t_prev, t]) are averaged over the phase
+    weighted by how much of each window lies inside it: a phase shorter than
+    the sampling period (inference on a small test set) still gets the value
+    of the window(s) that cover it, and ``n`` counts those windows. Idle
+    keeps the midpoint rule. Counters (energy_j) and bitmasks
+    (throttle_reasons) are left out: their mean is meaningless; see
+    ``phase_energy`` and ``phase_throttle``. The trial rows give, for
+    instance, the GPU memory peak per trial (max of ``nvml/<i>/mem_used_bytes``).
     """
     _check(samples)
     if not len(samples):
@@ -155,16 +160,47 @@ def phase_summaries(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame
     df["value"] = pd.to_numeric(df["value"], errors="coerce")
     t_attr = _attribution_time(df)
     df["phase"] = _phase_labels(t_attr, intervals)
+    is_interval = _is_in(df, INTERVAL_METRICS)
     span = trial_interval(intervals)
+    point = df[~is_interval | (df["phase"] == IDLE)]
     if span is not None:
-        trial = df[(t_attr >= span[0]) & (t_attr < span[1])].assign(phase=TRIAL)
-        df = pd.concat([df, trial], ignore_index=True)
-    if not len(df):
+        t_point = t_attr[point.index]
+        trial = point[(t_point >= span[0]) & (t_point < span[1])].assign(phase=TRIAL)
+        point = pd.concat([point, trial], ignore_index=True)
+    parts = []
+    if len(point):
+        g = point.groupby(["phase", "source", "device", "metric", "unit"], sort=False)["value"]
+        parts.append(g.agg(n="count", mean="mean", max="max", min="min").reset_index())
+    windowed = _window_summaries(df[is_interval], {**intervals, **({TRIAL: span} if span else {})})
+    if len(windowed):
+        parts.append(windowed)
+    if not parts:
         return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-    g = df.groupby(["phase", "source", "device", "metric", "unit"], sort=False)["value"]
-    out = g.agg(n="count", mean="mean", max="max", min="min").reset_index()
+    out = pd.concat(parts, ignore_index=True)
     out["n"] = out["n"].astype(int)
     return _order(out, ["source", "device", "metric"])[list(SUMMARY_COLUMNS)]
+
+
+def _window_summaries(rows: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
+    """Overlap-weighted phase means of interval readings (value over (t_prev, t])."""
+    out: list[dict[str, Any]] = []
+    for (source, device, metric, unit), g in rows.groupby(["source", "device", "metric", "unit"], sort=False):
+        g = g.sort_values("t", kind="stable")
+        t = g["t"].to_numpy(float)
+        v = g["value"].to_numpy(float)
+        if len(t) < 2:
+            continue
+        lo, hi, val = t[:-1], t[1:], v[1:]  # the first reading has no window
+        for phase, (a, b) in intervals.items():
+            overlap = np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
+            mask = (overlap > 0) & np.isfinite(val)
+            if not mask.any():
+                continue
+            w = overlap[mask]
+            out.append({"phase": phase, "source": source, "device": device, "metric": metric, "unit": unit,
+                        "n": int(mask.sum()), "mean": float(np.sum(w * val[mask]) / np.sum(w)),
+                        "max": float(val[mask].max()), "min": float(val[mask].min())})
+    return pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
 
 
 # -- energy --------------------------------------------------------------------

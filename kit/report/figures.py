@@ -13,9 +13,9 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from kit.analysis.metrics import METRICS  # noqa: E402
+from kit.analysis.metrics import METRICS
 
 PALETTE = {"pytorch": "#ee4c2c", "tensorflow": "#ff8f00"}
 FALLBACK = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf"]

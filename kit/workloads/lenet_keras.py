@@ -9,16 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import keras
 import numpy as np
+import tensorflow as tf
 
 from kit.workloads import lenet
 from kit.workloads.common import Markers, data_order, load_mnist
 from kit.workloads.tf_env import configure, device_sync, is_oom, tf_env
 
-import keras  # noqa: E402  (after tf_env set KERAS_BACKEND)
-import tensorflow as tf  # noqa: E402
-
-__all__ = ["build", "run", "is_oom", "keras_weights"]
+__all__ = ["build", "is_oom", "keras_weights", "run"]
 
 
 def keras_weights(weights: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
@@ -98,7 +97,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         "train_loss": float(hist.history["loss"][-1]),
         "test_accuracy": float((pred == y_te).mean()),
         "train_images": steps * bs * epochs,
-        "test_images": int(len(x_te)),
+        "test_images": len(x_te),
         "train_throughput_ips": steps * bs * epochs / train_s,
         "infer_throughput_ips": len(x_te) / infer_s,
         "param_count": int(model.count_params()),

@@ -124,7 +124,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         "train_loss": final_loss,
         "test_accuracy": accuracy,
         "train_images": steps * bs * epochs,
-        "test_images": int(len(xe)),
+        "test_images": len(xe),
         "train_throughput_ips": steps * bs * epochs / train_s,
         "infer_throughput_ips": len(xe) / infer_s,
         "param_count": param_count(model),

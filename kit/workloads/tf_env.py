@@ -12,7 +12,7 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 
 def configure(want: str, threads: int | None) -> str:
