@@ -22,7 +22,7 @@ from kit.errors import KitError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Reproducible TensorFlow-vs-PyTorch benchmarks: run, analyse, report.")
 console = Console(stderr=True)
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: do not wrap tables at 80 columns
 _STATE: dict[str, bool] = {"debug": False}
 
 
