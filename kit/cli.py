@@ -79,6 +79,15 @@ def run(
     seed: Annotated[int | None, typer.Option(help="Plan seed (default: the spec's).")] = None,
     report: Annotated[bool, typer.Option(help="Analyse and write the report when the run ends.")] = True,
     max_trials: Annotated[int | None, typer.Option(help="Stop after this many trials (resume later).")] = None,
+    executor: Annotated[str, typer.Option(help="Where trials run: local (this host) or slurm (jobs on a cluster).")] = "local",
+    partition: Annotated[str | None, typer.Option(help="Slurm partition (overrides the spec's [slurm]).")] = None,
+    account: Annotated[str | None, typer.Option(help="Slurm account.")] = None,
+    gpus_per_trial: Annotated[int | None, typer.Option(help="GPUs per job (--gres=gpu:N).")] = None,
+    time_limit: Annotated[str | None, typer.Option(help="Slurm time limit per job, e.g. 02:00:00.")] = None,
+    blocks_per_job: Annotated[int | None, typer.Option(help="Interleaved blocks per job (one node each).")] = None,
+    sbatch_option: Annotated[list[str] | None, typer.Option(help="Extra sbatch option, e.g. --qos=normal (repeatable).")] = None,
+    wait: Annotated[bool, typer.Option(help="With --executor slurm: wait for the jobs, then report.")] = False,
+    chunk: Annotated[int | None, typer.Option(hidden=True, help="Inside a cluster job: run this chunk.")] = None,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
     from kit.runner import RunOptions, resume_run, start_run
@@ -86,8 +95,10 @@ def run(
     from kit.ui import RichEvents
 
     chosen = _choose_backend(backend)
+    slurm = {"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
+             "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None}
     opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
-                      max_trials=max_trials)
+                      max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk)
     with RichEvents(console) as events:
         if resume is not None:
             if spec is not None:
@@ -99,11 +110,64 @@ def run(
                 raise KitError("no experiment given", where="kit run", fix="kit run experiments/<file>.toml (see `kit list`)")
             rd = start_run(load_spec(spec, profile), opts, events)
     out.print(f"run directory: [bold]{rd.path}[/]")
+    if chunk is not None:
+        return
+    if wait and rd.manifest().get("executor", {}).get("name") == "slurm":
+        _wait_for_jobs(rd.path)
     status = rd.manifest().get("status")
     if report and status == "complete":
         _make_report(rd.path, ("html",))
     elif status != "complete":
         out.print(f"[yellow]run is {status}[/]: continue with `kit run --resume {rd.path}`")
+
+
+def _wait_for_jobs(run_dir: Path) -> None:
+    from kit.executors.slurm import latest_task_ids, wait
+    from kit.store import RunDir
+
+    total = len(RunDir.open(run_dir).manifest()["plan"]["trials"])
+    last = {"n": -1}
+
+    def poll(states: dict[str, Any]) -> None:
+        n = len(RunDir(run_dir).finished_ids())
+        if n != last["n"]:
+            active = sum(s.active for s in states.values())
+            console.print(f"[dim]{n}/{total} trials finished · {active} job(s) pending or running[/]")
+            last["n"] = n
+
+    wait(run_dir, list(latest_task_ids(run_dir).values()), on_poll=poll)
+    _print_status(run_dir)
+
+
+@app.command()
+def status(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+           trials: Annotated[bool, typer.Option(help="List every trial, not only the summary.")] = False) -> None:
+    """Queued, running, finished, failed and lost trials of a run, with Slurm job ids and reasons."""
+    _print_status(run_dir, trials)
+
+
+def _print_status(run_dir: Path, trials: bool = False) -> None:
+    from kit.executors.status import run_status
+
+    st = run_status(run_dir)
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(st["counts"].items()))
+    out.print(f"{st['experiment']} · {st['run_dir']} · executor {st['executor']} · status {st['status']} · "
+              f"{st['total']} trials: {counts}")
+    if st["jobs"]:
+        table = Table(title="Slurm jobs")
+        for col in ("chunk", "job", "state", "node", "done", "reason"):
+            table.add_column(col)
+        for j in st["jobs"]:
+            table.add_row(str(j["chunk"]), j["job"], j["state"], j["node"], f"{j['finished']}/{j['trials']}", j["reason"])
+        out.print(table)
+    rows = st["trials"] if trials else [r for r in st["trials"] if r["state"] in ("failed", "lost")]
+    if rows:
+        table = Table(title="Trials" if trials else "Failed or lost trials")
+        for col in ("trial", "state", "job", "node", "reason"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(r["trial_id"], r["state"], r["job"] or "", r["node"] or "", r["reason"])
+        out.print(table)
 
 
 def _choose_backend(name: str) -> str:

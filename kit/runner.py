@@ -59,7 +59,9 @@ class RunOptions:
     seed: int | None = None
     collectors: tuple[str, ...] | None = None  # None: the spec's
     max_trials: int | None = None  # stop after this many new trials (debugging, tests)
-    only: frozenset[str] | None = None  # run only these trial ids (executors)
+    executor: str = "local"  # local | slurm
+    slurm: dict[str, Any] = field(default_factory=dict)  # command-line overrides of the spec's [slurm]
+    chunk: int | None = None  # inside a cluster job: run only this chunk of blocks
 
 
 class Interrupted(KitError):
@@ -124,9 +126,9 @@ def drain(collectors: list[Collector]) -> tuple[list[Row], list[dict[str, Any]]]
 
 
 @contextlib.contextmanager
-def run_lock(rd: RunDir) -> Iterator[None]:
-    """One `kit run` per run directory at a time (resume racing a live run)."""
-    fh = (rd.path / ".lock").open("w")
+def run_lock(rd: RunDir, name: str = ".lock") -> Iterator[None]:
+    """One `kit run` per run directory (or per chunk of a cluster run) at a time."""
+    fh = (rd.path / name).open("w")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -170,6 +172,8 @@ class _Context:
     events: RunEvents
     baseline: dict[str, float] = field(default_factory=dict)
     temp_reader: Any = None
+    only: frozenset[str] | None = None  # a chunk's trials (cluster job); None: the whole plan
+    shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
 
 
 def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
@@ -217,16 +221,51 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "collectors": _probe_collectors(spec, opts),
         "plan": plan.as_dict(),
         "plan_digest": plan.digest(),
+        "executor": _executor_manifest(spec, plan, opts),
         "command": sys.argv,
         "started": time.time(),
         "ended": None,
         "status": "running",
     }
     rd = RunDir.create(opts.runs_root, spec.experiment.id, manifest)
-    rd.log_event("start", plan_digest=plan.digest())
+    rd.log_event("start", plan_digest=plan.digest(), executor=opts.executor)
+    if opts.executor == "slurm":
+        _submit(rd, manifest["executor"], list(range(len(manifest["executor"]["chunks"]))), opts, events)
+        return rd
     ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
     _execute(ctx)
     return rd
+
+
+def _slurm_options(spec: Spec, opts: RunOptions) -> Any:
+    from kit.executors.slurm import SlurmOptions
+
+    base = dataclasses.asdict(spec.slurm)
+    base.update({k: v for k, v in opts.slurm.items() if v is not None})
+    base["sbatch_options"] = tuple(base.get("sbatch_options") or ())
+    return SlurmOptions(**base)
+
+
+def _executor_manifest(spec: Spec, plan: Plan, opts: RunOptions) -> dict[str, Any]:
+    if opts.executor == "local":
+        return {"name": "local"}
+    if opts.executor != "slurm":
+        raise KitError(f"unknown executor {opts.executor!r}", where="--executor", fix="use local or slurm")
+    from kit.executors.slurm import chunks_of
+
+    so = _slurm_options(spec, opts)
+    return {"name": "slurm", "options": so.as_dict(), "backend": opts.backend, "chunks": chunks_of(plan, so.blocks_per_job)}
+
+
+def _submit(rd: RunDir, executor: dict[str, Any], chunk_ids: list[int], opts: RunOptions, events: RunEvents) -> str:
+    from kit.executors.slurm import SlurmOptions, submit
+
+    so = SlurmOptions(**{**executor["options"], "sbatch_options": tuple(executor["options"]["sbatch_options"])})
+    job = submit(rd.path, chunk_ids, so, executor.get("backend", "local"), rd.manifest()["experiment"])
+    rd.log_event("submitted", array_job_id=job, chunks=chunk_ids)
+    rd.update_manifest(status="submitted")
+    events.message(f"submitted Slurm job array {job} ({len(chunk_ids)} task(s)); follow with: kit status {rd.path}")
+    return job
 
 
 def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
@@ -245,11 +284,51 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
                         fix="the manifest was edited; start a new run")
     if opts.backend == "auto":
         opts.backend = man.get("backend", {}).get("backend", "local")
+    executor = man.get("executor", {"name": "local"})
+    if opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local":
+        return _resubmit(rd, plan, executor, opts, events)
     backend, dataset, _prepared = _check_everything(spec, opts, events)
     ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
-    rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend)
-    rd.update_manifest(status="running")
+    if opts.chunk is not None:
+        chunks = executor.get("chunks") or []
+        if not 0 <= opts.chunk < len(chunks):
+            raise PlanError(f"chunk {opts.chunk} does not exist (the run has {len(chunks)})", where=str(rd.path),
+                            fix="give a chunk index from manifest.executor.chunks")
+        wanted = set(chunks[opts.chunk])
+        ctx.only = frozenset(t.trial_id for t in plan.trials if t.block in wanted)
+        ctx.shared = True
+        rd.log_event("chunk_start", chunk=opts.chunk, **_job_identity())
+    else:
+        rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend)
+        rd.update_manifest(status="running")
     _execute(ctx)
+    return rd
+
+
+def _job_identity() -> dict[str, Any]:
+    from kit.executors.slurm import job_identity
+
+    return job_identity()
+
+
+def _resubmit(rd: RunDir, plan: Plan, executor: dict[str, Any], opts: RunOptions, events: RunEvents) -> RunDir:
+    """Resubmit the chunks that miss trials and have no job pending or running."""
+    from kit.executors.slurm import job_states, latest_task_ids
+
+    done = rd.finished_ids()
+    chunks = executor["chunks"]
+    missing = [i for i, c in enumerate(chunks) if any(t.trial_id not in done for t in plan.trials if t.block in set(c))]
+    latest = latest_task_ids(rd.path)
+    states = job_states([latest[i] for i in missing if i in latest]) if missing else {}
+    busy = [i for i in missing if i in latest and states[latest[i]].active]
+    todo = [i for i in missing if i not in busy]
+    if busy:
+        events.message(f"chunks {busy} still have a job pending or running; not resubmitted")
+    if not todo:
+        events.message("nothing to resubmit" if not busy else "waiting for the running jobs")
+        return rd
+    rd.log_event("resume", finished=len(done), resubmitted_chunks=todo)
+    _submit(rd, executor, todo, opts, events)
     return rd
 
 
@@ -263,10 +342,13 @@ def _probe_collectors(spec: Spec, opts: RunOptions) -> list[dict[str, Any]]:
 
 def _execute(ctx: _Context) -> None:
     rd, plan, events = ctx.rd, ctx.plan, ctx.events
-    with run_lock(rd), sigterm_as_interrupt():
+    lock_name = ".lock" if not ctx.shared else f".lock-chunk-{ctx.opts.chunk}"
+    with run_lock(rd, lock_name), sigterm_as_interrupt():
         done = rd.finished_ids()
         events.run_started(rd, plan, len(done))
-        todo = [t for t in plan.trials if t.trial_id not in done and (ctx.opts.only is None or t.trial_id in ctx.opts.only)]
+        todo = [t for t in plan.trials if t.trial_id not in done and (ctx.only is None or t.trial_id in ctx.only)]
+        if ctx.shared:
+            _write_node(ctx)
         try:
             _baseline(ctx)
             for n, trial in enumerate(todo):
@@ -276,25 +358,42 @@ def _execute(ctx: _Context) -> None:
                 record = run_one(ctx, trial)
                 events.trial_finished(trial, record)
         except KeyboardInterrupt:
-            rd.update_manifest(status="interrupted")
-            rd.log_event("interrupted", finished=len(rd.finished_ids()))
             n_done = len(rd.finished_ids())
+            rd.log_event("interrupted", finished=n_done, chunk=ctx.opts.chunk, **_job_identity())
+            if not ctx.shared:
+                rd.update_manifest(status="interrupted")
             raise Interrupted(f"run stopped after {n_done} of {len(plan.trials)} trials; finished trials are kept",
                               where=str(rd.path), fix=f"continue with: kit run --resume {rd.path}") from None
         finally:
             if ctx.temp_reader is not None:
                 ctx.temp_reader.close()
         remaining = {t.trial_id for t in plan.trials} - rd.finished_ids()
+        if ctx.shared:
+            rd.log_event("chunk_end", chunk=ctx.opts.chunk, remaining_in_run=len(remaining), **_job_identity())
+            if not remaining:
+                rd.update_manifest(status="complete", ended=time.time())
+            return
         status = "complete" if not remaining else "partial"
         rd.update_manifest(status=status, ended=time.time())
         rd.log_event("end", status=status, remaining=len(remaining))
         shutil.rmtree(rd.path / "work", ignore_errors=True)
 
 
+def _write_node(ctx: _Context) -> None:
+    """Hardware provenance of this node, once per node (a cluster run spans several)."""
+    from kit.store import atomic_write_json
+
+    host = socket.gethostname()
+    path = ctx.rd.path / "nodes" / f"{host}.json"
+    if not path.exists():
+        atomic_write_json(path, {"host": host, "t": time.time(), **host_provenance()})
+
+
 def _baseline(ctx: _Context) -> None:
     """Idle telemetry at run start: the reference for cool-down and idle load."""
     secs = ctx.spec.telemetry.baseline_s
-    if secs <= 0 or ctx.rd.samples_path(BASELINE_ID).exists():
+    name = BASELINE_ID if not ctx.shared else f"{BASELINE_ID}-{socket.gethostname()}-chunk{ctx.opts.chunk}"
+    if secs <= 0 or (not ctx.shared and ctx.rd.samples_path(name).exists()):
         ctx.baseline = ctx.rd.manifest().get("baseline", {}).get("temps_c", {})
         return
     ctx.events.message(f"recording {secs:g} s of idle baseline telemetry")
@@ -304,10 +403,14 @@ def _baseline(ctx: _Context) -> None:
     with sampling(collectors):
         time.sleep(secs)
     rows, reports = drain(collectors)
-    ctx.rd.write_samples(BASELINE_ID, rows)
+    ctx.rd.write_samples(name, rows)
     temps = _idle_temps(rows)
     ctx.baseline = temps
-    ctx.rd.update_manifest(baseline={"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports})
+    info = {"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports, "samples": name}
+    if ctx.shared:
+        ctx.rd.log_event("baseline", host=socket.gethostname(), chunk=ctx.opts.chunk, **info)
+    else:
+        ctx.rd.update_manifest(baseline=info)
 
 
 def _idle_temps(rows: list[Row]) -> dict[str, float]:
@@ -356,6 +459,8 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     ended = time.time()
     rows, reports = drain(collectors)
     record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name)
+    if ctx.shared:
+        record["executor"] = {"name": "slurm", "chunk": ctx.opts.chunk, **_job_identity()}
     rd.write_trial(record, rows)
     shutil.rmtree(work, ignore_errors=True)
     return record

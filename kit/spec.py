@@ -240,6 +240,30 @@ class Container:
 
 
 @dataclass(frozen=True)
+class Slurm:
+    """Cluster settings for ``--executor slurm`` (the command line overrides them)."""
+
+    partition: str = ""
+    account: str = ""
+    gpus_per_trial: int = 0
+    time_limit: str = "02:00:00"
+    blocks_per_job: int = 1
+    exclusive: bool = True
+    sbatch_options: tuple[str, ...] = ()
+
+    def check(self, p: str) -> None:
+        if self.gpus_per_trial < 0:
+            raise _Invalid(f"{p}.gpus_per_trial", "an integer >= 0", self.gpus_per_trial)
+        if self.blocks_per_job < 1:
+            raise _Invalid(f"{p}.blocks_per_job", "an integer >= 1", self.blocks_per_job)
+        if not all(part.isdigit() for part in self.time_limit.replace("-", ":").split(":")):
+            raise _Invalid(f"{p}.time_limit", "a Slurm time such as '02:00:00' or '1-00:00:00'", self.time_limit)
+        for i, opt in enumerate(self.sbatch_options):
+            if not opt.startswith("--"):
+                raise _Invalid(f"{p}.sbatch_options[{i}]", "a long sbatch option such as '--qos=normal'", opt)
+
+
+@dataclass(frozen=True)
 class Hypothesis:
     """One GQM hypothesis, tested once per phase listed."""
 
@@ -274,6 +298,7 @@ class Spec:
     dataset: Dataset | None = None
     telemetry: Telemetry = field(default_factory=Telemetry)
     container: Container = field(default_factory=Container)
+    slurm: Slurm = field(default_factory=Slurm)
     grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     schema: int = SPEC_SCHEMA
     # Filled by the loader, not by the file:
@@ -345,7 +370,7 @@ def _plain(obj: Any) -> Any:
 
 _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(Workload)}
 
-_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "hypotheses", "grid", "schema"}
+_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "slurm", "hypotheses", "grid", "schema"}
 
 
 def _type_name(tp: Any) -> str:

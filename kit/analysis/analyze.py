@@ -8,6 +8,7 @@ and golden run directories can be tested byte for byte.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from typing import Any
@@ -42,6 +43,9 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
                             fix=f"run some trials first: kit run --resume {rd.path}")
     metrics = _metrics_of(manifest)
     values = load_values(rd, trials, metrics)
+    nodes = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((rd.path / "nodes").glob("*.json"))}
+    if nodes:
+        manifest = {**manifest, "nodes": nodes}
     analysis = compute_analysis(manifest, trials, values)
     atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis
@@ -106,8 +110,10 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
         "values": values.to_dict(orient="records"),
     }
     from kit.analysis.extras import run_extras
+    from kit.analysis.nodes import node_analysis
     from kit.analysis.validity import assess
 
+    analysis["nodes"] = node_analysis(manifest, trials, use, arms)
     analysis["extras"] = run_extras(manifest, trials, values)
     analysis["validity"] = assess(manifest, trials, values, analysis)
     return _clean(analysis)

@@ -1,0 +1,277 @@
+"""Slurm executor: whole interleaved blocks per job, one node per job, exclusively.
+
+The kit does not schedule; Slurm does. A run's plan is cut into chunks of
+consecutive blocks; chunk ``i`` is task ``i`` of an sbatch job array. Every
+task runs ``kit run --resume RUN_DIR --chunk i`` on its node: the same run
+loop, backend and host collectors as on one host, writing its trial files
+atomically into the run directory on the shared file system. A block never
+spans two nodes, so the frameworks of a block are always compared on the same
+machine (a node is a blocking factor), and ``--exclusive`` keeps other jobs
+off the node while it measures.
+
+The job script is written into the run directory (``slurm/job.sh``) so users
+see exactly what was submitted; every submission is appended to
+``slurm/submissions.jsonl``. State comes from ``squeue`` (live), ``sacct``
+(accounting) or ``scontrol show job`` (recently finished), in that order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.errors import ExecutorError
+from kit.plan import Plan
+
+SLURM_DIR = "slurm"
+SUBMISSIONS = "submissions.jsonl"
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT"}
+KIT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """sbatch settings; from the spec's [slurm] table, overridden by the command line."""
+
+    partition: str = ""
+    account: str = ""
+    gpus_per_trial: int = 0
+    time_limit: str = "02:00:00"
+    blocks_per_job: int = 1
+    exclusive: bool = True
+    sbatch_options: tuple[str, ...] = ()
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sbatch_options"] = list(self.sbatch_options)
+        return d
+
+
+def chunks_of(plan: Plan, blocks_per_job: int) -> list[list[int]]:
+    """Consecutive blocks in schedule order, ``blocks_per_job`` per chunk."""
+    if blocks_per_job < 1:
+        raise ExecutorError("blocks_per_job must be >= 1", where="slurm.blocks_per_job", fix="set it to 1 or more")
+    blocks: list[int] = []
+    for t in plan.trials:
+        if t.block not in blocks:
+            blocks.append(t.block)
+    return [blocks[i:i + blocks_per_job] for i in range(0, len(blocks), blocks_per_job)]
+
+
+def chunk_trials(plan: Plan, chunk: list[int]) -> list[str]:
+    wanted = set(chunk)
+    return [t.trial_id for t in plan.trials if t.block in wanted]
+
+
+def job_script(run_dir: Path, opts: SlurmOptions, backend: str, experiment: str) -> str:
+    """The sbatch script of a run (one array task per chunk)."""
+    logs = run_dir / SLURM_DIR / "logs"
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=kit-{experiment}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        f"#SBATCH --time={opts.time_limit}",
+        f"#SBATCH --output={logs}/%A_%a.out",
+        # SIGTERM to the batch step a minute before the time limit: the run loop stops the trial in
+        # flight cleanly and records the interruption; finished trials are already on disk.
+        "#SBATCH --signal=B:TERM@60",
+    ]
+    if opts.exclusive:
+        lines.append("#SBATCH --exclusive")
+    if opts.partition:
+        lines.append(f"#SBATCH --partition={opts.partition}")
+    if opts.account:
+        lines.append(f"#SBATCH --account={opts.account}")
+    if opts.gpus_per_trial > 0:
+        lines.append(f"#SBATCH --gres=gpu:{opts.gpus_per_trial}")
+    lines += [f"#SBATCH {o}" for o in opts.sbatch_options]
+    cmd = [opts.python, "-m", "kit", "run", "--resume", str(run_dir), "--chunk", '"$SLURM_ARRAY_TASK_ID"',
+           "--backend", backend]
+    lines += [
+        "set -euo pipefail",
+        f"cd {shlex.quote(str(KIT_ROOT))}",
+        f'export PYTHONPATH={shlex.quote(str(KIT_ROOT))}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+        "# exec: the kit process itself receives Slurm's signals",
+        "exec " + " ".join(c if c.startswith('"') else shlex.quote(c) for c in cmd),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _run(cmd: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise ExecutorError(f"{cmd[0]} not found", where="executor slurm",
+                            fix="run on a Slurm login node (the Slurm client tools must be on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise ExecutorError(f"{' '.join(cmd)} did not answer in {timeout:g} s", where="executor slurm",
+                            fix="check that slurmctld is up (`sinfo`)") from None
+
+
+def probe() -> tuple[bool, str]:
+    """Can jobs be submitted from here? (sinfo answers)."""
+    if shutil.which("sbatch") is None:
+        return False, "sbatch not found"
+    res = _run(["sinfo", "-h", "-o", "%P %a %D %t"], timeout=20)
+    if res.returncode != 0:
+        return False, (res.stderr.strip().splitlines() or ["sinfo failed"])[-1]
+    return True, res.stdout.strip().replace("\n", "; ")
+
+
+def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend: str, experiment: str) -> str:
+    """Submit the chunks as one job array; returns the array job id."""
+    ok, detail = probe()
+    if not ok:
+        raise ExecutorError(f"Slurm is not reachable: {detail}", where="executor slurm",
+                            fix="start Slurm or submit from a login node; `sinfo` must answer")
+    sdir = run_dir / SLURM_DIR
+    (sdir / "logs").mkdir(parents=True, exist_ok=True)
+    script = sdir / "job.sh"
+    script.write_text(job_script(run_dir, opts, backend, experiment), encoding="utf-8")
+    array = ",".join(str(i) for i in sorted(chunk_ids))
+    res = _run(["sbatch", "--parsable", f"--array={array}", str(script)])
+    if res.returncode != 0:
+        raise ExecutorError(f"sbatch refused the job: {res.stderr.strip()}", where=str(script),
+                            fix="check partition, account, time limit and --gres against `sinfo` and your allocation")
+    job_id = res.stdout.strip().split(";")[0]
+    with (sdir / SUBMISSIONS).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"t": time.time(), "array_job_id": job_id, "chunks": sorted(chunk_ids),
+                             "options": opts.as_dict(), "backend": backend}) + "\n")
+    return job_id
+
+
+def submissions(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / SLURM_DIR / SUBMISSIONS
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def latest_task_ids(run_dir: Path) -> dict[int, str]:
+    """Chunk -> the Slurm id ("<array>_<task>") of its latest submission."""
+    out: dict[int, str] = {}
+    for sub in submissions(run_dir):
+        for c in sub["chunks"]:
+            out[int(c)] = f"{sub['array_job_id']}_{c}"
+    return out
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str  # PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, PREEMPTED, NODE_FAIL, UNKNOWN...
+    reason: str = ""
+    node: str = ""
+    exit_code: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+
+_SCONTROL_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+def expand_tasks(spec: str) -> list[int]:
+    """Slurm array task ranges ("3", "1-4", "1,3-5", "0-9%2") -> task ids."""
+    out: list[int] = []
+    for part in spec.split("%")[0].split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            if a.isdigit() and b.isdigit():
+                out += range(int(a), int(b) + 1)
+        elif part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def parse_scontrol(text: str) -> dict[str, JobState]:
+    """``scontrol show job -o`` lines -> {"<array>_<task>" or job id: state}.
+
+    Pending tasks of an array are one record with a range ("1-2"): expanded.
+    """
+    out: dict[str, JobState] = {}
+    for line in text.splitlines():
+        f = dict(_SCONTROL_FIELD.findall(line))
+        if "JobId" not in f:
+            continue
+        st = JobState(f.get("JobState", "UNKNOWN"), f.get("Reason", ""), f.get("NodeList", "") or "",
+                      f.get("ExitCode", ""))
+        tasks = expand_tasks(f.get("ArrayTaskId", "")) if f.get("ArrayJobId") else []
+        if tasks:
+            out.update({f"{f['ArrayJobId']}_{t}": st for t in tasks})
+        else:
+            out[f["JobId"]] = st
+    return out
+
+
+def parse_sacct(text: str) -> dict[str, JobState]:
+    """``sacct -X -P -n -o JobID,State,NodeList,ExitCode,Reason`` -> states (``CANCELLED by 0`` -> CANCELLED)."""
+    out: dict[str, JobState] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 4:
+            continue
+        job, state, node, code = parts[:4]
+        reason = parts[4] if len(parts) > 4 else ""
+        out[job] = JobState(state.split()[0] if state else "UNKNOWN", reason, node, code)
+    return out
+
+
+def job_states(ids: Sequence[str]) -> dict[str, JobState]:
+    """States of array tasks ("<array>_<task>"), from scontrol, then sacct for older jobs."""
+    arrays = sorted({i.split("_")[0] for i in ids})
+    states: dict[str, JobState] = {}
+    for array in arrays:
+        res = _run(["scontrol", "show", "job", "-o", array], timeout=30)
+        if res.returncode == 0:
+            states.update(parse_scontrol(res.stdout))
+    missing = [i for i in ids if i not in states]
+    if missing and shutil.which("sacct"):
+        res = _run(["sacct", "-X", "-P", "-n", "-o", "JobID,State,NodeList,ExitCode,Reason", "-j",
+                    ",".join(sorted({i.split("_")[0] for i in missing}))], timeout=30)
+        if res.returncode == 0:
+            states.update({k: v for k, v in parse_sacct(res.stdout).items() if k in missing})
+    return {i: states.get(i, JobState("UNKNOWN", "not known to squeue/scontrol/sacct")) for i in ids}
+
+
+def cancel(ids: Sequence[str]) -> None:
+    if ids:
+        _run(["scancel", *ids])
+
+
+def wait(run_dir: Path, ids: Sequence[str], *, poll_s: float = 2.0, timeout_s: float | None = None,
+         on_poll: Callable[[dict[str, JobState]], None] | None = None) -> dict[str, JobState]:
+    """Poll until no task is pending or running (or the timeout)."""
+    t0 = time.monotonic()
+    while True:
+        states = job_states(ids)
+        if on_poll:
+            on_poll(states)
+        settling = time.monotonic() - t0 < 15 and any(s.state == "UNKNOWN" for s in states.values())
+        if not settling and not any(s.active for s in states.values()):
+            return states
+        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+            raise ExecutorError(f"jobs still active after {timeout_s:g} s", where=str(run_dir),
+                                fix=f"check `kit status {run_dir}`; the jobs keep running")
+        time.sleep(poll_s)
+
+
+def job_identity() -> dict[str, Any]:
+    """Who am I, inside a job (for trial records)."""
+    env = os.environ
+    keys = {"SLURM_JOB_ID": "job_id", "SLURM_ARRAY_JOB_ID": "array_job_id", "SLURM_ARRAY_TASK_ID": "task_id",
+            "SLURMD_NODENAME": "node", "SLURM_JOB_PARTITION": "partition"}
+    return {v: env[k] for k, v in keys.items() if k in env}
