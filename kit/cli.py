@@ -216,6 +216,53 @@ def _fmt_p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
 
 
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Baseline run directory.")],
+    run_b: Annotated[Path, typer.Argument(help="Candidate run directory.")],
+    threshold: Annotated[float, typer.Option(help="Practical threshold: |B/A - 1| a verdict needs (0.05 = 5 %).")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="Significance level after Holm's correction.")] = 0.05,
+    allow_different_hosts: Annotated[bool, typer.Option(help="Compare runs of different hosts or GPU models.")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the comparison as JSON here.")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Write the comparison as HTML here.")] = None,
+    fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating).")] = None,
+) -> None:
+    """Compare two runs (e.g. two framework versions): ratio, test, effect size and a verdict per metric."""
+    import json
+
+    from kit.compare import CompareOptions, compare_runs, exit_code, render_html
+
+    res = compare_runs(run_a, run_b, CompareOptions(threshold=threshold, alpha=alpha,
+                                                    allow_different_hosts=allow_different_hosts))
+    table = Table(title=f"{res['experiment_b']}: B vs A (threshold {threshold:.0%}, α {alpha})")
+    for col in ("config", "metric", "phase", "arm", "median A", "median B", "B/A [95% CI]", "p (Holm)", "verdict"):
+        table.add_column(col, overflow="fold")
+    style = {"regression": "red", "improvement": "green"}
+    for r in res["rows"]:
+        ci = "" if r["ratio_low"] is None else f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
+        table.add_row(r["config"], r["metric"], r["phase"], r["arm"], f"{r['median_a']:.4g}", f"{r['median_b']:.4g}",
+                      ("-" if r["ratio"] is None else f"{r['ratio']:.3f}") + ci, _fmt_p(r["p_adj"]),
+                      f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
+    out.print(table)
+    if res["provenance_differences"]:
+        pt = Table(title="Provenance differences")
+        for col in ("what", "A", "B"):
+            pt.add_column(col, overflow="fold")
+        for d in res["provenance_differences"]:
+            pt.add_row(d["key"], str(d["a"]), str(d["b"]))
+        out.print(pt)
+    else:
+        out.print("provenance: no differences")
+    if json_out:
+        json_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
+    if html_out:
+        render_html(res, html_out)
+    code = exit_code(res, fail_on)
+    if code:
+        console.print(f"[red]{fail_on} found[/]: exit {code}")
+        raise typer.Exit(code)
+
+
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the kit itself (collector overhead).")
 app.add_typer(bench_app, name="bench")
 
@@ -259,7 +306,9 @@ def bench_overhead(
 def main() -> None:
     """Entry point: run the app, translate KitError into one line and an exit code."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # click returns the code of typer.Exit instead of raising
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except KitError as err:
         console.print(f"[bold red]error:[/] {err.one_line()}", highlight=False, soft_wrap=True)
         if _STATE["debug"]:

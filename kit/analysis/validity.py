@@ -208,7 +208,7 @@ def profile(c: Ctx) -> list[Threat]:
 def external(c: Ctx) -> list[Threat]:
     host = c.manifest.get("host", {})
     gpus = {g.get("name") for g in host.get("gpus", [])}
-    ds = c.manifest["spec"]["dataset"]["name"]
+    ds = (c.manifest["spec"].get("dataset") or {}).get("name") or "synthetic inputs"
     where = f"one host ({host.get('cpu_model', '?')}" + (f", GPU {', '.join(sorted(gpus))}" if gpus else ", no GPU") + ")"
     return [Threat("external", "external", "info", "Generality",
                    f"{where}, one dataset ({ds}), one model; results may not carry over to other hardware or models",

@@ -48,6 +48,17 @@ WORKLOADS: dict[str, WorkloadInfo] = {
         params={"tf_jit_compile": Param(bool, False, "compile the Keras train/predict functions with XLA")},
         description="LeNet-5 (LeCun et al. 1998) on MNIST, identical weights and batches in both frameworks",
     ),
+    "calibrated": WorkloadInfo(
+        name="calibrated",
+        modules={"pytorch": "kit.workloads.calibrated", "tensorflow": "kit.workloads.calibrated"},
+        params={
+            "train_s": Param(float, 0.2, "busy-wait time of the train phase", minimum=0.0),
+            "infer_s": Param(float, 0.05, "busy-wait time of the infer phase", minimum=0.0),
+            "jitter_frac": Param(float, 0.0, "relative standard deviation of the phase times", minimum=0.0),
+            "slowdown": Param(float, 1.0, "planted factor on both phase times", minimum=0.0),
+        },
+        description="phases of known duration (no framework): tests the instrument, comparisons and verification",
+    ),
 }
 
 

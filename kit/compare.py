@@ -1,0 +1,195 @@
+"""Version-to-version comparison of two runs: did anything get faster or slower?
+
+For every configuration × metric × phase × arm present in both runs, the
+measured trials of run A (baseline) and run B (candidate) are compared: ratio
+of medians B/A with a BCa bootstrap CI, the design's two-sample test
+(Mann–Whitney or Brunner–Munzel: trials of two runs are not paired), Cliff's
+δ, Holm's correction across the whole comparison, and a verdict that needs
+both significance *and* a practical effect (|ratio − 1| ≥ threshold, 5 % by
+default): "regression", "improvement" or "no change". The direction of
+"better" comes from the metric (time: lower is better; throughput: higher).
+
+Runs from different hosts or GPU models are refused unless asked; every
+provenance difference (driver, CUDA, cuDNN, image digests, clocks, kit
+version, spec) is listed either way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kit.analysis import stats
+from kit.analysis.metrics import METRICS
+from kit.errors import AnalysisError, KitError
+from kit.store import ANALYSIS, RunDir
+
+VERDICTS = ("regression", "improvement", "no change", "not tested")
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    threshold: float = 0.05
+    alpha: float = 0.05
+    allow_different_hosts: bool = False
+    metrics: tuple[str, ...] = ("time_s", "throughput_ips", "step_time_s", "latency_ms", "accuracy")
+    n_boot: int = 5000
+    seed: int = 0
+
+
+def load_analysis(run_dir: Path) -> dict[str, Any]:
+    """analysis.json of a run (computed now if the run was never analysed)."""
+    rd = RunDir.open(run_dir)
+    path = rd.path / ANALYSIS
+    if not path.exists():
+        from kit.analysis.analyze import analyze_run
+
+        return analyze_run(rd.path)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
+        for i, v in enumerate(d):
+            out.update(_flat(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = d
+    return out
+
+
+def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, Any]:
+    """What must match for a fair comparison, flattened to dotted keys."""
+    host = manifest.get("host", {})
+    prov: dict[str, Any] = {
+        "host.hostname": host.get("hostname"),
+        "host.cpu_model": host.get("cpu_model"),
+        "host.kernel": host.get("kernel"),
+        "host.cpu_governors": ",".join(host.get("cpu_freq", {}).get("governors", [])),
+        "kit.version": manifest.get("kit", {}).get("version"),
+        "kit.commit": manifest.get("kit", {}).get("commit"),
+        "backend": manifest.get("backend", {}).get("backend"),
+    }
+    for g in host.get("gpus", []):
+        i = g.get("index", "?")
+        for k in ("name", "driver_version", "cuda_driver_version", "vbios", "power_limit_w", "clocks_locked",
+                  "applications_clock_sm_mhz", "persistence_mode", "ecc_mode"):
+            if k in g:
+                prov[f"gpu{i}.{k}"] = g[k]
+    for fw, img in (manifest.get("backend", {}).get("images") or {}).items():
+        prov[f"image.{fw}.digest"] = img.get("digest") or img.get("id")
+        prov[f"image.{fw}.tag"] = img.get("tag")
+    for env in analysis.get("trial_env", []):
+        for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
+            if env.get(k) is not None:
+                prov[f"inside.{env['arm']}.{k}"] = env[k]
+    spec = dict(manifest.get("spec", {}))
+    for k, v in _flat({"workload": spec.get("workload"), "dataset": spec.get("dataset"),
+                       "design": spec.get("design")}).items():
+        prov[f"spec.{k}"] = v
+    return prov
+
+
+def provenance_differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "a": a.get(k), "b": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def _config_label(analysis: dict[str, Any], cid: str) -> str:
+    cfg = analysis.get("configs", {}).get(cid) or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "default"
+
+
+def _groups(analysis: dict[str, Any], metrics: tuple[str, ...]) -> dict[tuple[str, str, str, str], np.ndarray]:
+    """(config label, metric, phase, arm) -> measured values (warm-ups and failed trials excluded)."""
+    out: dict[tuple[str, str, str, str], list[float]] = {}
+    for v in analysis.get("values", []):
+        if v["metric"] not in metrics or v["value"] is None or v["warmup"] or v["status"] != "ok":
+            continue
+        key = (_config_label(analysis, v["config_id"]), v["metric"], v["phase"], v["arm"])
+        out.setdefault(key, []).append(float(v["value"]))
+    return {k: np.asarray(x) for k, x in out.items()}
+
+
+def verdict(ratio: float | None, p_adj: float | None, lower_is_better: bool | None, threshold: float,
+            alpha: float) -> str:
+    """Both a significant difference and a practical one (|ratio − 1| ≥ threshold) are needed."""
+    if ratio is None or p_adj is None or not np.isfinite(ratio):
+        return "not tested"
+    if p_adj >= alpha or abs(ratio - 1.0) < threshold or lower_is_better is None:
+        return "no change"
+    worse = ratio > 1.0 if lower_is_better else ratio < 1.0
+    return "regression" if worse else "improvement"
+
+
+def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -> dict[str, Any]:
+    """Compare run B (candidate) against run A (baseline); plain data for every output format."""
+    opts = opts or CompareOptions()
+    man_a, man_b = RunDir.open(run_a).manifest(), RunDir.open(run_b).manifest()
+    an_a, an_b = load_analysis(run_a), load_analysis(run_b)
+    prov_a, prov_b = provenance(man_a, an_a), provenance(man_b, an_b)
+    diffs = provenance_differences(prov_a, prov_b)
+    hard = [d for d in diffs if d["key"] == "host.hostname" or (d["key"].startswith("gpu") and d["key"].endswith(".name"))]
+    if hard and not opts.allow_different_hosts:
+        what = "; ".join(f"{d['key']}: {d['a']} vs {d['b']}" for d in hard)
+        raise KitError(f"the runs come from different machines ({what})", where=f"{run_a} vs {run_b}",
+                       fix="compare runs of one host, or pass --allow-different-hosts to compare anyway (the report lists the differences)")
+    ga, gb = _groups(an_a, opts.metrics), _groups(an_b, opts.metrics)
+    rows: list[dict[str, Any]] = []
+    for key in sorted(set(ga) & set(gb)):
+        cfg, metric, phase, arm = key
+        a, b = ga[key], gb[key]
+        comp = stats.compare_two(b, a, paired=False, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed).as_dict()
+        ratio = (comp.get("ratio") or {})
+        rows.append({
+            "config": cfg, "metric": metric, "phase": phase, "arm": arm, "unit": METRICS[metric].unit,
+            "n_a": len(a), "n_b": len(b), "median_a": float(np.median(a)), "median_b": float(np.median(b)),
+            "ratio": ratio.get("estimate"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
+            "test": (comp.get("test") or {}).get("method"), "p": (comp.get("test") or {}).get("p"),
+            "cliffs_delta": (comp.get("cliffs_delta") or {}).get("value"),
+            "magnitude": (comp.get("cliffs_delta") or {}).get("magnitude"),
+            "reason": comp.get("reason"), "lower_is_better": METRICS[metric].lower_is_better,
+        })
+    adjusted = stats.holm([r["p"] for r in rows])
+    for r, p_adj in zip(rows, adjusted, strict=True):
+        r["p_adj"] = p_adj
+        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha)
+    if not rows:
+        raise AnalysisError("the runs share no configuration, metric and arm to compare", where=f"{run_a} vs {run_b}",
+                            fix="compare two runs of the same experiment")
+    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
+    return {
+        "run_a": str(run_a), "run_b": str(run_b),
+        "experiment_a": man_a["experiment"], "experiment_b": man_b["experiment"],
+        "threshold": opts.threshold, "alpha": opts.alpha,
+        "rows": rows, "counts": counts, "provenance_differences": diffs,
+        "different_hosts_allowed": bool(hard),
+    }
+
+
+def exit_code(result: dict[str, Any], fail_on: str | None) -> int:
+    """CI gating: 1 when a verdict named by ``fail_on`` occurs ("regression", "change", "any")."""
+    if not fail_on:
+        return 0
+    c = result["counts"]
+    bad = {"regression": c["regression"], "improvement": c["improvement"],
+           "change": c["regression"] + c["improvement"]}.get(fail_on)
+    if bad is None:
+        raise KitError(f"unknown --fail-on value {fail_on!r}", where="--fail-on", fix="use regression, improvement or change")
+    return 1 if bad else 0
+
+
+def render_html(result: dict[str, Any], path: Path) -> Path:
+    """The comparison as a self-contained HTML page (also usable as a report section)."""
+    from kit.report.html import environment
+    from kit.store import atomic_write_bytes
+
+    html = environment().get_template("compare.html.j2").render(r=result)
+    atomic_write_bytes(path, html.encode("utf-8"))
+    return path

@@ -1,0 +1,51 @@
+"""A calibrated workload: phases of known duration, for testing the instrument itself.
+
+It imports no framework (any framework name maps here), busy-waits for the
+requested time per phase and reports it like a real workload. With a
+``slowdown`` factor it plants an exact, known difference, so comparisons,
+regression verdicts and artifact verification can be tested end to end
+through the real harness, runner and store — the kit's equivalent of a
+reference weight on a scale.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kit.workloads.common import Markers
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError)
+
+
+def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
+    wl = req["workload"]
+    rng = np.random.default_rng([int(req["seed"]), 3])
+    factor = float(wl.get("slowdown", 1.0))
+    jitter = float(wl.get("jitter_frac", 0.0))
+    train_s = float(wl["train_s"]) * factor * (1 + jitter * float(rng.standard_normal()))
+    infer_s = float(wl["infer_s"]) * factor * (1 + jitter * float(rng.standard_normal()))
+    markers.start("warmup")
+    _busy(0.01)
+    markers.end("warmup")
+    markers.start("train")
+    _busy(max(train_s, 0.0))
+    t_train = markers.end("train")
+    markers.start("infer")
+    _busy(max(infer_s, 0.0))
+    t_infer = markers.end("infer")
+    results = {"train_time_s": t_train, "infer_time_s": t_infer, "train_loss": 0.0, "test_accuracy": 1.0,
+               "param_count": 0, "planted_slowdown": factor}
+    return results, {"framework": req["framework"], "framework_version": "calibrated", "device": "cpu",
+                     "device_name": "cpu"}

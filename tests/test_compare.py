@@ -1,0 +1,91 @@
+"""`kit compare` on real runs of the calibrated workload: a planted 10 % slowdown is a
+regression (failing exit code under --fail-on regression); a planted 1 % is not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit.compare import CompareOptions, compare_runs, verdict
+from kit.runner import RunOptions, start_run
+from kit.spec import load_spec
+
+CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
+
+
+def test_verdict_needs_significance_and_practical_size() -> None:
+    assert verdict(1.10, 0.001, True, 0.05, 0.05) == "regression"
+    assert verdict(0.90, 0.001, True, 0.05, 0.05) == "improvement"
+    assert verdict(1.10, 0.20, True, 0.05, 0.05) == "no change"  # not significant
+    assert verdict(1.01, 1e-9, True, 0.05, 0.05) == "no change"  # significant but below the threshold
+    assert verdict(0.90, 0.001, False, 0.05, 0.05) == "regression"  # throughput went down
+    assert verdict(None, None, True, 0.05, 0.05) == "not tested"
+
+
+def calibrated_run(tmp_path: Path, name: str, slowdown: float) -> Path:
+    spec_file = tmp_path / f"{name}.toml"
+    spec_file.write_text(CALIBRATED.read_text().replace("jitter_frac = 0.01", f"jitter_frac = 0.01\nslowdown = {slowdown}"))
+    rd = start_run(load_spec(spec_file), RunOptions(runs_root=tmp_path / name))
+    assert rd.manifest()["status"] == "complete"
+    return rd.path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("compare")
+    return {name: calibrated_run(tmp, name, s) for name, s in (("base", 1.0), ("slow10", 1.10), ("slow1", 1.01))}
+
+
+@pytest.mark.slow
+def test_planted_10_percent_slowdown_is_a_regression(runs: dict[str, Path]) -> None:
+    res = compare_runs(runs["base"], runs["slow10"], CompareOptions(n_boot=2000))
+    times = [r for r in res["rows"] if r["metric"] == "time_s"]
+    assert len(times) == 4  # 2 phases x 2 arms
+    assert all(r["verdict"] == "regression" for r in times), [(r["phase"], r["arm"], r["ratio"], r["p_adj"]) for r in times]
+    assert all(1.05 < r["ratio"] < 1.2 for r in times)
+    keys = {d["key"] for d in res["provenance_differences"]}
+    assert keys == {"spec.workload.params.slowdown"}  # the planted difference is listed as a provenance difference
+
+
+@pytest.mark.slow
+def test_planted_1_percent_is_no_change(runs: dict[str, Path]) -> None:
+    res = compare_runs(runs["base"], runs["slow1"], CompareOptions(n_boot=2000))
+    times = [r for r in res["rows"] if r["metric"] == "time_s"]
+    assert times and all(r["verdict"] == "no change" for r in times), [(r["ratio"], r["p_adj"]) for r in times]
+
+
+@pytest.mark.slow
+def test_cli_fail_on_regression_gates(runs: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "cmp.json"
+    html = tmp_path / "cmp.html"
+    bad = subprocess.run([sys.executable, "-m", "kit", "compare", str(runs["base"]), str(runs["slow10"]),
+                          "--fail-on", "regression", "--json", str(out), "--html", str(html)],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "regression" in bad.stdout and json.loads(out.read_text())["counts"]["regression"] == 4
+    assert "<table>" in html.read_text() and "regression" in html.read_text()
+    ok = subprocess.run([sys.executable, "-m", "kit", "compare", str(runs["base"]), str(runs["slow1"]),
+                         "--fail-on", "regression"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_different_hosts_refused_unless_allowed(tmp_path: Path) -> None:
+    from kit.store import RunDir
+
+    def fake(name: str, host: str) -> Path:
+        rd = RunDir.create(tmp_path / name, "x", {"experiment": "x", "host": {"hostname": host, "gpus": []},
+                                                  "spec": {}, "plan": {"trials": []}})
+        (rd.path / "analysis.json").write_text(json.dumps({"values": [], "configs": {}}))
+        return rd.path
+
+    from kit.errors import AnalysisError, KitError
+
+    a, b = fake("a", "node1"), fake("b", "node2")
+    with pytest.raises(KitError, match="different machines.*--allow-different-hosts"):
+        compare_runs(a, b)
+    with pytest.raises(AnalysisError, match="share no configuration"):
+        compare_runs(a, b, CompareOptions(allow_different_hosts=True))
