@@ -85,7 +85,7 @@ def test_different_hosts_refused_unless_allowed(tmp_path: Path) -> None:
     from kit.errors import AnalysisError, KitError
 
     a, b = fake("a", "node1"), fake("b", "node2")
-    with pytest.raises(KitError, match="different machines.*--allow-different-hosts"):
+    with pytest.raises(KitError, match=r"different machines.*--allow-different-hosts"):
         compare_runs(a, b)
     with pytest.raises(AnalysisError, match="share no configuration"):
         compare_runs(a, b, CompareOptions(allow_different_hosts=True))
