@@ -263,6 +263,53 @@ def compare(
         raise typer.Exit(code)
 
 
+@app.command("pack")
+def pack_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="The run directory to bundle.")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Bundle directory (default: RUN_DIR.bundle).")] = None,
+) -> None:
+    """Bundle a run for artifact evaluation: raw data, report, recipes, source, claims, SHA256SUMS, README."""
+    from kit.pack import pack
+
+    tgz = pack(run_dir, out_dir)
+    out.print(f"bundle: [bold]{tgz}[/] (and the directory beside it)")
+
+
+@app.command("verify")
+def verify_cmd(
+    bundle: Annotated[Path, typer.Argument(help="A bundle made by `kit pack` (.tar.gz or directory).")],
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Re-run this profile (default: the bundle's).")] = None,
+    tolerance: Annotated[float | None, typer.Option(help="Allowed relative change of each ratio (default: the bundle's).")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Where the re-run goes (default: beside the bundle).")] = None,
+    backend: Annotated[str, typer.Option(help="Backend of the re-run.")] = "local",
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset directory for the re-run.")] = None,
+) -> None:
+    """Check a bundle's integrity, re-run it, and say whether its claims reproduce (exit 1 if not)."""
+    from kit.pack import VerifyOptions, verify
+    from kit.ui import RichEvents
+
+    with RichEvents(console) as events:
+        res = verify(bundle, VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend,
+                                           data_dir=data_dir), events)
+    out.print(f"integrity: ok ({res['files_verified']} files match SHA256SUMS)")
+    out.print(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']})")
+    table = Table(title=f"Claims (tolerance ±{res['tolerance']:.0%})")
+    for col in ("id", "phase", "decision (original)", "decision (re-run)", "ratio (original)", "ratio (re-run)", "reproduced"):
+        table.add_column(col, overflow="fold")
+    for c in res["claims"]:
+        dec = "rejected" if c["rejected"] else ("not rejected" if c["tested"] else "not tested")
+        new = "rejected" if c.get("new_rejected") else "not rejected"
+        table.add_row(c["id"], c["phase"], dec, new, _fmt_p(c["ratio"]), _fmt_p(c.get("new_ratio")),
+                      "[green]yes[/]" if c["reproduced"] else f"[red]no[/] {c['why']}")
+    out.print(table)
+    if res["note"]:
+        out.print(f"[yellow]note:[/] {res['note']}")
+    badges = ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'no'}" for k, v in res["badges"].items())
+    out.print(f"badges: {badges}")
+    if not res["claims_reproduced"]:
+        raise typer.Exit(1)
+
+
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the kit itself (collector overhead).")
 app.add_typer(bench_app, name="bench")
 

@@ -56,6 +56,8 @@ WORKLOADS: dict[str, WorkloadInfo] = {
             "infer_s": Param(float, 0.05, "busy-wait time of the infer phase", minimum=0.0),
             "jitter_frac": Param(float, 0.0, "relative standard deviation of the phase times", minimum=0.0),
             "slowdown": Param(float, 1.0, "planted factor on both phase times", minimum=0.0),
+            "slowdown_framework": Param(str, "", "plant the slowdown in this framework only ('' = every framework)",
+                                        choices=("", "pytorch", "tensorflow")),
         },
         description="phases of known duration (no framework): tests the instrument, comparisons and verification",
     ),

@@ -32,7 +32,8 @@ def is_oom(exc: BaseException) -> bool:
 def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
     wl = req["workload"]
     rng = np.random.default_rng([int(req["seed"]), 3])
-    factor = float(wl.get("slowdown", 1.0))
+    only = str(wl.get("slowdown_framework", ""))
+    factor = float(wl.get("slowdown", 1.0)) if only in ("", req["framework"]) else 1.0
     jitter = float(wl.get("jitter_frac", 0.0))
     train_s = float(wl["train_s"]) * factor * (1 + jitter * float(rng.standard_normal()))
     infer_s = float(wl["infer_s"]) * factor * (1 + jitter * float(rng.standard_normal()))

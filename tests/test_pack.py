@@ -1,0 +1,86 @@
+"""`kit pack` then `kit verify` round-trip on a real run; a tampered file fails verification."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kit.errors import KitError
+from kit.pack import IntegrityError, check_integrity, compare_claims, pack, verify
+from kit.runner import RunOptions, start_run
+from kit.spec import load_spec
+
+CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("pack")
+    spec = tmp / "calibrated.toml"
+    # a real claim: tensorflow is planted 20 % slower, so H1 is rejected in both phases
+    spec.write_text(CALIBRATED.read_text().replace(
+        "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.2\nslowdown_framework = "tensorflow"'))
+    rd = start_run(load_spec(spec), RunOptions(runs_root=tmp / "runs"))
+    return pack(rd.path)
+
+
+@pytest.mark.slow
+def test_bundle_contents(bundle: Path) -> None:
+    root = bundle.parent / bundle.name.removesuffix(".tar.gz")
+    for name in ("README.md", "SHA256SUMS", "claims.json", "kit-src.tar.gz", "run/manifest.json",
+                 "run/analysis.json", "spec/calibrated.toml", "images"):
+        assert (root / name).exists(), name
+    assert not (root / "run" / "work").exists() and not (root / "run" / ".lock").exists()
+    readme = (root / "README.md").read_text()
+    for badge in ("Artifacts Available", "Functional", "Results Reproduced", "kit verify"):
+        assert badge in readme
+    claims = json.loads((root / "claims.json").read_text())["claims"]
+    assert {(c["id"], c["phase"]) for c in claims} == {("H1", "train"), ("H1", "infer")}
+    assert all(c["rejected"] and c["direction"] == "tensorflow > pytorch" for c in claims)
+    assert check_integrity(root) > 10
+    with tarfile.open(root / "kit-src.tar.gz") as tar:
+        assert "kit/kit/harness.py" in tar.getnames()
+
+
+@pytest.mark.slow
+def test_verify_round_trip(bundle: Path, tmp_path: Path) -> None:
+    res = verify(bundle, None)
+    assert res["integrity"] == "ok" and res["same_profile"]
+    assert res["claims_reproduced"], res["claims"]
+    assert res["badges"] == {"available": True, "functional": True, "results_reproduced": True}
+
+
+@pytest.mark.slow
+def test_verify_fails_on_a_tampered_file(bundle: Path, tmp_path: Path) -> None:
+    work = tmp_path / "copy"
+    with tarfile.open(bundle) as tar:
+        tar.extractall(work, filter="data")
+    root = next(work.iterdir())
+    trial = next((root / "run" / "trials").glob("*.json"))
+    rec = json.loads(trial.read_text())
+    rec["results"]["train_time_s"] *= 0.5  # a "better" number
+    trial.write_text(json.dumps(rec))
+    with pytest.raises(IntegrityError, match=r"changed run/trials/"):
+        verify(root)
+    proc = subprocess.run([sys.executable, "-m", "kit", "verify", str(root)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "integrity check failed" in proc.stderr and "Traceback" not in proc.stderr
+    (root / "run" / "trials" / "extra.json").write_text("{}")
+    with pytest.raises(KitError, match="extra run/trials/extra.json"):
+        check_integrity(root)
+
+
+def test_claims_comparison_rules() -> None:
+    old = [{"id": "H1", "phase": "train", "config_id": "c00", "tested": True, "rejected": True,
+            "direction": "a > b", "ratio": 1.20}]
+    same = [{**old[0], "ratio": 1.25}]
+    far = [{**old[0], "ratio": 1.40}]
+    flipped = [{**old[0], "direction": "a < b", "ratio": 0.8}]
+    assert compare_claims(old, same, 0.10)[0]["reproduced"]
+    assert not compare_claims(old, far, 0.10)[0]["reproduced"]
+    assert not compare_claims(old, flipped, 0.10)[0]["reproduced"]
+    assert not compare_claims(old, [], 0.10)[0]["reproduced"]
