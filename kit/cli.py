@@ -88,6 +88,7 @@ def run(
     sbatch_option: Annotated[list[str] | None, typer.Option(help="Extra sbatch option, e.g. --qos=normal (repeatable).")] = None,
     wait: Annotated[bool, typer.Option(help="With --executor slurm: wait for the jobs, then report.")] = False,
     chunk: Annotated[int | None, typer.Option(hidden=True, help="Inside a cluster job: run this chunk.")] = None,
+    label: Annotated[str | None, typer.Option(help="Version label of this run, for `kit history`.")] = None,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
     from kit.runner import RunOptions, resume_run, start_run
@@ -98,7 +99,7 @@ def run(
     slurm = {"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
              "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None}
     opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
-                      max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk)
+                      max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk, label=label)
     with RichEvents(console) as events:
         if resume is not None:
             if spec is not None:
@@ -261,6 +262,48 @@ def compare(
     if code:
         console.print(f"[red]{fail_on} found[/]: exit {code}")
         raise typer.Exit(code)
+
+
+@app.command("history")
+def history_cmd(
+    runs_dir: Annotated[Path, typer.Argument(help="Directory holding many run directories.")],
+    metric: Annotated[str, typer.Option(help="Metric to follow, e.g. time_s.")] = "time_s",
+    phase: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    arm: Annotated[str | None, typer.Option(help="Arm (framework) to follow; default the first.")] = None,
+    experiment: Annotated[str | None, typer.Option(help="Only runs of this experiment.")] = None,
+    threshold: Annotated[float, typer.Option(help="Practical threshold for a step (0.05 = 5 %).")] = 0.05,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Write the plot and table as HTML here.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the history as JSON here.")] = None,
+) -> None:
+    """A metric across runs of successive versions, with the steps where it changed."""
+    import json
+
+    from kit.history import history, plot_svg
+
+    res = history(runs_dir, metric, phase, arm, experiment, threshold)
+    table = Table(title=f"{metric} ({phase}, {res['arm']}) across {len(res['runs'])} runs")
+    for col in ("#", "label", "n", "median", "IQR"):
+        table.add_column(col)
+    for i, r in enumerate(res["runs"]):
+        table.add_row(str(i), r["label"], str(r["n"]), f"{r['median']:.4g}", f"{r['q1']:.4g}–{r['q3']:.4g}")
+    out.print(table)
+    if not res["steps"]:
+        out.print("no step: no significant change larger than the threshold")
+    for s in res["steps"]:
+        out.print(f"[{'red' if s['verdict'] == 'regression' else 'green'}]{s['verdict']}[/] between {s['from']!r} and "
+                  f"{s['to']!r}: ratio {s['ratio']:.3f} [{s['ratio_low']:.3f}, {s['ratio_high']:.3f}], p (Holm) {s['p_adj']:.3g}")
+    if json_out:
+        json_out.write_text(json.dumps(res, indent=1) + "\n")
+    if html_out:
+        from kit.store import atomic_write_bytes
+
+        rows = "".join(f"<tr><td>{s['verdict']}</td><td>{s['from']}</td><td>{s['to']}</td><td>{s['ratio']:.3f}</td>"
+                       f"<td>{s['p_adj']:.3g}</td></tr>" for s in res["steps"]) or "<tr><td colspan=5>no step</td></tr>"
+        html = (f"<!DOCTYPE html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+                f"<title>kit history {metric}</title><body style='font-family:system-ui;max-width:70rem;margin:auto'>"
+                f"<h1>{metric} ({phase}, {res['arm']})</h1>{plot_svg(res)}<table><tr><th>verdict</th><th>from</th>"
+                f"<th>to</th><th>ratio</th><th>p (Holm)</th></tr>{rows}</table><p>{res['method']}</p></body></html>")
+        atomic_write_bytes(html_out, html.encode())
 
 
 @app.command("pack")

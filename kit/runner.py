@@ -62,6 +62,7 @@ class RunOptions:
     executor: str = "local"  # local | slurm
     slurm: dict[str, Any] = field(default_factory=dict)  # command-line overrides of the spec's [slurm]
     chunk: int | None = None  # inside a cluster job: run only this chunk of blocks
+    label: str | None = None  # a version label for `kit history` (e.g. "torch 2.6")
 
 
 class Interrupted(KitError):
@@ -213,6 +214,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "title": spec.experiment.title,
         "profile": spec.profile,
         "profile_description": spec.profile_description,
+        "label": opts.label,
         "spec": spec.to_dict(),
         "spec_source": {"path": spec.path, "text": spec_text},
         "host": host_provenance(),

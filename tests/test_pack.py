@@ -70,7 +70,7 @@ def test_verify_fails_on_a_tampered_file(bundle: Path, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "kit", "verify", str(root)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "integrity check failed" in proc.stderr and "Traceback" not in proc.stderr
     (root / "run" / "trials" / "extra.json").write_text("{}")
-    with pytest.raises(KitError, match="extra run/trials/extra.json"):
+    with pytest.raises(KitError, match=r"extra run/trials/extra.json"):
         check_integrity(root)
 
 
