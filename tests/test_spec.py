@@ -45,7 +45,7 @@ def test_paper_and_profiles_load(spec_path: Path) -> None:
         ("batch_size = 100", 'batch_size = "100"', "workload.batch_size", "an integer"),
         ("batch_size = 100", "batch_size = 100\nbatchsize = 3", "workload.batchsize", "unknown key"),
         ("batch_size = 100", "batch_size = 100\ntf_jit_compile = 1", "workload.tf_jit_compile", "true or false"),
-        ('name = "lenet5"', 'name = "lenet6"', "workload.name", "a known workload (lenet5"),
+        ('name = "lenet5"', 'name = "lenet6"', "workload.name", "a known workload ("),
         ("batch_size = 100", "batch_size = 70000", "workload.batch_size", "at most the 60000 training examples"),
         ('name = "mnist"', 'name = "cifar-11"', "dataset.name", "a known dataset"),
         ('[dataset]\nname = "mnist"\nsource = "full"            # the official 60,000/10,000 split\n', "",
