@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kit.cli import app
 from kit.plan import make_plan
 from kit.runner import RunOptions, resume_run, start_run
 from kit.spec import load_spec
@@ -39,6 +41,18 @@ def test_smoke_run_writes_every_trial(tmp_path: Path, spec_path: Path) -> None:
         assert rec["phases"]["train"]["duration_s"] == rec["results"]["train_time_s"]
     assert not (rd.path / "work").exists()
     assert man["dataset"]["origin"] == "bundled" and man["host"]["cpu_logical"] >= 1
+
+    # `kit report RUN_DIR` re-analyses the stored run without running any trial: twice, the same bytes
+    raw = {p.relative_to(rd.path): _digest(p) for d in ("trials", "samples") for p in (rd.path / d).iterdir()}
+    first = CliRunner().invoke(app, ["report", str(rd.path)])
+    assert first.exit_code == 0, first.output
+    analysis = _digest(rd.path / "analysis.json")
+    (rd.path / "analysis.json").unlink()
+    second = CliRunner().invoke(app, ["report", str(rd.path)])
+    assert second.exit_code == 0, second.output
+    assert _digest(rd.path / "analysis.json") == analysis
+    assert {p.relative_to(rd.path): _digest(p) for d in ("trials", "samples") for p in (rd.path / d).iterdir()} == raw
+    assert (rd.path / "report" / "index.html").exists()
 
 
 def test_kill_and_resume_loses_nothing_and_duplicates_nothing(tmp_path: Path, spec_path: Path) -> None:
