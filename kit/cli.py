@@ -71,7 +71,7 @@ def doctor(
 def run(
     spec: Annotated[Path | None, typer.Argument(help="Experiment TOML (omit with --resume).")] = None,
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
-    backend: Annotated[str, typer.Option(help="local, docker, or auto (containers when an engine with GPUs is present).")] = "local",
+    backend: Annotated[str, typer.Option(help="local, docker (Docker or Podman), apptainer, or auto (containers when an engine with GPUs is present).")] = "local",
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory: run only the missing trials.")] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
