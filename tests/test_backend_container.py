@@ -273,3 +273,14 @@ def test_apptainer_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     probe = ApptainerBackend(Container()).available()
     assert not probe.ok and "apptainer" in probe.fix.lower()
+
+
+def test_sif_build_commands_and_missing_apptainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.images.sif import build_from_archive_command, build_from_def_command, build_sif
+
+    assert build_from_def_command("apptainer", Path("/o/x.sif"), Path("/r/x.def"), True) == [
+        "apptainer", "build", "--fakeroot", "--force", "/o/x.sif", "x.def"]
+    assert build_from_archive_command("apptainer", Path("/o/x.sif"), Path("/t/i.tar"))[-1] == "docker-archive:///t/i.tar"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ImageError, match="apptainer is not installed"):
+        build_sif(load_matrix().get("pytorch-2.13-cpu"), out_dir=tmp_path)

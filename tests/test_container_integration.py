@@ -255,3 +255,19 @@ def test_doctor_names_the_engine_and_the_images(ctx: Ctx) -> None:
     assert findings["container engine"]["ok"] and ctx.engine.kind in findings["container engine"]["detail"]
     assert findings["image for pytorch (cpu)"]["ok"] and findings["image for tensorflow (cpu)"]["ok"]
     assert "engine GPU support" in findings
+
+
+def test_engine_exports_a_docker_archive_for_apptainer(ctx: Ctx, tmp_path: Path) -> None:
+    """The first half of `kit images build --format sif --from-docker` (the second, apptainer build, cannot run here)."""
+    import tarfile
+
+    from kit.images.sif import export_image
+
+    ref = ctx.base or LOCAL_BASE
+    archive = tmp_path / "image.tar"
+    export_image(ctx.engine, ref, archive)
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+    assert manifest[0]["Layers"] and manifest[0]["Config"]
+    with pytest.raises(ImageError, match="could not export"):
+        export_image(ctx.engine, "localhost/kit-no-such-image:1", tmp_path / "x.tar")
