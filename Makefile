@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 reproduce: setup
-	$(VENV)/bin/kit run $(SPEC) --profile $(PROFILE) --backend $(BACKEND) --runs-dir $(RUNS)
+	$(VENV)/bin/kit run $(SPEC) --profile $(PROFILE) --backend $(BACKEND) --build-images --runs-dir $(RUNS)
 
 test: setup
 	$(PY) -m pytest
@@ -46,8 +46,10 @@ RUN ?= $(lastword $(sort $(wildcard $(RUNS)/*/)))
 report: setup
 	$(VENV)/bin/kit report $(RUN) --format html,latex,pdf
 
+# The images this host needs (GPU rows with a GPU-capable engine, CPU rows otherwise), then check them from inside.
 images: setup
 	$(VENV)/bin/kit images build
+	$(VENV)/bin/kit images verify
 
 doctor: setup
 	$(VENV)/bin/kit doctor

@@ -71,7 +71,7 @@ def doctor(
 def run(
     spec: Annotated[Path | None, typer.Argument(help="Experiment TOML (omit with --resume).")] = None,
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
-    backend: Annotated[str, typer.Option(help="local, docker, or auto (containers when an engine with GPUs is present).")] = "local",
+    backend: Annotated[str, typer.Option(help="local, docker (Docker or Podman), apptainer, or auto (containers when an engine with GPUs is present).")] = "local",
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory: run only the missing trials.")] = None,
     runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
@@ -89,6 +89,8 @@ def run(
     wait: Annotated[bool, typer.Option(help="With --executor slurm: wait for the jobs, then report.")] = False,
     chunk: Annotated[int | None, typer.Option(hidden=True, help="Inside a cluster job: run this chunk.")] = None,
     label: Annotated[str | None, typer.Option(help="Version label of this run, for `kit history`.")] = None,
+    image: Annotated[list[str] | None, typer.Option("--image", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124 (repeatable).")] = None,
+    build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
     from kit.runner import RunOptions, resume_run, start_run
@@ -100,6 +102,10 @@ def run(
              "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None}
     opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
                       max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk, label=label)
+    if image:
+        opts.backend_options["images"] = _image_overrides(image)
+    if build_images and chosen == "docker" and spec is not None:
+        _build_run_images(load_spec(spec, profile), opts.backend_options.get("images"))
     with RichEvents(console) as events:
         if resume is not None:
             if spec is not None:
@@ -178,7 +184,30 @@ def _choose_backend(name: str) -> str:
         from kit.engine import engine_with_gpu
     except ImportError:
         return "local"
-    return "docker" if engine_with_gpu() else "local"
+    chosen = "docker" if engine_with_gpu() else "local"
+    console.print(f"[dim]--backend auto: {chosen} ("
+                  + ("a container engine can hand this host's NVIDIA GPU(s) to containers" if chosen == "docker"
+                     else "no container engine with GPU support here; see `kit doctor`") + ")[/]")
+    return chosen
+
+
+def _image_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        fw, sep, row = item.partition("=")
+        if not sep or not fw or not row:
+            raise KitError(f"--image {item!r} is not FRAMEWORK=ROW", where="--image",
+                           fix="e.g. --image pytorch=pytorch-2.6-cu124 (rows: kit images list)")
+        out[fw.strip()] = row.strip()
+    return out
+
+
+def _build_run_images(spec: Any, overrides: dict[str, str] | None) -> None:
+    from kit.images.commands import ensure_images
+
+    ensure_images(spec.experiment.frameworks, overrides, spec.container,
+                  on_line=lambda s: console.out(f"  | {s}", highlight=False),
+                  on_start=lambda r: console.print(f"[bold]building image {r.name}[/] (needed by this run)"))
 
 
 @app.command("report")
@@ -352,6 +381,10 @@ def verify_cmd(
     if not res["claims_reproduced"]:
         raise typer.Exit(1)
 
+
+from kit.cli_images import images_app  # noqa: E402  (kit images ...)
+
+app.add_typer(images_app, name="images")
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the kit itself (collector overhead).")
 app.add_typer(bench_app, name="bench")

@@ -286,6 +286,8 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
                         fix="the manifest was edited; start a new run")
     if opts.backend == "auto":
         opts.backend = man.get("backend", {}).get("backend", "local")
+    if opts.backend == man.get("backend", {}).get("backend") and man["backend"].get("images"):
+        opts.backend_options.setdefault("images", {fw: v["row"] for fw, v in man["backend"]["images"].items() if "row" in v})
     executor = man.get("executor", {"name": "local"})
     if opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local":
         return _resubmit(rd, plan, executor, opts, events)

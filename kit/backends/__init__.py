@@ -10,6 +10,8 @@ from kit.errors import BackendError
 
 BACKENDS: dict[str, str] = {
     "local": "kit.backends.local:LocalBackend",
+    "docker": "kit.backends.docker:DockerBackend",
+    "apptainer": "kit.backends.apptainer:ApptainerBackend",
 }
 
 

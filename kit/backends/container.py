@@ -1,0 +1,193 @@
+"""What every container backend shares: the trial's container, image choice and the outcome rule.
+
+Docker/Podman and Apptainer run the *same* :class:`TrialContainer`, built by
+:func:`trial_container`: the harness command, the kit's code mounted
+read-only at ``/kit``, the trial's work directory at ``/out`` (request in,
+markers and result out), the dataset read-only at ``/data``, the environment,
+the GPU indices and the resource limits of the spec's ``[container]``
+section. Each backend only translates it (SDK arguments, an ``apptainer
+exec`` command line), and :func:`container_outcome` turns what came back into
+a :class:`TrialOutcome` with one rule for both, so they behave identically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.backends.base import TrialOutcome, read_markers, read_result, status_from, tail
+from kit.errors import ImageError
+from kit.harness import MARKERS_FILE, RESULT_FILE
+from kit.spec import Container
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+KIT_MOUNT, OUT_MOUNT, DATA_MOUNT = "/kit", "/out", "/data"
+HARNESS_ARGV = ("python3", "-m", "kit.harness", "--out", OUT_MOUNT, "--data", DATA_MOUNT)
+LOG_TAIL_CHARS = 4000
+SIGKILL_EXIT = 137
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: Path
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class TrialContainer:
+    """One trial's container, independent of the engine that runs it."""
+
+    name: str
+    image: str
+    argv: tuple[str, ...]
+    mounts: tuple[Mount, ...]
+    env: dict[str, str]
+    workdir: str
+    gpus: list[int] | None  # None: every GPU; []: none; else these indices
+    shm_size: str
+    cpuset: str
+    mem_limit: str
+    network: bool
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def container_name(work: Path) -> str:
+    """A stable name per run and trial, so a leftover of a killed attempt can be found and removed."""
+    run = work.parent.parent.name if work.parent.name == "work" else work.parent.name
+    raw = f"kit-{run}-{work.name}"
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)[:120]
+
+
+def trial_container(framework: str, work: Path, data_dir: Path, spec: Container, image: str,
+                    use_gpus: bool, kit_root: Path = KIT_ROOT) -> TrialContainer:
+    """The container that runs one trial's harness (shared by every container backend)."""
+    indices = spec.gpu_indices() if use_gpus else []
+    env = _env(framework, indices)
+    mounts = (
+        Mount(kit_root / "kit", f"{KIT_MOUNT}/kit", True),
+        Mount(work.resolve(), OUT_MOUNT, False),
+        Mount(data_dir.resolve(), DATA_MOUNT, True),
+    )
+    return TrialContainer(
+        name=container_name(work), image=image, argv=HARNESS_ARGV, mounts=mounts, env=env, workdir=OUT_MOUNT,
+        gpus=indices, shm_size=spec.shm_size, cpuset=spec.cpuset, mem_limit=spec.mem_limit, network=spec.network,
+        labels={"io.kit.role": "trial", "io.kit.trial": work.name, "io.kit.framework": framework},
+    )
+
+
+def _env(framework: str, indices: list[int] | None) -> dict[str, str]:
+    env = {"PYTHONPATH": KIT_MOUNT, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "2", "KIT_FRAMEWORK": framework}
+    if indices is None:
+        env["NVIDIA_VISIBLE_DEVICES"] = "all"
+    elif indices:  # the engine attaches only these; Apptainer (all GPUs visible) adds CUDA_VISIBLE_DEVICES
+        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, indices))
+    else:
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def probe_container(framework: str, spec: Container, image: str, use_gpus: bool) -> TrialContainer:
+    """The trial's container with the version probe as its command and nothing mounted."""
+    from kit.images.verify import PROBE_SOURCE
+
+    indices = spec.gpu_indices() if use_gpus else []
+    return TrialContainer(
+        name=f"kit-probe-{framework}", image=image,
+        argv=("python3", "-c", PROBE_SOURCE.read_text(encoding="utf-8"), framework), mounts=(),
+        env=_env(framework, indices), workdir="/tmp", gpus=indices, shm_size=spec.shm_size, cpuset=spec.cpuset,
+        mem_limit=spec.mem_limit, network=spec.network, labels={"io.kit.role": "probe"},
+    )
+
+
+def prepare_work(work: Path) -> None:
+    """Let the image's unprivileged user write markers and results into the work directory."""
+    os.chmod(work, 0o777)
+    for f in work.iterdir():
+        os.chmod(f, 0o644)
+
+
+def container_outcome(work: Path, exit_code: int | None, timed_out: bool, oom_killed: bool | None,
+                      stdout: str, stderr: str, wall_s: float, detail: dict[str, Any],
+                      mem_limit: str = "") -> TrialOutcome:
+    """One rule for every container backend: the base rule, then an OOM kill is ``oom``.
+
+    The engine's OOM-killed flag decides when it is set. Some engines do not
+    report it (Podman 4 on cgroup v1 here; Apptainer never does), so a trial
+    killed by SIGKILL under a memory limit, not by the kit's time limit, counts
+    as OOM too; ``oom_source`` says which of the two it was.
+    """
+    result = read_result(work / RESULT_FILE)
+    status = status_from(exit_code, result, timed_out)
+    sigkill = exit_code == SIGKILL_EXIT and not timed_out
+    inferred = bool(not oom_killed and sigkill and mem_limit)
+    detail = dict(detail)
+    detail["exit_code"] = exit_code
+    detail["oom_killed"] = bool(oom_killed) or inferred
+    detail["oom_source"] = "engine" if oom_killed else (
+        f"inferred: SIGKILL under the {mem_limit} memory limit (the engine did not report an OOM kill)" if inferred else None)
+    if detail["oom_killed"] and status == "error":
+        status = "oom"
+    detail["log_tail"] = tail(stdout + ("\n" if stdout and stderr else "") + stderr, LOG_TAIL_CHARS)
+    if sigkill and not detail["oom_killed"]:
+        detail["note"] = "killed by SIGKILL; without a memory limit the kit cannot tell a host OOM kill from another kill"
+    if timed_out:
+        detail["note"] = "time limit reached: the container was killed"
+    return TrialOutcome(status=status, exit_code=exit_code, result=result, markers=read_markers(work / MARKERS_FILE),
+                        stderr_tail=tail(stderr), wall_s=wall_s, detail=detail)
+
+
+def size_bytes(text: str) -> int:
+    """'2g' -> 2147483648; '512m', '64k' or a plain number of bytes."""
+    text = text.strip().lower()
+    mult = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    if text and text[-1] in mult:
+        return int(text[:-1]) * mult[text[-1]]
+    return int(text)
+
+
+def choose_rows(frameworks: tuple[str, ...], device: str, overrides: dict[str, str] | None = None,
+                matrix: Any = None) -> dict[str, Any]:
+    """The matrix row each framework runs in: the override, else the default row for ``device``."""
+    from kit.images.matrix import load_matrix
+
+    matrix = matrix or load_matrix()
+    out = {}
+    for fw in frameworks:
+        name = (overrides or {}).get(fw)
+        row = matrix.get(name) if name else matrix.default_for(fw, device)
+        if row.framework != fw:
+            raise ImageError(f"image {row.name} is a {row.framework} image, not {fw}", where=f"--image {fw}={row.name}",
+                             fix=f"give a {fw} row (kit images list)")
+        out[fw] = row
+    unknown = set(overrides or {}) - set(frameworks)
+    if unknown:
+        raise ImageError(f"--image names framework(s) the experiment does not run: {', '.join(sorted(unknown))}",
+                         where="--image", fix=f"use one of: {', '.join(frameworks)}")
+    return out
+
+
+def cgroup_dir(pid: int, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys/fs/cgroup")) -> Path | None:
+    """The memory cgroup of ``pid`` as seen from this host (v2 unified, or v1's memory controller)."""
+    try:
+        lines = (proc_root / str(pid) / "cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v1 = v2 = None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if "memory" in parts[1].split(","):
+            v1 = sys_root / "memory" / parts[2].lstrip("/")
+        elif parts[0] == "0" and parts[1] == "":
+            v2 = sys_root / parts[2].lstrip("/")
+    for cand in (v1, v2):
+        if cand is not None and cand.is_dir():
+            return cand
+    return None

@@ -1,0 +1,147 @@
+"""`kit images ...`: list, lock, fetch, render, build and verify the pinned framework images (thin layer)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+images_app = typer.Typer(no_args_is_help=True, help="Pinned framework images: list, lock, fetch, render, build, verify.")
+console = Console(stderr=True)
+out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: no wrapping at 80 columns
+
+Names = Annotated[list[str] | None, typer.Argument(help="Matrix rows (default: the rows this host needs).")]
+AllRows = Annotated[bool, typer.Option("--all", help="Every row of the matrix.")]
+Framework = Annotated[str | None, typer.Option(help="Only rows of this framework (pytorch, tensorflow).")]
+Device = Annotated[str | None, typer.Option(help="Only rows for this device (cpu, cuda).")]
+Index = Annotated[list[str] | None, typer.Option("--index", help="Index URL replacing the row's (repeatable; first is the main one).")]
+
+
+def _rows(names: list[str] | None, all_: bool, framework: str | None, device: str | None, engine: object = None) -> list:
+    from kit.images.commands import Selection, select
+    from kit.images.matrix import load_matrix
+
+    return select(load_matrix(), Selection(names, all_, framework, device), engine)  # type: ignore[arg-type]
+
+
+@images_app.command("list")
+def list_cmd(engine: Annotated[bool, typer.Option(help="Ask the engine which rows are built.")] = True) -> None:
+    """The image matrix: one row per framework build, its lock and whether it is built here."""
+    from kit.images.commands import list_images, try_engine
+
+    eng = try_engine() if engine else None
+    table = Table(title="Image matrix (images/matrix.toml)" + (f" · {eng.label()}" if eng else " · no engine"))
+    for col in ("name", "framework", "device", "CUDA", "cuDNN", "python", "default", "lock", "built"):
+        table.add_column(col, overflow="fold")
+    for r in list_images(engine=eng):
+        table.add_row(r["name"], r["framework"], r["device"], r["cuda"], r["cudnn"], r["python"],
+                      "yes" if r["default"] else "", r["lock"], r["built"] or "-")
+    out.print(table)
+
+
+@images_app.command("lock")
+def lock_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
+             find_links: Annotated[list[Path] | None, typer.Option(help="Local wheel directory (repeatable).")] = None,
+             index: Index = None) -> None:
+    """Resolve each row's requirements with pip and write its lock with sha256 hashes."""
+    from kit.images.commands import lock_rows
+
+    rows = _rows(names, all_ or not (names or framework or device), framework, device)
+    lock_rows(rows, list(find_links or []), index,
+              on_row=lambda r, p, n: out.print(f"{r.name}: {n} pinned files -> {p}"))
+
+
+@images_app.command("fetch")
+def fetch_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
+              dest: Annotated[Path | None, typer.Option(help="Wheelhouse (default $KIT_WHEELHOUSE or ~/.cache/kit/wheelhouse).")] = None,
+              index: Index = None) -> None:
+    """Download each row's locked wheels (hash-checked) into a wheelhouse for offline builds."""
+    from kit.images.commands import fetch_rows, try_engine
+    from kit.images.lock import default_wheelhouse
+
+    dest = dest or default_wheelhouse()
+    rows = _rows(names, all_, framework, device, try_engine())
+    for name, n in fetch_rows(rows, dest, index, on_line=lambda s: console.out(f"  | {s}", highlight=False)).items():
+        out.print(f"{name}: {n} wheels in {dest / name}")
+
+
+@images_app.command("render")
+def render_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
+               out_dir: Annotated[Path, typer.Option("--out", help="Where recipes are written (one directory per row).")] = Path("build/images"),
+               base: Annotated[str | None, typer.Option(help="Base image replacing the pinned one (default $KIT_BASE_IMAGE).")] = None,
+               format: Annotated[str, typer.Option("--format", help="dockerfile, apptainer or both.")] = "both") -> None:
+    """Render the Dockerfile and Apptainer definition of each row."""
+    from kit.images.commands import render_rows
+
+    kinds = ("dockerfile", "apptainer") if format == "both" else (format,)
+    if any(k not in ("dockerfile", "apptainer") for k in kinds):
+        raise typer.BadParameter("dockerfile, apptainer or both", param_hint="--format")
+    for tag, path in render_rows(_rows(names, all_ or not (names or framework or device), framework, device),
+                                 out_dir, base, kinds):
+        out.print(f"{path}  ({tag})")
+
+
+@images_app.command("build")
+def build_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
+              base: Annotated[str | None, typer.Option(help="Base image on the engine replacing the pinned one (offline hosts; default $KIT_BASE_IMAGE).")] = None,
+              wheelhouse: Annotated[Path | None, typer.Option(help="Install from these wheels (kit images fetch) instead of an index.")] = None,
+              no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild even when the recipe is built.")] = False,
+              format: Annotated[str, typer.Option("--format", help="docker (Docker/Podman image) or sif (Apptainer).")] = "docker",
+              from_docker: Annotated[bool, typer.Option(help="With --format sif: convert the built Docker image.")] = False) -> None:
+    """Build images through the engine's API (log streamed), tagged by recipe hash, recorded in images/images.lock.json."""
+    from kit.images.commands import build_rows, try_engine
+
+    eng = try_engine() if format == "docker" or from_docker or not names else None
+    rows = _rows(names, all_, framework, device, eng)
+    results = build_rows(rows, base, wheelhouse, no_cache, format, from_docker, eng,
+                         on_line=lambda s: console.out(f"  | {s}", highlight=False),
+                         on_start=lambda r: console.print(f"[bold]building {r.name}[/] ({r.framework} {r.version}, {r.device})"))
+    table = Table(title="Built")
+    for col in ("image", "tag / file", "id / sha256", "seconds", "note"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        if isinstance(r, dict):
+            table.add_row(Path(r["path"]).stem, r["path"], r["sha256"], "", "sif")
+        else:
+            note = "already built (same recipe)" if r.cached else ("offline wheelhouse" if r.offline else "from the index")
+            table.add_row(r.row, r.tag, r.id, f"{r.seconds:.0f}", note)
+    out.print(table)
+
+
+@images_app.command("verify")
+def verify_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None) -> None:
+    """Start each image and check from inside that framework, CUDA and cuDNN versions match the matrix."""
+    from kit.errors import ImageError
+    from kit.images.commands import verify_rows
+    from kit.images.matrix import load_matrix
+    from kit.images.verify import mismatch_error
+
+    only_built = not names
+    rows = _rows(names, all_ or not (names or framework or device), framework, device)
+    results, skipped = verify_rows(rows, only_built=only_built)
+    table = Table(title="Image verification")
+    for col in ("image", "check", "matrix", "inside the image", "ok"):
+        table.add_column(col, overflow="fold")
+    for v in results:
+        row = {"python": v.reported.get("python"), "framework_version": v.reported.get("framework_version"),
+               "cuda": v.reported.get("cuda"), "cudnn": v.reported.get("cudnn")}
+        bad = {m.key for m in v.mismatches}
+        expected = load_matrix().get(v.row).expected()
+        for key, got in row.items():
+            table.add_row(v.row, key, expected.get(key) or "none", str(got) if got not in (None, "") else "none",
+                          "[red]NO[/]" if key in bad else "[green]yes[/]")
+        for note in v.notes:
+            table.add_row(v.row, "note", "", note, "")
+    out.print(table)
+    if skipped:
+        out.print(f"not built here (skipped): {', '.join(skipped)}")
+    err = mismatch_error(results)
+    if err is not None:
+        raise err
+    if not results:
+        raise ImageError("no image was verified: none of the selected rows is built here", where="kit images verify",
+                         fix="kit images build (or name the rows to verify)")

@@ -1,0 +1,242 @@
+"""Requirements locks with hashes, made by pip itself, and the offline wheelhouse.
+
+``kit images lock ROW`` resolves a row's top-level requirements for the image's
+platform (linux x86_64, the row's CPython) with ``pip install --dry-run
+--ignore-installed --report``: pip's own resolver, and the report carries the
+sha256 of every file it chose. The lock is a pip requirements file with one
+pinned line and ``--hash`` per distribution, installed in the image with
+``--require-hashes --no-deps``. ``kit images fetch ROW`` downloads exactly those
+files (hash-checked again) into a wheelhouse that a build can carry instead of
+reaching an index.
+
+The user's pip configuration is left out of locking (``PIP_CONFIG_FILE`` is the
+null device, ``PIP_FIND_LINKS`` is cleared) so a lock reflects the indexes the
+row names; ``--find-links`` adds a local wheel directory explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kit.errors import ImageError
+from kit.images.matrix import ImageRow
+
+GLIBC_MINOR = 36  # Debian bookworm, the base of every row: wheels up to manylinux_2_36 run there
+PLATFORMS = (*(f"manylinux_2_{m}_x86_64" for m in range(GLIBC_MINOR, 4, -1)), "manylinux2014_x86_64",
+             "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64")
+_REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One locked distribution."""
+
+    name: str
+    version: str
+    sha256: tuple[str, ...]
+    filename: str = ""
+
+    @property
+    def key(self) -> str:
+        return normalize(self.name)
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalised project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def target_args(row: ImageRow) -> list[str]:
+    """pip options that resolve for the image (linux x86_64, the row's CPython), not for this host."""
+    major, minor = row.python.split(".")[:2]
+    args = ["--only-binary=:all:", "--python-version", f"{major}.{minor}", "--implementation", "cp",
+            "--abi", f"cp{major}{minor}"]
+    for p in PLATFORMS:
+        args += ["--platform", p]
+    return args
+
+
+def index_args(row: ImageRow, index_urls: list[str] | None = None) -> list[str]:
+    urls = index_urls if index_urls else [row.index_url, *row.extra_index_urls]
+    args = ["--index-url", urls[0]]
+    for u in urls[1:]:
+        args += ["--extra-index-url", u]
+    return args
+
+
+def lock_command(row: ImageRow, report: Path, find_links: Iterable[Path] = (), index_urls: list[str] | None = None,
+                 python: str = sys.executable) -> list[str]:
+    cmd = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
+           *target_args(row), *index_args(row, index_urls)]
+    for d in find_links:
+        cmd += ["--find-links", str(d)]
+    return [*cmd, *row.requirements]
+
+
+def isolated_env() -> dict[str, str]:
+    """This process's environment without the user's pip configuration (certificates stay)."""
+    env = dict(os.environ)
+    env["PIP_CONFIG_FILE"] = os.devnull
+    for key in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "PIP_REQUIRE_HASHES"):
+        env.pop(key, None)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def pins_from_report(report: dict[str, object]) -> list[Pin]:
+    """Pins from pip's installation report (format version 1)."""
+    pins = []
+    for item in report.get("install", []):  # type: ignore[union-attr]
+        meta = item["metadata"]  # type: ignore[index]
+        info = item["download_info"]  # type: ignore[index]
+        archive = info.get("archive_info", {})
+        sha = (archive.get("hashes") or {}).get("sha256") or archive.get("hash", "").removeprefix("sha256=")
+        if not sha:
+            raise ImageError(f"pip reported no sha256 for {meta['name']} {meta['version']}", where=info.get("url", "?"),
+                             fix="lock from an index or wheel directory that serves files with hashes")
+        filename = str(info.get("url", "")).rsplit("/", 1)[-1].replace("%2B", "+")
+        pins.append(Pin(meta["name"], meta["version"], (sha,), filename))
+    return sorted(pins, key=lambda p: p.key)
+
+
+def format_lock(row: ImageRow, pins: list[Pin], pip_version: str) -> str:
+    lines = [
+        f"# Requirements lock of image {row.name}: {row.framework} {row.version} ({row.device}), CPython {row.python}, linux x86_64.",
+        f"# Made by `kit images lock {row.name}` with pip {pip_version} (install --dry-run --report) from:",
+        f"#   {' '.join(row.requirements)}",
+        "# Installed with: pip install --require-hashes --no-deps --only-binary=:all: -r <this file>",
+        "# Do not edit: change the row in images/matrix.toml and lock again.",
+    ]
+    for p in pins:
+        lines.append(f"# file: {p.filename}" if p.filename else f"# {p.name}")
+        lines.append(f"{p.key}=={p.version} \\")
+        lines.extend(f"    --hash=sha256:{h}" + (" \\" if i < len(p.sha256) - 1 else "") for i, h in enumerate(p.sha256))
+    return "\n".join(lines) + "\n"
+
+
+def parse_lock(text: str, where: str = "lock") -> list[Pin]:
+    """The pins of a lock file (joined continuation lines; every pin must carry a hash)."""
+    pins: list[Pin] = []
+    filename = ""
+    logical = text.replace("\\\n", " ")
+    for n, line in enumerate(logical.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("# file:"):
+            filename = s.removeprefix("# file:").strip()
+            continue
+        if not s or s.startswith("#"):
+            continue
+        m = _REQ.match(s)
+        if not m:
+            raise ImageError(f"line {n} is not a pinned requirement ({s[:80]!r})", where=where,
+                             fix="re-make the lock with `kit images lock`")
+        hashes = tuple(_HASH.findall(s))
+        if not hashes:
+            raise ImageError(f"{m.group(1)} has no --hash", where=where, fix="re-make the lock with `kit images lock`")
+        pins.append(Pin(m.group(1), m.group(2), hashes, filename))
+        filename = ""
+    if not pins:
+        raise ImageError("the lock pins nothing", where=where, fix="re-make the lock with `kit images lock`")
+    return pins
+
+
+def pip_version(python: str = sys.executable) -> str:
+    out = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.split()[1] if out.returncode == 0 and len(out.stdout.split()) > 1 else "?"
+
+
+def make_lock(row: ImageRow, find_links: Iterable[Path] = (), index_urls: list[str] | None = None,
+              python: str = sys.executable, timeout_s: float = 900) -> str:
+    """Resolve ``row`` with pip and return the lock text (nothing is installed or written)."""
+    with tempfile.TemporaryDirectory(prefix="kit-lock-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = lock_command(row, report, find_links, index_urls, python)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=isolated_env(), timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise ImageError(f"pip did not resolve {row.name} within {timeout_s:.0f} s", where=" ".join(cmd[:4]),
+                             fix="check the network or give --find-links with the wheels") from None
+        if proc.returncode != 0 or not report.exists():
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+            raise ImageError(f"pip could not resolve the requirements of {row.name}:\n{tail}", where="images/matrix.toml",
+                             fix="correct the row's requirements, or give --find-links/--index for files the index lacks")
+        pins = pins_from_report(json.loads(report.read_text(encoding="utf-8")))
+    return format_lock(row, pins, pip_version(python))
+
+
+def write_lock(row: ImageRow, text: str) -> Path:
+    path = row.lock_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+# -- wheelhouse ---------------------------------------------------------------
+
+def default_wheelhouse() -> Path:
+    base = os.environ.get("KIT_WHEELHOUSE")
+    return Path(base) if base else Path.home() / ".cache" / "kit" / "wheelhouse"
+
+
+def wheel_key(filename: str) -> tuple[str, str] | None:
+    """(normalised name, version) of a wheel file name; None for anything else."""
+    if not filename.endswith(".whl"):
+        return None
+    parts = filename[:-4].split("-")
+    if len(parts) < 5:
+        return None
+    return normalize(parts[0]), parts[1]
+
+
+def wheels_for(row: ImageRow, wheelhouse: Path) -> list[Path]:
+    """The wheel files in ``wheelhouse`` that the row's lock pins (others are left out of the build)."""
+    wanted = {(p.key, p.version) for p in parse_lock(row.lock_text(), str(row.lock_path))}
+    if not wheelhouse.is_dir():
+        return []
+    return sorted(f for f in wheelhouse.iterdir() if (k := wheel_key(f.name)) and (k[0], k[1]) in wanted)
+
+
+def missing_wheels(row: ImageRow, wheelhouse: Path) -> list[str]:
+    have = {wheel_key(f.name) for f in wheels_for(row, wheelhouse)}
+    return [f"{p.key}=={p.version}" for p in parse_lock(row.lock_text(), str(row.lock_path)) if (p.key, p.version) not in have]
+
+
+def fetch_command(row: ImageRow, dest: Path, index_urls: list[str] | None = None,
+                  python: str = sys.executable) -> list[str]:
+    return [python, "-m", "pip", "download", "--no-deps", "--require-hashes", "--progress-bar", "off",
+            *target_args(row), *index_args(row, index_urls), "--dest", str(dest), "-r", str(row.lock_path)]
+
+
+def fetch_wheels(row: ImageRow, dest: Path, on_line: Callable[[str], None] | None = None,
+                 index_urls: list[str] | None = None, python: str = sys.executable) -> list[Path]:
+    """Download the row's locked files into ``dest`` (hash-checked); the user's pip config (mirrors) applies."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if not missing_wheels(row, dest):
+        return wheels_for(row, dest)
+    cmd = fetch_command(row, dest, index_urls, python)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if on_line:
+            on_line(line.rstrip())
+    if proc.wait() != 0:
+        raise ImageError(f"pip could not download the locked files of {row.name}:\n" + "\n".join(lines[-8:]),
+                         where=str(row.lock_path), fix="check the network or the index; a hash mismatch means the lock is stale")
+    missing = missing_wheels(row, dest)
+    if missing:
+        raise ImageError(f"after download the wheelhouse still lacks {', '.join(missing[:5])}", where=str(dest),
+                         fix="re-run `kit images fetch`")
+    return wheels_for(row, dest)

@@ -1,0 +1,218 @@
+"""The image matrix (``images/matrix.toml``): one row per framework build.
+
+A row pins everything an image is made of: framework and version, the CUDA
+and cuDNN it was built against (as the framework reports them from inside),
+Python, the base image by tag *and* digest, the top-level requirements and
+the requirements lock with hashes that is installed. Rows are frozen
+dataclasses validated at load; an error names the file, the key path and what
+is expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.errors import ImageError
+
+MATRIX_SCHEMA = 1
+IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+FRAMEWORK_NAMES = ("pytorch", "tensorflow")
+DEVICES = ("cpu", "cuda")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_VERSION = re.compile(r"^\d+(\.\d+)*$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_ROW_KEYS = {"name", "framework", "version", "device", "cuda", "cudnn", "python", "base", "base_digest",
+             "requirements", "lock", "index_url", "extra_index_urls", "default", "notes"}
+
+
+@dataclass(frozen=True)
+class ImageRow:
+    """One framework build of the matrix."""
+
+    name: str
+    framework: str
+    version: str
+    device: str  # cpu | cuda
+    python: str
+    base: str  # repository:tag
+    base_digest: str  # sha256:... (the index digest the tag pointed to when the row was written)
+    requirements: tuple[str, ...]
+    lock: str  # path relative to images/
+    cuda: str = ""  # the CUDA the framework was built with, e.g. "12.4"; "" for CPU rows
+    cudnn: str = ""  # e.g. "9.1.0"; "" for CPU rows
+    index_url: str = "https://pypi.org/simple"
+    extra_index_urls: tuple[str, ...] = ()
+    default: bool = False  # the row `kit run` takes for this framework and device unless told otherwise
+    notes: str = ""
+    root: Path = field(default=IMAGES_DIR, compare=False, repr=False)
+
+    @property
+    def base_ref(self) -> str:
+        """The pinned base: ``repository:tag@sha256:...``."""
+        return f"{self.base}@{self.base_digest}"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / self.lock
+
+    def lock_text(self) -> str:
+        try:
+            return self.lock_path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ImageError(f"the requirements lock of image {self.name} cannot be read ({exc.strerror})",
+                             where=str(self.lock_path), fix=f"kit images lock {self.name}") from None
+
+    def lock_sha256(self) -> str:
+        return hashlib.sha256(self.lock_text().encode()).hexdigest()
+
+    def expected(self) -> dict[str, str]:
+        """What ``kit images verify`` compares with the versions reported inside the image."""
+        return {"python": self.python, "framework_version": self.version, "cuda": self.cuda, "cudnn": self.cudnn}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Every row, in file order."""
+
+    rows: tuple[ImageRow, ...]
+    path: Path
+
+    def get(self, name: str) -> ImageRow:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise ImageError(f"no image {name!r} in the matrix", where=str(self.path),
+                         fix=f"use one of: {', '.join(r.name for r in self.rows)} (see `kit images list`)")
+
+    def select(self, names: list[str] | None = None, framework: str | None = None,
+               device: str | None = None) -> list[ImageRow]:
+        """Rows by name, or all rows of a framework and/or device."""
+        if names:
+            return [self.get(n) for n in names]
+        return [r for r in self.rows if (framework is None or r.framework == framework)
+                and (device is None or r.device == device)]
+
+    def default_for(self, framework: str, device: str) -> ImageRow:
+        """The row a run uses for ``framework`` on ``device`` (cpu or cuda)."""
+        rows = self.select(framework=framework, device=device)
+        if not rows:
+            raise ImageError(f"the matrix has no {device} image for {framework}", where=str(self.path),
+                             fix=f"add a row with framework = {framework!r} and device = {device!r} (images/README.md)")
+        return next((r for r in rows if r.default), rows[0])
+
+
+def _err(path: Path, key: str, expected: str, got: Any = None) -> ImageError:
+    shown = "" if got is None else f", got {got!r}"
+    return ImageError(f"expected {expected}{shown}", where=f"{path}: {key}",
+                      fix="correct the matrix (images/README.md says how to write a row)")
+
+
+def _str(raw: dict[str, Any], key: str, p: str, path: Path, required: bool = True, default: str = "") -> str:
+    if key not in raw:
+        if required:
+            raise _err(path, f"{p}.{key}", "a string (required)")
+        return default
+    val = raw[key]
+    if not isinstance(val, str):
+        raise _err(path, f"{p}.{key}", "a string", val)
+    return val
+
+
+def _strs(raw: dict[str, Any], key: str, p: str, path: Path, required: bool = False) -> tuple[str, ...]:
+    val = raw.get(key, [] if not required else None)
+    if val is None or not isinstance(val, list) or not all(isinstance(v, str) for v in val):
+        raise _err(path, f"{p}.{key}", "a list of strings" + (" (required)" if required else ""), val)
+    return tuple(val)
+
+
+def parse_row(raw: Any, p: str, path: Path, defaults: dict[str, Any], root: Path) -> ImageRow:
+    """Validate one ``[[image]]`` table (``defaults`` fill keys the row leaves out)."""
+    if not isinstance(raw, dict):
+        raise _err(path, p, "a table", raw)
+    unknown = sorted(set(raw) - _ROW_KEYS)
+    if unknown:
+        raise _err(path, f"{p}.{unknown[0]}", f"one of the keys {', '.join(sorted(_ROW_KEYS))}", unknown[0])
+    merged = {**defaults, **raw}
+    name = _str(merged, "name", p, path)
+    if not _NAME.match(name):
+        raise _err(path, f"{p}.name", "lower-case letters, digits, '.', '_' or '-'", name)
+    framework = _str(merged, "framework", p, path)
+    if framework not in FRAMEWORK_NAMES:
+        raise _err(path, f"{p}.framework", f"one of {', '.join(FRAMEWORK_NAMES)}", framework)
+    device = _str(merged, "device", p, path)
+    if device not in DEVICES:
+        raise _err(path, f"{p}.device", "'cpu' or 'cuda'", device)
+    version, python = _str(merged, "version", p, path), _str(merged, "python", p, path)
+    for key, val in (("version", version), ("python", python)):
+        if not _VERSION.match(val):
+            raise _err(path, f"{p}.{key}", "a dotted version such as '2.6.0'", val)
+    cuda, cudnn = _str(merged, "cuda", p, path, False), _str(merged, "cudnn", p, path, False)
+    if device == "cuda":
+        for key, val in (("cuda", cuda), ("cudnn", cudnn)):
+            if not _VERSION.match(val):
+                raise _err(path, f"{p}.{key}", "a dotted version (required for device = 'cuda')", val or None)
+    elif cuda or cudnn:
+        raise _err(path, f"{p}.cuda", "no CUDA/cuDNN on a device = 'cpu' row", cuda or cudnn)
+    base, digest = _str(merged, "base", p, path), _str(merged, "base_digest", p, path)
+    if "@" in base or ":" not in base.rsplit("/", 1)[-1]:
+        raise _err(path, f"{p}.base", "repository:tag without a digest (the digest goes in base_digest)", base)
+    if not _DIGEST.match(digest):
+        raise _err(path, f"{p}.base_digest", "sha256: and 64 hex digits", digest)
+    reqs = _strs(merged, "requirements", p, path, required=True)
+    if not reqs:
+        raise _err(path, f"{p}.requirements", "at least one requirement (the framework)", [])
+    lock = _str(merged, "lock", p, path)
+    default = merged.get("default", False)
+    if not isinstance(default, bool):
+        raise _err(path, f"{p}.default", "true or false", default)
+    return ImageRow(
+        name=name, framework=framework, version=version, device=device, python=python, base=base,
+        base_digest=digest, requirements=reqs, lock=lock, cuda=cuda, cudnn=cudnn,
+        index_url=_str(merged, "index_url", p, path, False, "https://pypi.org/simple"),
+        extra_index_urls=_strs(merged, "extra_index_urls", p, path), default=default,
+        notes=_str(merged, "notes", p, path, False), root=root,
+    )
+
+
+def parse_matrix(text: str, path: Path, root: Path | None = None) -> Matrix:
+    root = root or path.parent
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ImageError(f"not valid TOML ({exc})", where=str(path), fix="fix the syntax") from None
+    if data.get("schema") != MATRIX_SCHEMA:
+        raise _err(path, "schema", f"{MATRIX_SCHEMA} (this kit's matrix format)", data.get("schema"))
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict) or set(defaults) - _ROW_KEYS:
+        raise _err(path, "defaults", f"a table of row keys ({', '.join(sorted(_ROW_KEYS))})", defaults)
+    raw_rows = data.get("image")
+    if not isinstance(raw_rows, list) or not raw_rows:
+        raise _err(path, "image", "at least one [[image]] table")
+    rows = tuple(parse_row(r, f"image[{i}]", path, defaults, root) for i, r in enumerate(raw_rows))
+    seen: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        if r.name in seen:
+            raise _err(path, f"image[{i}].name", f"a name not used before (image[{seen[r.name]}] has it)", r.name)
+        seen[r.name] = i
+    for fw in FRAMEWORK_NAMES:
+        for dev in DEVICES:
+            n = sum(r.default for r in rows if r.framework == fw and r.device == dev)
+            if n > 1:
+                raise _err(path, "image", f"at most one default row for {fw} on {dev}", n)
+    return Matrix(rows, path)
+
+
+def load_matrix(path: Path | None = None) -> Matrix:
+    """Load and validate ``images/matrix.toml`` (or ``path``)."""
+    path = path or IMAGES_DIR / "matrix.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ImageError(f"the image matrix cannot be read ({exc.strerror})", where=str(path),
+                         fix="run from the kit's checkout (images/matrix.toml)") from None
+    return parse_matrix(text, path)

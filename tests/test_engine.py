@@ -1,0 +1,103 @@
+"""Engine discovery, GPU support rules and `kit doctor`'s engine checks, without a running engine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kit.cli import app
+from kit.engine import (
+    DOCKER_SOCKET,
+    PODMAN_ROOT_SOCKET,
+    Engine,
+    candidate_urls,
+    cdi_nvidia_specs,
+    connect,
+    doctor_engine,
+    find_engine,
+    gpu_support,
+)
+from kit.errors import EngineError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _engine(kind: str, version: str, runtimes: tuple[str, ...] = ()) -> Engine:
+    return Engine(kind=kind, url="unix:///x", source="test", version=version, api_version="1.41", client=None,
+                  runtimes=runtimes)
+
+
+def test_docker_host_wins_else_docker_then_podman() -> None:
+    assert candidate_urls({"DOCKER_HOST": "tcp://h:2375"}) == [("DOCKER_HOST", "tcp://h:2375")]
+    urls = [u for _, u in candidate_urls({"XDG_RUNTIME_DIR": "/run/user/1000"})]
+    assert urls == [DOCKER_SOCKET, PODMAN_ROOT_SOCKET, "unix:///run/user/1000/podman/podman.sock"]
+
+
+def test_no_engine_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(EngineError) as e:
+        connect(f"unix://{tmp_path}/nothing.sock", "DOCKER_HOST")
+    assert "no engine socket" in str(e.value) and "podman system service" in str(e.value)
+    dead = tmp_path / "dead.sock"
+    dead.write_text("")  # a file where a socket should answer
+    with pytest.raises(EngineError, match="does not answer"):
+        connect(f"unix://{dead}")
+    with pytest.raises(EngineError, match="no container engine answers"):
+        find_engine({"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"})
+
+
+def test_gpu_support_rules(tmp_path: Path) -> None:
+    none = lambda name: None  # noqa: E731
+    assert gpu_support(_engine("docker", "27.1", ("nvidia", "runc")), which=none).ok
+    assert gpu_support(_engine("docker", "27.1", ("runc",)), which=lambda n: "/usr/bin/" + n).mechanism == "nvidia-toolkit"
+    bare = gpu_support(_engine("docker", "27.1", ("runc",)), which=none, cdi_dirs=(tmp_path,))
+    assert not bare.ok and "nvidia-ctk runtime configure" in bare.fix
+    assert not gpu_support(_engine("podman", "5.4.0"), cdi_dirs=(tmp_path,)).ok  # no CDI spec yet
+    (tmp_path / "nvidia.yaml").write_text("kind: nvidia.com/gpu\ndevices:\n- name: all\n")
+    assert cdi_nvidia_specs((tmp_path,)) == [tmp_path / "nvidia.yaml"]
+    old = gpu_support(_engine("podman", "4.9.3"), cdi_dirs=(tmp_path,))
+    assert not old.ok and "5.4" in old.detail and "upgrade Podman" in old.fix
+    new = gpu_support(_engine("podman", "5.4.1"), cdi_dirs=(tmp_path,))
+    assert new.ok and new.mechanism == "cdi"
+
+
+def test_doctor_without_engine_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    findings = doctor_engine()
+    eng = findings[0]
+    assert eng["check"] == "container engine" and not eng["ok"] and "systemctl start" in eng["fix"]
+    assert any(f["check"].startswith("apptainer") for f in findings)
+
+
+def test_cli_run_docker_without_engine_fails_cleanly(tmp_path: Path) -> None:
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "KIT_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "experiments/florencio2019_lenet.toml", "--profile", "smoke",
+                          "--backend", "docker", "--runs-dir", str(tmp_path / "runs"), "--data-dir",
+                          str(ROOT / "data" / "mnist-t10k")], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "backend docker is not usable here" in out.stderr and "Fix:" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # nothing half-written
+
+
+def test_cli_image_option_is_checked(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["run", "experiments/florencio2019_lenet.toml", "--image", "pytorch"],
+                             catch_exceptions=True, standalone_mode=False)
+    assert res.exception is not None and "FRAMEWORK=ROW" in str(res.exception)
+
+
+def test_cli_images_list_render_without_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    res = CliRunner().invoke(app, ["images", "list"])
+    assert res.exit_code == 0 and "pytorch-2.7-cu126" in res.output and "no engine" in res.output
+    res = CliRunner().invoke(app, ["images", "render", "pytorch-2.13-cpu", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r" / "pytorch-2.13-cpu" / "Dockerfile").exists()
+    assert (tmp_path / "r" / "pytorch-2.13-cpu" / "pytorch-2.13-cpu.def").exists()
+    res = CliRunner().invoke(app, ["images", "verify", "pytorch-2.13-cpu"], standalone_mode=False)
+    assert isinstance(res.exception, EngineError)
