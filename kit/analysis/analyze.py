@@ -85,7 +85,10 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     configs = manifest["plan"]["configs"]
     use = usable(values)
 
-    descriptives = _descriptives(use, arms)
+    from kit.plan import config_label
+
+    labels = {cid: config_label(cfg) for cid, cfg in configs.items()} if len(configs) > 1 else None
+    descriptives = _descriptives(use, arms, labels)
     hypotheses = _hypotheses(spec, use, arms, configs, alpha)
     equivalence = _equivalence(trials, arms)
     measured = _measured(values, manifest)
@@ -146,7 +149,7 @@ def _run_summary(manifest: dict[str, Any], trials: list[dict[str, Any]]) -> dict
     }
 
 
-def _descriptives(use: pd.DataFrame, arms: list[str]) -> list[dict[str, Any]]:
+def _descriptives(use: pd.DataFrame, arms: list[str], labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
     for (cid, metric, phase), g in use.groupby(["config_id", "metric", "phase"], sort=True):
         for arm in arms:
@@ -156,6 +159,8 @@ def _descriptives(use: pd.DataFrame, arms: list[str]) -> list[dict[str, Any]]:
             x = ga["value"].to_numpy(dtype=float)
             entry: dict[str, Any] = {"config_id": cid, "metric": metric, "phase": phase, "arm": arm,
                                      "unit": METRICS[metric].unit, **stats.describe(x).as_dict()}
+            if labels:
+                entry["config_label"] = labels.get(cid, cid)
             entry["normality"] = stats.normality(x).as_dict() if len(x) >= 3 else None
             out_ = stats.tukey_outliers(x).as_dict()
             ids = ga["trial_id"].tolist()
@@ -181,6 +186,8 @@ def paired_arrays(use: pd.DataFrame, cid: str, metric: str, phase: str, a: str, 
 
 def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
                 alpha: float) -> list[dict[str, Any]]:
+    from kit.plan import config_label
+
     a, b = arms[0], arms[1]
     rows: list[dict[str, Any]] = []
     for h in spec.get("hypotheses", []):
@@ -193,6 +200,8 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                     "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
                     "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
                 }
+                if len(configs) > 1:
+                    row["config_label"] = config_label(configs[cid])
                 if len(blocks) == 0:
                     row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
                                comparison=None)

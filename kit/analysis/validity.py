@@ -208,11 +208,28 @@ def profile(c: Ctx) -> list[Threat]:
 def external(c: Ctx) -> list[Threat]:
     host = c.manifest.get("host", {})
     gpus = {g.get("name") for g in host.get("gpus", [])}
+    names = sorted({d.get("name") for d in (c.manifest.get("datasets") or {}).values()} - {None})
     ds = (c.manifest["spec"].get("dataset") or {}).get("name") or "synthetic inputs"
+    data = f"datasets {', '.join(names)}" if len(names) > 1 else f"one dataset ({names[0] if names else ds})"
+    n_cfg = len(c.manifest["plan"]["configs"])
+    model = "one model" if n_cfg == 1 else f"{n_cfg} configurations"
     where = f"one host ({host.get('cpu_model', '?')}" + (f", GPU {', '.join(sorted(gpus))}" if gpus else ", no GPU") + ")"
     return [Threat("external", "external", "info", "Generality",
-                   f"{where}, one dataset ({ds}), one model; results may not carry over to other hardware or models",
+                   f"{where}, {data}, {model}; results may not carry over to other hardware or models",
                    "repeat on other hosts and with the other studies of the kit")]
+
+
+@rule
+def synthetic_data(c: Ctx) -> list[Threat]:
+    """Synthetic stand-ins (source "synthetic") exercise the pipeline and measure nothing about the question."""
+    found = sorted(f"{d.get('name')}" for d in (c.manifest.get("datasets") or {"": c.manifest.get("dataset", {})}).values()
+                   if d.get("source") == "synthetic")
+    if not found:
+        return []
+    return [Threat("synthetic_data", "construct", "high", f"Synthetic data: {', '.join(found)}",
+                   f"the results on {', '.join(found)} come from small synthetic stand-ins in the real file formats "
+                   "(the real data was not available); they say nothing about the paper's question",
+                   "put the real files in the cache or pass --data-dir, and run the paper profile")]
 
 
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
