@@ -152,6 +152,6 @@ def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> No
 
     text = _html_text(write_report(rd.path, analysis)[0])
     assert "SYNTHETIC DATA: the numbers of imdb" in text and "imdb (SYNTHETIC)" in text
-    assert "0.0625 for n = 5" in text and "at least 6 pairs" in text
+    assert "0.0625 for the paper's n = 5" in text and "at least 6 pairs" in text and "This run has 5 runs" in text
     assert "not yet reproduced" in text and "Faster R-CNN" in text and "English to Spanish" in text
     assert "convergence" in text.lower() and "Peak of the mean curve" in text

@@ -254,10 +254,19 @@ def _equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any
         if "test_accuracy" in res and not t.get("warmup"):
             acc[t["arm"]].append(float(res["test_accuracy"]))
     gaps = [abs(v[arms[0]] - v[arms[1]]) / max(abs(v[arms[0]]), 1e-12) for v in by_block.values() if len(v) >= 2]
-    same_params = all(len(p) == 1 for p in params.values()) and len({p[0] for p in params.values() if p}) == 1
+    # per configuration: one count per arm, the same in every arm (several configurations: several models)
+    by_cfg: dict[str, dict[str, set[int]]] = {}
+    for t in trials:
+        n = t.get("results", {}).get("param_count") if t["status"] == "ok" else None
+        if n is not None:
+            by_cfg.setdefault(t["config_id"], {}).setdefault(t["arm"], set()).add(int(n))
+    same_params = bool(by_cfg) and all(
+        len(counts) == len(arms) and all(len(c) == 1 for c in counts.values())
+        and len(set().union(*counts.values())) == 1 for counts in by_cfg.values())
     max_gap = max(gaps) if gaps else None
     return {
         "param_counts": {arm: p for arm, p in params.items()},
+        "param_counts_by_config": {cid: {a: sorted(c) for a, c in counts.items()} for cid, counts in by_cfg.items()},
         "param_counts_equal": same_params,
         "loss_pairs": len(gaps),
         "max_rel_loss_gap": max_gap,

@@ -141,6 +141,22 @@ def warmups(c: Ctx) -> list[Threat]:
                    "set design.warmup_repetitions >= 1")]
 
 
+def _accuracy_gap_per_config(c: Ctx) -> list[Threat]:
+    """Several configurations (datasets, models): compare the arms' mean accuracy within each, never pooled."""
+    from kit.plan import config_label
+
+    means: dict[str, dict[str, float]] = {}
+    for d in c.analysis.get("descriptives", []):
+        if d["metric"] == "accuracy" and d["phase"] == "infer":
+            means.setdefault(d["config_id"], {})[d["arm"]] = d["mean"]
+    gaps = {config_label(c.manifest["plan"]["configs"][cid]): round(max(v.values()) - min(v.values()), 4)
+            for cid, v in means.items() if len(v) >= 2 and max(v.values()) - min(v.values()) > 0.02}
+    if not gaps:
+        return []
+    return [Threat("accuracy", "construct", "medium", "Accuracy differs between frameworks",
+                   f"gap in mean test accuracy above 0.02 in: {gaps}", "compare time at equal accuracy", numbers=gaps)]
+
+
 @rule
 def equivalence(c: Ctx) -> list[Threat]:
     eq = c.analysis.get("equivalence", {})
@@ -149,6 +165,12 @@ def equivalence(c: Ctx) -> list[Threat]:
                        f"parameter counts {eq['param_counts']}; identical initial weights and batches; training losses "
                        f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks",
                        "shared initial weights and data order, checked per block", status="mitigated")]
+    if (c.manifest["spec"]["workload"].get("params") or {}).get("defaults") == "framework":
+        return [Threat("equivalence", "internal", "medium", "Each framework's own defaults, by design",
+                       f"parameter counts {eq.get('param_counts_by_config') or eq.get('param_counts')}; loss agreement "
+                       f"{eq.get('max_rel_loss_gap')}: the frameworks start from their own initialisers and layer "
+                       "constants (workload.defaults = \"framework\", the study's question), so their training "
+                       "differs by design", "set workload.defaults = \"shared\" to compare identical models")]
     return [Threat("equivalence", "internal", "high", "Models not verified equivalent",
                    f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}",
                    "use the same architecture, initial weights and data order in both frameworks")]
@@ -156,6 +178,8 @@ def equivalence(c: Ctx) -> list[Threat]:
 
 @rule
 def accuracy_gap(c: Ctx) -> list[Threat]:
+    if len(c.manifest["plan"]["configs"]) > 1:
+        return _accuracy_gap_per_config(c)
     acc = c.analysis.get("equivalence", {}).get("accuracy_mean", {})
     vals = {k: v for k, v in acc.items() if v is not None}
     if len(vals) < 2:

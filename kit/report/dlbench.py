@@ -179,12 +179,13 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         "id": "dlbench-wilcoxon",
         "title": "DLBench: the paper's Wilcoxon signed-rank tests between the frameworks",
         "paragraphs": [
-            f"The paper ran {wd['repetitions']} runs per framework and dataset and reports Wilcoxon signed-rank tests "
-            f"\"with more than 95 % confidence\". With n pairs, the exact two-sided signed-rank test cannot give a "
-            f"p-value below 2/2^n: {wd['min_attainable_p']:.4g} for n = {wd['repetitions']}, so five pairs can never "
-            f"reject at α = {d['alpha']}; at least {wd['min_pairs_to_reject']} pairs without ties are needed. The "
-            "table below computes the paper's test anyway (paired by block, exact when there are no ties, as R's "
-            "wilcox.test does) so the reader can see it.",
+            "The paper ran 5 runs per framework and dataset and reports Wilcoxon signed-rank tests \"with more than "
+            "95 % confidence\". With n pairs, the exact two-sided signed-rank test cannot give a p-value below "
+            f"2/2^n: 0.0625 for the paper's n = 5, so its five pairs can never reject at α = 0.05; at least "
+            f"{wd['min_pairs_to_reject']} pairs without ties are needed at this run's α = {d['alpha']}. This run has "
+            f"{wd['repetitions']} runs per arm (smallest possible p {wd['min_attainable_p']:.4g}). The table below "
+            "computes the paper's test anyway (paired by block, exact when there are no ties, as R's wilcox.test "
+            "does) so the reader can see what it can and cannot show.",
             f"The kit's own decision rule, used by the hypotheses section above, is stricter: "
             f"{wd['kit_rule']} (fewer than {wd['kit_min_n']} runs per arm), because with so few samples a rank "
             "test has almost no power and any 'significant' difference is not credible. Run more repetitions "
