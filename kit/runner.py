@@ -188,6 +188,8 @@ def _more_datasets(spec: Spec, opts: RunOptions, events: RunEvents) -> dict[str,
     out: dict[str, ResolvedDataset] = {}
     for ds in spec.datasets():
         key = dataset_key(ds.name, ds.source)
+        if key not in out and ds.source == "synthetic":
+            events.message(f"{ds.name}: SYNTHETIC stand-in in the real file format (not the real data; see kit.synthetic)")
         if key not in out:
             out[key] = resolve(ds.name, ds.source, data_dir=opts.data_dir, download=opts.download,
                                progress=lambda name, done, total: events.message(

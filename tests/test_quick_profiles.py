@@ -7,6 +7,7 @@ Each profile runs once per session (a few minutes each); the tests then read wha
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -48,7 +49,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path,
 
 def _text(run_dir: Path) -> str:
     s = re.sub(r"<svg.*?</svg>", "[SVG]", (run_dir / "report" / "index.html").read_text(), flags=re.S)
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s))
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s)))
 
 
 def _complete(run_dir: Path, n: int) -> tuple[dict, list[dict], dict]:
@@ -96,7 +97,8 @@ def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
     for key, r in rows.items():
         assert r["accuracy"]["n"] == 2 and r["time_s"]["mean"] > 0, key
         assert r["trial_rss_mean_bytes"]["mean"] > 50 * 2**20, key  # memory sampled every second
-    assert rows[("mnist", "pytorch")]["accuracy"]["mean"] > 0.5  # real digits, 2 epochs
+    for arm in ("pytorch", "tensorflow"):  # real digits, 64 steps of SGD: learning, not converged (chance: 0.1)
+        assert rows[("mnist", arm)]["accuracy"]["mean"] > 0.2
     w = [x for x in d["wilcoxon"] if x["tested"]]
     assert w and all(x["min_attainable_p"] is None or x["min_attainable_p"] >= 0.5 for x in w)  # 2 pairs: p >= 0.5
     text = _text(run_dir)

@@ -5,6 +5,7 @@ paper's Wilcoxon tests with what five pairs can show, and synthetic data labelle
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ def _record(t: Any, start: float, train_s: float, results: dict[str, Any]) -> di
 
 def _html_text(path: Path) -> str:
     s = re.sub(r"<svg.*?</svg>", "[SVG]", path.read_text(), flags=re.S)
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s))
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s)))
 
 
 def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from kit.report.figures import arm_color, to_svg
 
@@ -71,7 +72,7 @@ def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[
     present = [c for c in cases if any(x["case"] == c for x in conv)]
     cols = min(3, max(len(present), 1))
     rows_n = max(1, math.ceil(len(present) / cols))
-    fig, axes = plt.subplots(rows_n, cols, figsize=(3.2 * cols, 2.5 * rows_n), squeeze=False)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.0 * rows_n), squeeze=False)
     for ax in axes.flat[len(present):]:
         ax.set_visible(False)
     for ax, case in zip(axes.flat, present, strict=False):
@@ -84,6 +85,7 @@ def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[
             ax.plot(ep, mean, "o-", ms=3, lw=1, color=arm_color(arm, j), label=arm)
             ax.fill_between(ep, mean - sd, mean + sd, color=arm_color(arm, j), alpha=0.15)
         ax.set_title(labels[case], fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch", fontsize=8)
         ax.set_ylabel("test accuracy", fontsize=8)
         ax.grid(alpha=0.3)
@@ -161,8 +163,9 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         "tables": [{"caption": "Peak of the mean curve", "columns": ["dataset", "framework", "runs", "peak epoch",
                                                                     "peak accuracy", "final accuracy"],
                     "rows": peak_rows}],
-        "figures": [{"id": "dlbench-convergence", "title": "Test accuracy per epoch (mean ± sd over runs)",
-                     "svg": convergence_plot(conv, cases, labels, arms)}] if conv else [],
+        "figures": [{"id": f"dlbench-convergence-{c}", "title": f"{labels[c]}: test accuracy per epoch (mean ± sd "
+                     "over runs)", "svg": convergence_plot(conv, [c], labels, arms)}
+                    for c in cases if any(x["case"] == c for x in conv)],
     })
 
     wd = d["wilcoxon_design"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from kit.report.figures import arm_color, to_svg
 
@@ -15,6 +16,8 @@ def _pm(d: dict[str, Any] | None, digits: int = 4) -> str:
     if not d or not d.get("n"):
         return "–"
     sd = d.get("sd")
+    if sd is not None and sd == sd and abs(sd) <= 1e-9 * max(abs(d["mean"]), 1.0):
+        sd = 0.0  # identical runs: float noise of the mean's summation is not a spread
     sd_txt = "–" if sd is None or sd != sd else f"{sd:.{digits}g}"
     return f"{d['mean']:.{digits}g} ± {sd_txt} (n={d['n']})"
 
@@ -55,14 +58,15 @@ def per_run_plot(per_run: list[dict[str, Any]], models: list[str], labels: dict[
     styles = {"knn": ":", "mlp": "-", "cnn": "--"}
     for j, arm in enumerate(arms):
         for m in models:
-            pts = sorted((r["repetition"], r[key]) for r in per_run
+            pts = sorted((r["repetition"] + 1, r[key]) for r in per_run
                          if r["model"] == m and r["arm"] == arm and r[key] is not None)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(m, "-"), marker="o", ms=3, lw=1,
                         color=arm_color(arm, j), label=f"{arm} · {labels.get(m, m)}")
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("run (repetition)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("run")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
