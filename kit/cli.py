@@ -237,7 +237,8 @@ def _print_hypotheses(analysis: dict[str, Any]) -> None:
     for col in ("id", "phase", "metric", "n", "test", "p", "p (Holm)", "effect", "decision"):
         table.add_column(col, overflow="fold")
     for h in analysis.get("hypotheses", []):
-        table.add_row(h["id"], h["phase"], h["metric"], str(h.get("n_pairs", "")), h.get("test_method") or "-",
+        metric = h["metric"] + (f" [{h['config_label']}]" if h.get("config_label") else "")
+        table.add_row(h["id"], h["phase"], metric, str(h.get("n_pairs", "")), h.get("test_method") or "-",
                       _fmt_p(h.get("p")), _fmt_p(h.get("p_adj")), h.get("effect_text") or "-", h["decision"])
     out.print(table)
 

@@ -6,6 +6,11 @@ line (``--data-dir``), in ``$KIT_DATA_DIR``, in the cache
 with the kit (``data/``). A file found anywhere must match its pinned SHA-256;
 one that does not is refused, never used. Missing files are downloaded into
 the cache (with resume) unless downloads are off.
+
+The source ``synthetic`` of a dataset is never downloaded: the kit writes a
+small stand-in in the dataset's real on-disk format (``kit.synthetic``) into
+the cache, so that the real parsing code runs on hosts without the data. Its
+digests are recorded at generation and checked on reuse; reports label it.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class DatasetInfo:
     # source -> (train examples, test examples) at full size
     full_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     bundled_subdirs: tuple[str, ...] = ()
+    # "module:function" writing a small stand-in in the real format (source "synthetic"); "" = none
+    synthetic: str = ""
 
     def file(self, name: str) -> DatasetFile:
         for f in self.files:
@@ -106,6 +113,17 @@ MNIST = DatasetInfo(
 )
 
 DATASETS: dict[str, DatasetInfo] = {MNIST.name: MNIST}
+SYNTHETIC = "synthetic"  # the source name of generated stand-ins (see kit.synthetic)
+
+
+def _register_more() -> None:
+    from kit.dataset_registry import MORE_DATASETS
+
+    for info in MORE_DATASETS:
+        DATASETS.setdefault(info.name, info)
+
+
+_register_more()
 
 
 def sha256_file(path: Path) -> str:
@@ -172,11 +190,20 @@ def resolve(
     data_dir: Path | None = None,
     download: bool = True,
     progress: Progress | None = None,
+    registry: dict[str, DatasetInfo] | None = None,
 ) -> ResolvedDataset:
-    """Find (or fetch) every file ``source`` needs in one directory, verified."""
-    if name not in DATASETS:
-        raise DatasetError(f"unknown dataset {name!r}", fix=f"use one of {', '.join(sorted(DATASETS))}")
-    info = DATASETS[name]
+    """Find (or fetch) every file ``source`` needs in one directory, verified.
+
+    ``registry`` replaces the built-in one (tests pin their own small files).
+    """
+    registry = DATASETS if registry is None else registry
+    if name not in registry:
+        raise DatasetError(f"unknown dataset {name!r}", fix=f"use one of {', '.join(sorted(registry))}")
+    info = registry[name]
+    if source == SYNTHETIC and info.synthetic:
+        from kit.synthetic import resolve_synthetic
+
+        return resolve_synthetic(info, cache_dir() / info.name / SYNTHETIC)
     if source not in info.sources:
         raise DatasetError(f"dataset {name} has no source {source!r}", fix=f"use one of {', '.join(info.sources)}")
     needed = [info.file(f) for f in info.sources[source]]

@@ -75,13 +75,14 @@ class Interrupted(KitError):
 
 def trial_request(spec: Spec, trial: Trial) -> dict[str, Any]:
     """The harness's request.json for ``trial`` (plain data, no host paths)."""
-    wl = spec.workload.with_config(trial.config).flat()
+    wl = spec.workload_for(trial.config).flat()
+    ds = spec.dataset_for(trial.config)
     return {
         "schema": 1,
         "trial_id": trial.trial_id,
         "framework": trial.framework,
         "workload": wl,
-        "dataset": dataclasses.asdict(spec.dataset) if spec.dataset is not None else None,
+        "dataset": dataclasses.asdict(ds) if ds is not None else None,
         "seed": trial.seed,
         "device": wl["device"],
         "threads": wl["threads"],
@@ -171,10 +172,36 @@ class _Context:
     dataset: ResolvedDataset
     opts: RunOptions
     events: RunEvents
+    datasets: dict[str, ResolvedDataset] = field(default_factory=dict)  # dataset_key -> resolved (cases)
     baseline: dict[str, float] = field(default_factory=dict)
     temp_reader: Any = None
     only: frozenset[str] | None = None  # a chunk's trials (cluster job); None: the whole plan
     shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
+
+
+def dataset_key(name: str, source: str) -> str:
+    return f"{name}:{source}"
+
+
+def _more_datasets(spec: Spec, opts: RunOptions, events: RunEvents) -> dict[str, ResolvedDataset]:
+    """Every dataset the configurations use (several when [cases] name their own), resolved and verified."""
+    out: dict[str, ResolvedDataset] = {}
+    for ds in spec.datasets():
+        key = dataset_key(ds.name, ds.source)
+        if key not in out and ds.source == "synthetic":
+            events.message(f"{ds.name}: SYNTHETIC stand-in in the real file format (not the real data; see kit.synthetic)")
+        if key not in out:
+            out[key] = resolve(ds.name, ds.source, data_dir=opts.data_dir, download=opts.download,
+                               progress=lambda name, done, total: events.message(
+                                   f"downloading {name}: {done}/{total or '?'} bytes"))
+    return out
+
+
+def _trial_data_dir(ctx: _Context, trial: Trial) -> Path:
+    ds = ctx.spec.dataset_for(trial.config)
+    if ds is None or not ctx.datasets:
+        return ctx.dataset.directory
+    return ctx.datasets[dataset_key(ds.name, ds.source)].directory
 
 
 def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
@@ -194,6 +221,10 @@ def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[
 
 def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset:
     """The verified dataset, or an empty directory for workloads with synthetic inputs."""
+    if spec.dataset is None and spec.datasets():  # only [cases] name datasets: the first is the primary one
+        first = spec.datasets()[0]
+        return resolve(first.name, first.source, data_dir=opts.data_dir, download=opts.download,
+                       progress=lambda name, done, total: events.message(f"downloading {name}: {done}/{total or '?'} bytes"))
     if spec.dataset is None:
         empty = Path(tempfile.gettempdir()) / "kit-no-dataset"
         empty.mkdir(exist_ok=True)
@@ -206,6 +237,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     """Check, create the run directory, and run the whole plan."""
     events = events or RunEvents()
     backend, dataset, prepared = _check_everything(spec, opts, events)
+    datasets = _more_datasets(spec, opts, events) if spec.cases else {}
     plan = make_plan(spec, seed=opts.seed)
     spec_text = Path(spec.path).read_text(encoding="utf-8") if spec.path and Path(spec.path).is_file() else ""
     manifest = {
@@ -220,6 +252,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "host": host_provenance(),
         "backend": {**backend.describe(), **prepared},
         "dataset": dataset.as_dict(),
+        **({"datasets": {k: d.as_dict() for k, d in datasets.items()}} if datasets else {}),
         "collectors": _probe_collectors(spec, opts),
         "plan": plan.as_dict(),
         "plan_digest": plan.digest(),
@@ -234,7 +267,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     if opts.executor == "slurm":
         _submit(rd, manifest["executor"], list(range(len(manifest["executor"]["chunks"]))), opts, events)
         return rd
-    ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
+    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets)
     _execute(ctx)
     return rd
 
@@ -292,7 +325,8 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
     if opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local":
         return _resubmit(rd, plan, executor, opts, events)
     backend, dataset, _prepared = _check_everything(spec, opts, events)
-    ctx = _Context(spec, plan, rd, backend, dataset, opts, events)
+    datasets = _more_datasets(spec, opts, events) if spec.cases else {}
+    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets)
     if opts.chunk is not None:
         chunks = executor.get("chunks") or []
         if not 0 <= opts.chunk < len(chunks):
@@ -459,7 +493,8 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     collectors = make_collectors(ctx.spec, ctx.opts, target)
     started = time.time()
     with sampling(collectors):
-        outcome = ctx.backend.run_trial(trial.framework, work, ctx.dataset.directory, ctx.spec.design.timeout_s, target)
+        outcome = ctx.backend.run_trial(trial.framework, work, _trial_data_dir(ctx, trial), ctx.spec.design.timeout_s,
+                                        target)
     ended = time.time()
     rows, reports = drain(collectors)
     record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name)

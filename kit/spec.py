@@ -115,8 +115,8 @@ class Workload:
     name: str
     batch_size: int
     epochs: int
-    steps_per_epoch: int
     learning_rate: float
+    steps_per_epoch: int | None = None  # None: every full batch of the training set, each epoch
     optimizer: str = "sgd"
     momentum: float = 0.0
     infer_batch_size: int = 1000
@@ -129,7 +129,7 @@ class Workload:
         if self.name not in WORKLOADS:
             raise _Invalid(f"{p}.name", f"a known workload ({', '.join(sorted(WORKLOADS))})", self.name)
         for key in ("batch_size", "epochs", "steps_per_epoch", "infer_batch_size"):
-            if getattr(self, key) < 1:
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise _Invalid(f"{p}.{key}", "an integer >= 1", getattr(self, key))
         if self.warmup_steps < 0:
             raise _Invalid(f"{p}.warmup_steps", "an integer >= 0", self.warmup_steps)
@@ -137,8 +137,10 @@ class Workload:
             raise _Invalid(f"{p}.learning_rate", "a number in (0, 10)", self.learning_rate)
         if not 0 <= self.momentum < 1:
             raise _Invalid(f"{p}.momentum", "a number in [0, 1)", self.momentum)
-        if self.optimizer != "sgd":
-            raise _Invalid(f"{p}.optimizer", "'sgd' (the only optimizer both builds implement)", self.optimizer)
+        optimizers = WORKLOADS[self.name].optimizers
+        if self.optimizer not in optimizers:
+            raise _Invalid(f"{p}.optimizer", f"one of {', '.join(map(repr, optimizers))} (the optimizers both builds "
+                           f"of {self.name} implement)", self.optimizer)
         if self.device not in DEVICES:
             raise _Invalid(f"{p}.device", f"one of {', '.join(DEVICES)}", self.device)
         if self.threads is not None and self.threads < 1:
@@ -287,6 +289,22 @@ class Hypothesis:
 
 
 @dataclass(frozen=True)
+class Case:
+    """One named configuration of a study: its own dataset and workload settings.
+
+    ``[cases.NAME]`` tables let one experiment cover several datasets (or
+    models) whose settings differ, as a paper's table does; the grid (if
+    any) is crossed with every enabled case. ``workload`` overrides keys of
+    ``[workload]`` (checked against the workload's keys at load).
+    """
+
+    title: str = ""
+    dataset: Dataset | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class Spec:
     """A validated experiment, with one profile applied (or none)."""
 
@@ -300,6 +318,7 @@ class Spec:
     container: Container = field(default_factory=Container)
     slurm: Slurm = field(default_factory=Slurm)
     grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    cases: dict[str, Case] = field(default_factory=dict)
     schema: int = SPEC_SCHEMA
     # Filled by the loader, not by the file:
     path: str = ""
@@ -311,11 +330,20 @@ class Spec:
         if self.schema != SPEC_SCHEMA:
             raise _Invalid("schema", f"{SPEC_SCHEMA} (this kit's spec format)", self.schema)
         info = WORKLOADS[self.workload.name]
-        if info.datasets and self.dataset is None:
-            raise _Invalid("dataset", f"a [dataset] table (workload {info.name} needs one of: {', '.join(info.datasets)})")
-        if self.dataset is not None and self.dataset.name not in info.datasets:
-            expected = f"one of {', '.join(info.datasets)}" if info.datasets else "no dataset (it uses synthetic inputs)"
-            raise _Invalid("dataset.name", f"{expected} for workload {info.name}", self.dataset.name)
+        if self.cases and not any(c.enabled for c in self.cases.values()):
+            raise _Invalid("cases", "at least one case with enabled = true")
+        for cid in self.cases:
+            if not cid.replace("_", "").replace("-", "").isalnum():
+                raise _Invalid(f"cases.{cid}", "a case name of letters, digits, '_' or '-'", cid)
+        if "case" in self.grid:
+            raise _Invalid("grid.case", "another key: 'case' names the [cases] tables")
+        for cfg in self.configurations():
+            ds, where = self.dataset_for(cfg), (f"cases.{cfg['case']}.dataset" if "case" in cfg else "dataset")
+            if info.datasets and ds is None:
+                raise _Invalid(where, f"a [dataset] table (workload {info.name} needs one of: {', '.join(info.datasets)})")
+            if ds is not None and ds.name not in info.datasets:
+                expected = f"one of {', '.join(info.datasets)}" if info.datasets else "no dataset (it uses synthetic inputs)"
+                raise _Invalid(f"{where}.name", f"{expected} for workload {info.name}", ds.name)
         allowed = (_WORKLOAD_FIELDS | set(info.params)) - {"name", "params"}
         for key, values in self.grid.items():
             if key not in allowed:
@@ -324,19 +352,18 @@ class Spec:
                 raise _Invalid(f"grid.{key}", "a non-empty list of values", list(values))
         for cfg in self.configurations():
             try:
-                wl = self.workload.with_config(cfg)
-                if any(k in info.params for k in cfg):
-                    wl = dataclasses.replace(wl, params=_convert_params(info, wl.params, "grid"))
+                wl = self.workload_for(cfg)
                 wl.check("workload")
             except _Invalid as exc:
                 if cfg:
                     exc.path = f"{exc.path} (grid configuration {cfg})"
                 raise
-            if self.dataset is not None:
-                n_train = self.dataset.n_train()
+            ds = self.dataset_for(cfg)
+            if ds is not None:
+                n_train = ds.n_train()
                 if wl.batch_size > n_train:
                     raise _Invalid("workload.batch_size", f"at most the {n_train} training examples of the dataset", wl.batch_size)
-                if wl.steps_per_epoch * wl.batch_size > n_train:
+                if wl.steps_per_epoch is not None and wl.steps_per_epoch * wl.batch_size > n_train:
                     raise _Invalid(
                         "workload.steps_per_epoch",
                         f"at most {n_train // wl.batch_size} (training examples {n_train} / batch size {wl.batch_size})",
@@ -349,9 +376,41 @@ class Spec:
             seen.add(h.id)
 
     def configurations(self) -> list[dict[str, Any]]:
-        """The grid's cartesian product (one empty configuration without a grid)."""
+        """Every enabled case crossed with the grid's cartesian product (one empty configuration without either)."""
         keys = sorted(self.grid)
-        return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(self.grid[k] for k in keys))]
+        combos = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(self.grid[k] for k in keys))]
+        cases = [cid for cid, c in self.cases.items() if c.enabled]
+        if not cases:
+            return combos
+        return [{"case": cid, **combo} for cid in cases for combo in combos]
+
+    def workload_for(self, config: dict[str, Any]) -> Workload:
+        """The workload of one configuration: [workload], then its case's overrides, then its grid values."""
+        cfg = dict(config)
+        cid = cfg.pop("case", None)
+        info = WORKLOADS[self.workload.name]
+        over = _case_overrides(info, self.cases[cid].workload, f"cases.{cid}.workload") if cid is not None else {}
+        merged = {**over, **cfg}
+        wl = self.workload.with_config(merged)
+        if any(k in info.params for k in merged):
+            wl = dataclasses.replace(wl, params=_convert_params(info, wl.params, "grid"))
+        return wl
+
+    def dataset_for(self, config: dict[str, Any]) -> Dataset | None:
+        """The dataset of one configuration: its case's, else [dataset]."""
+        cid = config.get("case")
+        if cid is not None and self.cases[cid].dataset is not None:
+            return self.cases[cid].dataset
+        return self.dataset
+
+    def datasets(self) -> list[Dataset]:
+        """Every distinct dataset the enabled configurations use, in order."""
+        out: list[Dataset] = []
+        for cfg in self.configurations():
+            ds = self.dataset_for(cfg)
+            if ds is not None and ds not in out:
+                out.append(ds)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the manifest (tuples become lists)."""
@@ -370,7 +429,8 @@ def _plain(obj: Any) -> Any:
 
 _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(Workload)}
 
-_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "slurm", "hypotheses", "grid", "schema"}
+_SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "slurm", "hypotheses", "grid",
+             "cases", "schema"}
 
 
 def _type_name(tp: Any) -> str:
@@ -428,6 +488,14 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         return tuple(_convert(elem, v, f"{path}[{i}]") for i, v in enumerate(value))
     if origin is dict and path.endswith(".params"):
         return dict(value)
+    if origin is dict and typing.get_args(tp)[1] is Any:  # a free table (checked by its owner)
+        if not isinstance(value, dict):
+            raise _Invalid(path, "a table", value)
+        return dict(value)
+    if origin is dict and dataclasses.is_dataclass(typing.get_args(tp)[1]):  # a table of tables
+        if not isinstance(value, dict):
+            raise _Invalid(path, "a table of tables", value)
+        return {k: _build(typing.get_args(tp)[1], v, f"{path}.{k}") for k, v in value.items()}
     if origin is dict:
         if not isinstance(value, dict):
             raise _Invalid(path, "a table", value)
@@ -440,6 +508,21 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, path)
     return value
+
+
+def _case_overrides(info: Any, raw: dict[str, Any], path: str) -> dict[str, Any]:
+    """A case's workload keys, type-checked like [workload] (common keys and the workload's own)."""
+    hints = typing.get_type_hints(Workload)
+    out = {}
+    for key, val in raw.items():
+        if key in _WORKLOAD_FIELDS - {"name", "params"}:
+            out[key] = _convert(hints[key], val, f"{path}.{key}")
+        elif key in info.params:
+            out[key] = _convert(info.params[key].type, val, f"{path}.{key}")
+        else:
+            known = sorted((_WORKLOAD_FIELDS - {"params", "name"}) | set(info.params))
+            raise _Invalid(f"{path}.{key}", f"one of the keys of workload {info.name} ({', '.join(known)}); unknown key")
+    return out
 
 
 def _convert_params(info: Any, raw: dict[str, Any], path: str) -> dict[str, Any]:

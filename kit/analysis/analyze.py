@@ -85,7 +85,10 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     configs = manifest["plan"]["configs"]
     use = usable(values)
 
-    descriptives = _descriptives(use, arms)
+    from kit.plan import config_label
+
+    labels = {cid: config_label(cfg) for cid, cfg in configs.items()} if len(configs) > 1 else None
+    descriptives = _descriptives(use, arms, labels)
     hypotheses = _hypotheses(spec, use, arms, configs, alpha)
     equivalence = _equivalence(trials, arms)
     measured = _measured(values, manifest)
@@ -146,7 +149,7 @@ def _run_summary(manifest: dict[str, Any], trials: list[dict[str, Any]]) -> dict
     }
 
 
-def _descriptives(use: pd.DataFrame, arms: list[str]) -> list[dict[str, Any]]:
+def _descriptives(use: pd.DataFrame, arms: list[str], labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     out = []
     for (cid, metric, phase), g in use.groupby(["config_id", "metric", "phase"], sort=True):
         for arm in arms:
@@ -156,6 +159,8 @@ def _descriptives(use: pd.DataFrame, arms: list[str]) -> list[dict[str, Any]]:
             x = ga["value"].to_numpy(dtype=float)
             entry: dict[str, Any] = {"config_id": cid, "metric": metric, "phase": phase, "arm": arm,
                                      "unit": METRICS[metric].unit, **stats.describe(x).as_dict()}
+            if labels:
+                entry["config_label"] = labels.get(cid, cid)
             entry["normality"] = stats.normality(x).as_dict() if len(x) >= 3 else None
             out_ = stats.tukey_outliers(x).as_dict()
             ids = ga["trial_id"].tolist()
@@ -181,6 +186,8 @@ def paired_arrays(use: pd.DataFrame, cid: str, metric: str, phase: str, a: str, 
 
 def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
                 alpha: float) -> list[dict[str, Any]]:
+    from kit.plan import config_label
+
     a, b = arms[0], arms[1]
     rows: list[dict[str, Any]] = []
     for h in spec.get("hypotheses", []):
@@ -193,6 +200,8 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                     "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
                     "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
                 }
+                if len(configs) > 1:
+                    row["config_label"] = config_label(configs[cid])
                 if len(blocks) == 0:
                     row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
                                comparison=None)
@@ -245,10 +254,19 @@ def _equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any
         if "test_accuracy" in res and not t.get("warmup"):
             acc[t["arm"]].append(float(res["test_accuracy"]))
     gaps = [abs(v[arms[0]] - v[arms[1]]) / max(abs(v[arms[0]]), 1e-12) for v in by_block.values() if len(v) >= 2]
-    same_params = all(len(p) == 1 for p in params.values()) and len({p[0] for p in params.values() if p}) == 1
+    # per configuration: one count per arm, the same in every arm (several configurations: several models)
+    by_cfg: dict[str, dict[str, set[int]]] = {}
+    for t in trials:
+        n = t.get("results", {}).get("param_count") if t["status"] == "ok" else None
+        if n is not None:
+            by_cfg.setdefault(t["config_id"], {}).setdefault(t["arm"], set()).add(int(n))
+    same_params = bool(by_cfg) and all(
+        len(counts) == len(arms) and all(len(c) == 1 for c in counts.values())
+        and len(set().union(*counts.values())) == 1 for counts in by_cfg.values())
     max_gap = max(gaps) if gaps else None
     return {
         "param_counts": {arm: p for arm, p in params.items()},
+        "param_counts_by_config": {cid: {a: sorted(c) for a, c in counts.items()} for cid, counts in by_cfg.items()},
         "param_counts_equal": same_params,
         "loss_pairs": len(gaps),
         "max_rel_loss_gap": max_gap,

@@ -17,7 +17,10 @@ import pandas as pd
 ExtraAnalysis = Callable[[dict[str, Any], list[dict[str, Any]], pd.DataFrame], dict[str, Any]]
 
 # workload name -> "module:function"
-EXTRA_ANALYSES: dict[str, str] = {}
+EXTRA_ANALYSES: dict[str, str] = {
+    "germino": "kit.analysis.germino:analyse",
+    "dlbench": "kit.analysis.dlbench:analyse",
+}
 
 
 def run_extras(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:

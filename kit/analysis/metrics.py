@@ -58,6 +58,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               metric="used_bytes", device="host", agg="max"),
     MetricDef("trial_rss_bytes", "trial resident memory (peak)", "B", "telemetry", True, source="memory",
               metric="rss_bytes", device="trial", agg="max"),
+    MetricDef("trial_rss_mean_bytes", "trial resident memory (mean)", "B", "telemetry", True, source="memory",
+              metric="rss_bytes", device="trial", agg="mean"),
     MetricDef("gpu_energy_j", "GPU energy", "J", "energy", True, domain_prefix="gpu"),
     MetricDef("cpu_energy_j", "CPU package energy (RAPL)", "J", "energy", True, domain_prefix="rapl:package"),
     MetricDef("dram_energy_j", "DRAM energy (RAPL)", "J", "energy", True, domain_prefix="rapl:dram"),

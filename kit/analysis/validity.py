@@ -141,6 +141,22 @@ def warmups(c: Ctx) -> list[Threat]:
                    "set design.warmup_repetitions >= 1")]
 
 
+def _accuracy_gap_per_config(c: Ctx) -> list[Threat]:
+    """Several configurations (datasets, models): compare the arms' mean accuracy within each, never pooled."""
+    from kit.plan import config_label
+
+    means: dict[str, dict[str, float]] = {}
+    for d in c.analysis.get("descriptives", []):
+        if d["metric"] == "accuracy" and d["phase"] == "infer":
+            means.setdefault(d["config_id"], {})[d["arm"]] = d["mean"]
+    gaps = {config_label(c.manifest["plan"]["configs"][cid]): round(max(v.values()) - min(v.values()), 4)
+            for cid, v in means.items() if len(v) >= 2 and max(v.values()) - min(v.values()) > 0.02}
+    if not gaps:
+        return []
+    return [Threat("accuracy", "construct", "medium", "Accuracy differs between frameworks",
+                   f"gap in mean test accuracy above 0.02 in: {gaps}", "compare time at equal accuracy", numbers=gaps)]
+
+
 @rule
 def equivalence(c: Ctx) -> list[Threat]:
     eq = c.analysis.get("equivalence", {})
@@ -149,6 +165,12 @@ def equivalence(c: Ctx) -> list[Threat]:
                        f"parameter counts {eq['param_counts']}; identical initial weights and batches; training losses "
                        f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks",
                        "shared initial weights and data order, checked per block", status="mitigated")]
+    if (c.manifest["spec"]["workload"].get("params") or {}).get("defaults") == "framework":
+        return [Threat("equivalence", "internal", "medium", "Each framework's own defaults, by design",
+                       f"parameter counts {eq.get('param_counts_by_config') or eq.get('param_counts')}; loss agreement "
+                       f"{eq.get('max_rel_loss_gap')}: the frameworks start from their own initialisers and layer "
+                       "constants (workload.defaults = \"framework\", the study's question), so their training "
+                       "differs by design", "set workload.defaults = \"shared\" to compare identical models")]
     return [Threat("equivalence", "internal", "high", "Models not verified equivalent",
                    f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}",
                    "use the same architecture, initial weights and data order in both frameworks")]
@@ -156,6 +178,8 @@ def equivalence(c: Ctx) -> list[Threat]:
 
 @rule
 def accuracy_gap(c: Ctx) -> list[Threat]:
+    if len(c.manifest["plan"]["configs"]) > 1:
+        return _accuracy_gap_per_config(c)
     acc = c.analysis.get("equivalence", {}).get("accuracy_mean", {})
     vals = {k: v for k, v in acc.items() if v is not None}
     if len(vals) < 2:
@@ -208,11 +232,28 @@ def profile(c: Ctx) -> list[Threat]:
 def external(c: Ctx) -> list[Threat]:
     host = c.manifest.get("host", {})
     gpus = {g.get("name") for g in host.get("gpus", [])}
+    names = sorted({d.get("name") for d in (c.manifest.get("datasets") or {}).values()} - {None})
     ds = (c.manifest["spec"].get("dataset") or {}).get("name") or "synthetic inputs"
+    data = f"datasets {', '.join(names)}" if len(names) > 1 else f"one dataset ({names[0] if names else ds})"
+    n_cfg = len(c.manifest["plan"]["configs"])
+    model = "one model" if n_cfg == 1 else f"{n_cfg} configurations"
     where = f"one host ({host.get('cpu_model', '?')}" + (f", GPU {', '.join(sorted(gpus))}" if gpus else ", no GPU") + ")"
     return [Threat("external", "external", "info", "Generality",
-                   f"{where}, one dataset ({ds}), one model; results may not carry over to other hardware or models",
+                   f"{where}, {data}, {model}; results may not carry over to other hardware or models",
                    "repeat on other hosts and with the other studies of the kit")]
+
+
+@rule
+def synthetic_data(c: Ctx) -> list[Threat]:
+    """Synthetic stand-ins (source "synthetic") exercise the pipeline and measure nothing about the question."""
+    found = sorted(f"{d.get('name')}" for d in (c.manifest.get("datasets") or {"": c.manifest.get("dataset", {})}).values()
+                   if d.get("source") == "synthetic")
+    if not found:
+        return []
+    return [Threat("synthetic_data", "construct", "high", f"Synthetic data: {', '.join(found)}",
+                   f"the results on {', '.join(found)} come from small synthetic stand-ins in the real file formats "
+                   "(the real data was not available); they say nothing about the paper's question",
+                   "put the real files in the cache or pass --data-dir, and run the paper profile")]
 
 
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.analysis.metrics import METRICS
+from kit.plan import config_label
 from kit.report import figures
 from kit.report.sections import extra_sections
 
@@ -35,6 +36,8 @@ def _bytes(n: float | None) -> str:
 def finding_text(h: dict[str, Any]) -> str:
     """One sentence per hypothesis outcome, with the numbers behind it."""
     phase = PHASE_WORD.get(h["phase"], h["phase"])
+    if h.get("config_label"):
+        phase = f"{phase}, {h['config_label']}"
     if not h.get("tested"):
         return f"{h['id']} ({h['label']}, {phase}): not tested — {h.get('reason') or 'no data'}."
     comp = h["comparison"]
@@ -81,8 +84,9 @@ def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list
         extra = " · ".join(f"{k} {env[k]}" for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads")
                            if env.get(k) is not None)
         rows.append((f"{arm} (inside the trial)", extra))
-    ds = manifest.get("dataset", {})
-    rows.append(("dataset", f"{ds.get('name')} ({ds.get('source')}) from {ds.get('directory')} [{ds.get('origin')}], SHA-256 verified"))
+    for ds in (manifest.get("datasets") or {"": manifest.get("dataset", {})}).values():
+        rows.append(("dataset", f"{ds.get('name')} ({ds.get('source')}) from {ds.get('directory')} [{ds.get('origin')}], "
+                                "SHA-256 verified"))
     rows.append(("kit", f"{kit.get('version')} · commit {kit.get('commit') or 'not a git checkout'}"
                         + (" (with local changes)" if kit.get("dirty") else "")))
     rows.append(("plan", f"{manifest['plan']['blocking']} blocks, seed {manifest['plan']['seed']}, digest {manifest.get('plan_digest')}"))
@@ -107,6 +111,8 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
     values = [v for v in analysis["values"] if v["value"] is not None]
     measured_values = [v for v in values if not v["warmup"] and v["status"] == "ok"]
     figs = []
+    cfgs = manifest["plan"]["configs"]
+    cfg_labels = ({cid: config_label(cfg) for cid, cfg in cfgs.items()} if len(cfgs) > 1 else None)
     hyp_metrics = []
     for h in spec.get("hypotheses", []):
         if h["metric"] not in hyp_metrics:
@@ -116,12 +122,12 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
             if any(v["metric"] == metric and v["phase"] == phase for v in measured_values):
                 title = f"{METRICS[metric].label}, {PHASE_WORD[phase]} phase"
                 figs.append({"id": f"box-{metric}-{phase}", "title": title, "kind": "box",
-                             "svg": figures.boxplot(measured_values, metric, phase, arms, title)})
+                             "svg": figures.boxplot(measured_values, metric, phase, arms, title, cfg_labels)})
     for phase in ("train", "infer"):
         if any(v["metric"] == "time_s" and v["phase"] == phase for v in values):
             title = f"execution time against schedule position, {PHASE_WORD[phase]} phase"
             figs.append({"id": f"schedule-time-{phase}", "title": title, "kind": "schedule",
-                         "svg": figures.schedule_plot(values, "time_s", phase, arms, title)})
+                         "svg": figures.schedule_plot(values, "time_s", phase, arms, title, cfg_labels)})
     spec_path = manifest.get("spec_source", {}).get("path") or "experiments/<file>.toml"
     profile = manifest.get("profile", "paper")
     reproduce = [f"kit run {spec_path}" + ("" if profile == "paper" else f" --profile {profile}")

@@ -36,42 +36,73 @@ def to_svg(fig: Any) -> str:
     return re.sub(r'<svg([^>]*?) width="[^"]+" height="[^"]+"', r'<svg\1', svg, count=1)
 
 
-def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str) -> str:
-    """Box plot per arm (whiskers 1.5 IQR, outliers drawn, every point jittered on top)."""
+def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str,
+            configs: dict[str, str] | None = None) -> str:
+    """Box plot per arm (whiskers 1.5 IQR, outliers drawn, every point jittered on top).
+
+    With ``configs`` (config id -> label; several configurations) the boxes
+    are grouped per configuration, so values of different configurations
+    are never pooled into one box.
+    """
     import numpy as np
 
     m = METRICS[metric]
-    data = [[v["value"] for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a]
-            for a in arms]
-    fig, ax = plt.subplots(figsize=(4.2, 3.2))
-    bp = ax.boxplot(data, patch_artist=True, widths=0.5, showfliers=True)
-    ax.set_xticks(range(1, len(arms) + 1), arms)
+    groups = list(configs) if configs else [None]
     rng = np.random.default_rng(0)
-    for i, (patch, d) in enumerate(zip(bp["boxes"], data, strict=True)):
-        patch.set_facecolor(arm_color(arms[i], i))
-        patch.set_alpha(0.35)
-        ax.scatter(i + 1 + rng.uniform(-0.12, 0.12, len(d)), d, s=8, color=arm_color(arms[i], i), alpha=0.8, zorder=3)
+    fig, ax = plt.subplots(figsize=(4.2 if configs is None else max(4.2, 1.6 * len(groups)), 3.2))
+    width = 0.8 / len(arms) if configs else 0.5
+    for i, a in enumerate(arms):
+        data, pos = [], []
+        for k, cid in enumerate(groups):
+            d = [v["value"] for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a
+                 and (cid is None or v["config_id"] == cid)]
+            if d or cid is None:
+                data.append(d)
+                pos.append(i + 1 if cid is None else k + 1 + (i - (len(arms) - 1) / 2) * width)
+        if not data:
+            continue
+        bp = ax.boxplot(data, positions=pos, patch_artist=True, widths=width * 0.9, showfliers=True)
+        for patch, p, d in zip(bp["boxes"], pos, data, strict=True):
+            patch.set_facecolor(arm_color(a, i))
+            patch.set_alpha(0.35)
+            ax.scatter(p + rng.uniform(-0.1, 0.1, len(d)) * width, d, s=8, color=arm_color(a, i), alpha=0.8, zorder=3)
+        if configs:
+            ax.plot([], [], "s", color=arm_color(a, i), alpha=0.6, label=a)
+    if configs:
+        ax.set_xticks(range(1, len(groups) + 1), [configs[c] for c in groups], fontsize=7)
+        ax.legend(fontsize=7)
+    else:
+        ax.set_xticks(range(1, len(arms) + 1), arms)
     ax.set_ylabel(f"{m.label} ({m.unit})")
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     return to_svg(fig)
 
 
-def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str) -> str:
-    """Metric against position in the schedule, warm-ups marked: drift shows here."""
+def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str,
+                  configs: dict[str, str] | None = None) -> str:
+    """Metric against position in the schedule, warm-ups marked: drift shows here.
+
+    With ``configs`` each configuration gets its own line (and marker) per arm, on a log scale.
+    """
     m = METRICS[metric]
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    markers = "os^vDP*X"
     for i, a in enumerate(arms):
         pts = [v for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a
                and v["value"] is not None and v["status"] == "ok"]
         meas = [p for p in pts if not p["warmup"]]
         warm = [p for p in pts if p["warmup"]]
-        ax.plot([p["position"] for p in meas], [p["value"] for p in meas], "o-", ms=3, lw=0.8,
-                color=arm_color(a, i), label=a)
+        for k, cid in enumerate(configs or [None]):
+            sel = [p for p in meas if cid is None or p["config_id"] == cid]
+            ax.plot([p["position"] for p in sel], [p["value"] for p in sel], f"{markers[k % len(markers)]}-", ms=3,
+                    lw=0.8, color=arm_color(a, i), label=a if cid is None else f"{a} · {configs[cid]}")  # type: ignore[index]
         if warm:
             ax.plot([p["position"] for p in warm], [p["value"] for p in warm], "x", color=arm_color(a, i),
                     label=f"{a} (warm-up, excluded)")
     ax.set_xlabel("position in the schedule")
+    if configs:
+        ax.set_yscale("log")
     ax.set_ylabel(f"{m.label} ({m.unit})")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)

@@ -16,7 +16,10 @@ Section = dict[str, Any]
 SectionMaker = Callable[[dict[str, Any], dict[str, Any]], list[Section]]
 
 # workload name -> "module:function"
-EXTRA_SECTIONS: dict[str, str] = {}
+EXTRA_SECTIONS: dict[str, str] = {
+    "germino": "kit.report.germino:sections",
+    "dlbench": "kit.report.dlbench:sections",
+}
 
 
 def extra_sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[Section]:

@@ -38,6 +38,7 @@ class WorkloadInfo:
     datasets: tuple[str, ...] = ()  # empty: needs no dataset (synthetic inputs)
     params: dict[str, Param] = field(default_factory=dict)
     description: str = ""
+    optimizers: tuple[str, ...] = ("sgd",)  # the values of workload.optimizer both builds implement
 
 
 WORKLOADS: dict[str, WorkloadInfo] = {
@@ -60,6 +61,37 @@ WORKLOADS: dict[str, WorkloadInfo] = {
                                         choices=("", "pytorch", "tensorflow")),
         },
         description="phases of known duration (no framework): tests the instrument, comparisons and verification",
+    ),
+    "germino": WorkloadInfo(
+        name="germino",
+        modules={"pytorch": "kit.workloads.train_torch", "tensorflow": "kit.workloads.train_keras"},
+        datasets=("mnist",),
+        params={
+            "model": Param(str, "mlp", "knn (scikit-learn baseline), mlp (simple network) or cnn",
+                           choices=("knn", "mlp", "cnn")),
+            "defaults": Param(str, "shared", "shared: same initial weights and layer constants in both frameworks; "
+                              "framework: each framework's own", choices=("shared", "framework")),
+            "knn_k": Param(int, 5, "neighbours of the k-NN baseline", minimum=1),
+            "eval_each_epoch": Param(bool, False, "test accuracy after every epoch (excluded from the training time)"),
+        },
+        description="Germino et al.: k-NN baseline, simple network and CNN on MNIST; time, energy, accuracy",
+        optimizers=("sgd", "adam"),
+    ),
+    "dlbench": WorkloadInfo(
+        name="dlbench",
+        modules={"pytorch": "kit.workloads.train_torch", "tensorflow": "kit.workloads.train_keras"},
+        datasets=("mnist", "cifar10", "cifar100", "svhn", "imdb", "ptb"),
+        params={
+            "defaults": Param(str, "framework", "framework: each framework's own initialisers and layer constants "
+                              "(DLBench's question); shared: identical in both", choices=("shared", "framework")),
+            "eval_each_epoch": Param(bool, True, "test accuracy after every epoch, for the convergence curves"),
+            "imdb_vocab": Param(int, 5000, "IMDB vocabulary (most frequent words; 0 = padding, 1 = unknown)", minimum=3),
+            "imdb_seq_len": Param(int, 500, "IMDB reviews truncated/padded to this many words", minimum=1),
+            "ptb_seq_len": Param(int, 30, "PTB window length (time steps)", minimum=1),
+            "ptb_stride": Param(int, 5, "PTB distance between training windows (the authors' skip_step)", minimum=1),
+        },
+        description="Elshawi et al. (DLBench): the CNNs of MNIST, CIFAR-10/100, SVHN and the LSTMs of IMDB, PTB",
+        optimizers=("sgd", "adam", "adadelta"),
     ),
 }
 

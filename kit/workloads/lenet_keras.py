@@ -51,7 +51,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     markers.sync = device_sync
 
     x_tr, y_tr, x_te, y_te = load_mnist(data_dir, ds["source"], ds.get("train_size"), ds.get("test_size"))
-    bs, steps, epochs = int(wl["batch_size"]), int(wl["steps_per_epoch"]), int(wl["epochs"])
+    bs, epochs = int(wl["batch_size"]), int(wl["epochs"])
+    steps = int(wl["steps_per_epoch"] or len(x_tr) // bs)  # None: every full batch
     ibs = int(wl["infer_batch_size"])
     order = data_order(len(x_tr), seed)[: steps * bs]
     with tf.device(device):

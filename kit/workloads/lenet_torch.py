@@ -64,7 +64,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     markers.sync = lambda: device_sync(device)
 
     x_tr, y_tr, x_te, y_te = load_mnist(data_dir, ds["source"], ds.get("train_size"), ds.get("test_size"))
-    bs, steps = int(wl["batch_size"]), int(wl["steps_per_epoch"])
+    bs = int(wl["batch_size"])
+    steps = int(wl["steps_per_epoch"] or len(x_tr) // bs)  # None: every full batch
     order = data_order(len(x_tr), seed)[: steps * bs]
     xt = torch.from_numpy(x_tr[order][:, None]).to(device)
     yt = torch.from_numpy(y_tr[order]).to(device)

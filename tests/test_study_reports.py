@@ -1,0 +1,158 @@
+"""Germino's and DLBench's analyses and report sections on recorded run directories
+(no framework runs here): energy per training run from RAPL counters read through
+the real collector over a fake powercap tree, Tables I–VI, convergence, the
+paper's Wilcoxon tests with what five pairs can show, and synthetic data labelled."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kit.analysis.analyze import analyze_run
+from kit.analysis.dlbench import min_exact_p, min_pairs_for
+from kit.collectors.base import Row
+from kit.collectors.rapl import RaplCollector
+from kit.plan import make_plan
+from kit.report import write_report
+from kit.spec import load_spec
+from kit.store import RunDir
+from tests._sysfs import rapl_zone, set_energy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _manifest(spec: Any, collectors: list[dict[str, Any]], datasets: dict[str, Any] | None = None) -> dict[str, Any]:
+    plan = make_plan(spec)
+    man = {"experiment": spec.experiment.id, "title": spec.experiment.title, "profile": spec.profile,
+           "profile_description": spec.profile_description, "spec": spec.to_dict(),
+           "spec_source": {"path": spec.path, "text": ""}, "host": {"cpu_model": "test CPU", "gpus": []},
+           "backend": {"backend": "local"}, "dataset": {"name": "mnist", "source": "t10k_split", "origin": "bundled"},
+           "collectors": collectors, "plan": plan.as_dict(), "plan_digest": plan.digest(), "kit": {},
+           "started": 1.0e9, "ended": 1.0e9 + 3600, "status": "complete"}
+    if datasets:
+        man["datasets"] = datasets
+    return man
+
+
+def _record(t: Any, start: float, train_s: float, results: dict[str, Any]) -> dict[str, Any]:
+    markers = [{"event": "phase_start", "phase": "train", "t": start},
+               {"event": "phase_end", "phase": "train", "t": start + train_s, "duration_s": train_s},
+               {"event": "phase_start", "phase": "infer", "t": start + train_s + 1},
+               {"event": "phase_end", "phase": "infer", "t": start + train_s + 2, "duration_s": 1.0}]
+    return {**t.as_dict(), "status": "ok", "exit_code": 0, "started": start - 1, "ended": start + train_s + 3,
+            "wall_s": train_s + 4, "phases": {}, "markers": markers,
+            "results": {"train_time_s": train_s, "infer_time_s": 1.0, **results},
+            "env": {"framework": t.framework, "device": "cpu"}, "error": None, "collectors": [], "cooldown": {}}
+
+
+def _html_text(path: Path) -> str:
+    s = re.sub(r"<svg.*?</svg>", "[SVG]", path.read_text(), flags=re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s)))
+
+
+def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> None:
+    """RAPL counter rows from the real collector over a fake powercap tree -> joules per run -> Table VI."""
+    spec = load_spec(ROOT / "experiments" / "germino_mnist_energy.toml", "quick")
+    zone = rapl_zone(tmp_path / "sys", "intel-rapl:0", "package-0", 1_000_000)
+    rapl = RaplCollector(sysfs_root=tmp_path / "sys")
+    assert rapl.available().ok
+    man = _manifest(spec, [{"name": "rapl", "ok": True, "detail": "fake powercap tree", "fix": None},
+                           {"name": "nvml", "ok": False, "detail": "NVML: no library", "fix": "install the driver"}])
+    rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
+    models = {cid: cfg["case"] for cid, cfg in man["plan"]["configs"].items()}
+    time_of = {("knn", "pytorch"): 0.5, ("knn", "tensorflow"): 0.5, ("mlp", "pytorch"): 8.0,
+               ("mlp", "tensorflow"): 4.0, ("cnn", "pytorch"): 20.0, ("cnn", "tensorflow"): 10.0}
+    watts = 30.0
+    rapl._open()
+    try:
+        energy_uj = 1_000_000
+        for t in make_plan(spec).trials:
+            start = 1.0e9 + 100 * t.position
+            train_s = time_of[(models[t.config_id], t.framework)] * (1 + 0.01 * t.repetition)
+            rows: list[Row] = []
+            # counter readings 1 s before, inside and 1 s after the training phase; constant power
+            for at in (start - 1, start + train_s / 2, start + train_s + 1):
+                set_energy(zone, energy_uj + int(watts * (at - (start - 1)) * 1e6))
+                rows += [r._replace(t=at) for r in rapl.read()]
+            energy_uj += int(watts * (train_s + 2) * 1e6)
+            acc = {"knn": 0.9688, "mlp": 0.975, "cnn": 0.985}[models[t.config_id]]
+            rd.write_trial(_record(t, start, train_s, {"test_accuracy": acc, "train_loss": 0.1,
+                                                       "param_count": 1}), rows)
+    finally:
+        rapl._close()
+    analysis = analyze_run(rd.path)
+    g = analysis["extras"]["germino"]
+    energy = {(r["model"], r["arm"]): r["cpu_energy_j"] for r in g["energy_train"]}
+    # joules of a training run = 30 W x its training time
+    assert energy[("cnn", "pytorch")]["mean"] == pytest.approx(30 * 20.0 * 1.01, rel=1e-3)
+    assert energy[("mlp", "tensorflow")]["mean"] == pytest.approx(30 * 4.0 * 1.01, rel=1e-3)
+    assert energy[("cnn", "pytorch")]["n"] == 3 and g["energy_measured"] == {"cpu_energy_j": True,
+                                                                               "gpu_energy_j": False}
+    times = {(r["model"], r["arm"]): r for r in g["time_train"]}
+    assert times[("cnn", "tensorflow")]["median"] == pytest.approx(10.1)
+    assert times[("cnn", "tensorflow")]["q1"] == pytest.approx(10.05)  # R type 7 quantile of 10.0, 10.1, 10.2
+    ratio = next(r for r in g["ratios"] if r["model"] == "cnn")
+    assert ratio["mean_ratio"] == pytest.approx(0.5) and ratio["arm_a"] == "tensorflow"
+    assert next(r for r in g["ratios"] if r["model"] == "knn")["aa_control"]
+    assert g["knn_accuracy_identical"] is True
+
+    html = write_report(rd.path, analysis)[0]
+    text = _html_text(html)
+    assert "Table VI" in text and "energy per model" in text
+    assert "606 ± " in text  # 30 W x 20.2 s, the CNN's mean CPU energy in PyTorch
+    assert "GPU (NVML) energy could not be measured on this host: NVML: no library" in text
+    assert "A/A control" in text and "Tables II and IV" in text
+
+
+def test_germino_says_why_cpu_energy_is_missing(tmp_path: Path) -> None:
+    spec = load_spec(ROOT / "experiments" / "germino_mnist_energy.toml", "quick")
+    man = _manifest(spec, [{"name": "rapl", "ok": False, "detail": "no RAPL zone under /sys/class/powercap",
+                            "fix": "load the driver"}])
+    rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
+    for t in make_plan(spec).trials:
+        rd.write_trial(_record(t, 1.0e9 + 10 * t.position, 2.0, {"test_accuracy": 0.9}), [])
+    text = _html_text(write_report(rd.path, analyze_run(rd.path))[0])
+    assert "CPU (RAPL) energy could not be measured on this host: no RAPL zone under /sys/class/powercap" in text
+
+
+def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> None:
+    spec = load_spec(ROOT / "experiments" / "elshawi_dlbench.toml")  # 5 runs, as the paper
+    datasets = {f"{d.name}:{d.source}": {"name": d.name, "source": d.source, "origin": "--data-dir",
+                                         "directory": "/data", "sha256": {}} for d in spec.datasets()}
+    datasets["imdb:aclImdb"] = {"name": "imdb", "source": "synthetic", "origin": "synthetic stand-in",
+                                "directory": "/cache", "sha256": {}}
+    man = _manifest(spec, [], datasets)
+    man["spec"]["cases"]["imdb"]["dataset"]["source"] = "synthetic"
+    rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
+    for t in make_plan(spec).trials:
+        fast = t.framework == "pytorch"
+        epochs = spec.workload_for(t.config).epochs
+        curve = [min(0.99, 0.5 + 0.1 * e + (0.05 if fast else 0.0) + 0.001 * t.repetition) for e in range(epochs)]
+        rd.write_trial(_record(t, 1.0e9 + 10 * t.position, 10.0 + 0.3 * t.repetition if fast else 20.0 + 0.7 * t.repetition,
+                               {"test_accuracy": curve[-1], "epoch_test_accuracy": curve,
+                                "epoch_train_s": [1.0] * epochs}), [])
+    analysis = analyze_run(rd.path)
+    d = analysis["extras"]["dlbench"]
+    conv = {(c["case"], c["arm"]): c for c in d["convergence"]}
+    assert len(conv[("mnist", "pytorch")]["mean"]) == 15 and len(conv[("cifar100", "tensorflow")]["mean"]) == 200
+    assert conv[("mnist", "pytorch")]["mean"][0] == pytest.approx(0.552)  # 0.5 + 0.05 + mean(0..4) x 0.001
+    assert conv[("mnist", "tensorflow")]["peak_epoch"] == 6  # 0.5 + 0.1 x 5 is capped at 0.99 from epoch 6 on
+    w = next(x for x in d["wilcoxon"] if x["case"] == "svhn" and x["metric"] == "time_s")
+    # every pytorch run is faster: the most extreme data five pairs can have, and still p = 0.0625
+    assert w["n_pairs"] == 5 and w["exact"] and w["p"] == pytest.approx(0.0625)
+    assert w["min_attainable_p"] == pytest.approx(0.0625) and not w["can_reject"] and not w["significant"]
+    assert min_exact_p(5) == 0.0625 and min_pairs_for(0.05) == 6 and min_exact_p(6) < 0.05
+    assert d["synthetic_cases"] == ["imdb"]
+    hyp = [h for h in analysis["hypotheses"] if h["metric"] == "time_s"]
+    assert hyp and all(not h["tested"] and "fewer than 10" in h["reason"] for h in hyp)
+    assert any(t["rule"] == "synthetic_data" and "imdb" in t["title"] for t in analysis["validity"])
+
+    text = _html_text(write_report(rd.path, analysis)[0])
+    assert "SYNTHETIC DATA: the numbers of imdb" in text and "imdb (SYNTHETIC)" in text
+    assert "0.0625 for the paper's n = 5" in text and "at least 6 pairs" in text and "This run has 5 runs" in text
+    assert "not yet reproduced" in text and "Faster R-CNN" in text and "English to Spanish" in text
+    assert "convergence" in text.lower() and "Peak of the mean curve" in text
