@@ -143,9 +143,9 @@ def search_dirs(info: DatasetInfo, data_dir: Path | None = None) -> list[tuple[s
     dirs: list[tuple[str, Path]] = []
     for label, base in (("--data-dir", data_dir), (f"${ENV_DATA_DIR}", os.environ.get(ENV_DATA_DIR))):
         if base:
-            base = Path(base)
+            base = Path(base).expanduser().resolve()  # trials run in their own work directory
             dirs.append((label, base / info.name if (base / info.name).is_dir() else base))
-    dirs.append(("cache", cache_dir() / info.name))
+    dirs.append(("cache", cache_dir().expanduser().resolve() / info.name))
     for root in BUNDLED_DIRS:
         dirs += [("bundled", root / sub) for sub in info.bundled_subdirs]
     return dirs

@@ -84,11 +84,17 @@ def test_cgroup_v2_and_v1(tmp_path: Path, files: dict[str, str], want: tuple[int
     assert ("trial", "rss_bytes") not in got  # the cgroup wins over the pid
 
 
-def test_missing_cgroup_is_reported_once(tmp_path: Path) -> None:
-    c = MemoryCollector(target=TrialTarget(cgroup=tmp_path / "gone"))
+def test_unreadable_cgroup_is_reported_once(tmp_path: Path) -> None:
+    c = MemoryCollector(target=TrialTarget(cgroup=tmp_path))  # exists, but holds no memory files
     for _ in range(3):
         assert ("trial", "cgroup_bytes") not in metrics(c.read())
-    assert len(c.errors) == 1 and "gone" in c.errors[0]
+    assert len(c.errors) == 1 and str(tmp_path) in c.errors[0]
+
+
+def test_vanished_cgroup_is_the_end_of_the_trial_not_an_error(tmp_path: Path) -> None:
+    c = MemoryCollector(target=TrialTarget(cgroup=tmp_path / "gone"))  # removed with its container
+    assert ("trial", "cgroup_bytes") not in metrics(c.read())
+    assert c.errors == []
 
 
 def test_background_sampling() -> None:

@@ -28,6 +28,12 @@ def test_data_dir_option_wins(mnist_dir: Path) -> None:
     assert r.directory == mnist_dir and r.origin == "--data-dir"
 
 
+def test_relative_data_dir_is_made_absolute(mnist_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(mnist_dir.parent)  # trials run in their own work directory: a relative path would break there
+    r = resolve("mnist", "t10k_split", data_dir=Path(mnist_dir.name), download=False)
+    assert r.directory.is_absolute() and r.directory == mnist_dir.resolve()
+
+
 def test_tampered_file_is_refused(mnist_dir: Path) -> None:
     f = mnist_dir / "t10k-labels-idx1-ubyte.gz"
     data = bytearray(f.read_bytes())

@@ -133,7 +133,8 @@ class MemoryCollector(Collector):
         if cgroup is not None:
             usage, peak = cgroup_bytes(Path(cgroup))
             if usage is None:
-                if not self._cgroup_warned:  # the cgroup goes away with its container: say it once
+                # a cgroup that no longer exists went away with its container (the trial ended): not an error
+                if Path(cgroup).exists() and not self._cgroup_warned:  # the cgroup goes away with its container: say it once
                     self._cgroup_warned = True
                     self.note_error(f"{cgroup}: no readable {' or '.join(CGROUP_USAGE)}")
             else:
