@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.13-cpu" \
       io.kit.cudnn="" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.13-cpu.txt" \
-      io.kit.lock.sha256="f3c3acdbff6d89353b12a3d906c21dd04f71c06e1c984798b75b24d08c682782" \
+      io.kit.lock.sha256="80c78c888a81a0966ddd2c00b29294014e3c6040edf5559cd27d0c09f1374fac" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

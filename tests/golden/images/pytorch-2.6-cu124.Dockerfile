@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.6-cu124" \
       io.kit.cudnn="9.1.0" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.6-cu124.txt" \
-      io.kit.lock.sha256="29620e38b4ef26360efca37c103fa307a4af24d310079108e70c881b0e73b862" \
+      io.kit.lock.sha256="00a9e579f08b988f01510773f990e9f0cee633567f2d6db492188c44b0569530" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

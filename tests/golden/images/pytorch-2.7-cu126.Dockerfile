@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.7-cu126" \
       io.kit.cudnn="9.5.1" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.7-cu126.txt" \
-      io.kit.lock.sha256="c9a7e3c2abd91cb856363eb1eedc0f964a8f4408c8fd41f1d0ce4a44413ae9b8" \
+      io.kit.lock.sha256="ffba42f541e08345fef94f57be0d4c3185f1736cc712cdfa170cec7a5f38dce6" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit tensorflow-2.17-cu123" \
       io.kit.cudnn="8.9" \
       io.kit.python="3.11" \
       io.kit.lock="locks/tensorflow-2.17-cu123.txt" \
-      io.kit.lock.sha256="62f0d9baa0471920cff1ca1ef8d341681e0d036d6caa4247145cebdee899f13c" \
+      io.kit.lock.sha256="83872b77a34e31d65ce5140a60069975e939e5d637308958a4db4eee4570b5ca" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

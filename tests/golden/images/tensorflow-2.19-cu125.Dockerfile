@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit tensorflow-2.19-cu125" \
       io.kit.cudnn="9.3" \
       io.kit.python="3.11" \
       io.kit.lock="locks/tensorflow-2.19-cu125.txt" \
-      io.kit.lock.sha256="495a6181faa0b429acfc949599faa244003ad8c741774d9d408fadac85c09920" \
+      io.kit.lock.sha256="0285f472a3f62eb239fa0ab0b77d7081f6d0e21778b4be8ced0d883f9391b9f4" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

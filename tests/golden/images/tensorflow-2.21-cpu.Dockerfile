@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit tensorflow-2.21-cpu" \
       io.kit.cudnn="" \
       io.kit.python="3.11" \
       io.kit.lock="locks/tensorflow-2.21-cpu.txt" \
-      io.kit.lock.sha256="2a45dd91d93b7504cd26a51105be97198a9e06409dbfbb8f89dfc1d81988063f" \
+      io.kit.lock.sha256="4ab5e848389aacb3dae16c2c3242a0c46de5b0c7b60b42b96c979593ca842fe4" \
       io.kit.base.pinned="true"
 
 USER 1000:1000
