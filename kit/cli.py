@@ -90,6 +90,7 @@ def run(
     chunk: Annotated[int | None, typer.Option(hidden=True, help="Inside a cluster job: run this chunk.")] = None,
     label: Annotated[str | None, typer.Option(help="Version label of this run, for `kit history`.")] = None,
     image: Annotated[list[str] | None, typer.Option("--image", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124 (repeatable).")] = None,
+    images: Annotated[str | None, typer.Option("--images", help="Container backends: run one arm per matrix row, interleaved in one plan, e.g. pytorch-2.6-cu124,pytorch-2.7-cu126 (version-to-version comparison).")] = None,
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
@@ -102,10 +103,21 @@ def run(
              "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None}
     opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
                       max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk, label=label)
+    if image and images:
+        raise KitError("give either --image FRAMEWORK=ROW or --images ROW,ROW, not both", where="kit run",
+                       fix="--image picks the row of each framework; --images makes one arm per row")
     if image:
         opts.backend_options["images"] = _image_overrides(image)
+    if images:
+        if spec is None:
+            raise KitError("--images applies to a new run, not --resume", where="--images",
+                           fix="a resumed run keeps the arms and images of its manifest")
+        from kit.backends.container import image_arms
+
+        opts.arms, opts.backend_options["images"] = image_arms(images.split(","), load_spec(spec, profile).experiment.frameworks)
     if build_images and chosen == "docker" and spec is not None:
-        _build_run_images(load_spec(spec, profile), opts.backend_options.get("images"))
+        loaded = load_spec(spec, profile)
+        _build_run_images(loaded, opts.arms or loaded.experiment.frameworks, opts.backend_options.get("images"))
     with RichEvents(console) as events:
         if resume is not None:
             if spec is not None:
@@ -202,10 +214,10 @@ def _image_overrides(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _build_run_images(spec: Any, overrides: dict[str, str] | None) -> None:
+def _build_run_images(spec: Any, arms: tuple[str, ...], overrides: dict[str, str] | None) -> None:
     from kit.images.commands import ensure_images
 
-    ensure_images(spec.experiment.frameworks, overrides, spec.container,
+    ensure_images(arms, overrides, spec.container,
                   on_line=lambda s: console.out(f"  | {s}", highlight=False),
                   on_start=lambda r: console.print(f"[bold]building image {r.name}[/] (needed by this run)"))
 
@@ -427,6 +439,11 @@ def bench_overhead(
         out.print(f"written: {json_out}")
 
 
+def _is_usage_error(err: BaseException) -> bool:
+    """A ClickException from click or from typer's vendored copy (no click dependency to import)."""
+    return any(c.__name__ == "ClickException" for c in type(err).__mro__) and hasattr(err, "show")
+
+
 def main() -> None:
     """Entry point: run the app, translate KitError into one line and an exit code."""
     try:
@@ -445,12 +462,10 @@ def main() -> None:
         sys.exit(e.exit_code)
     except SystemExit:
         raise
-    except Exception as err:  # click usage errors and genuine bugs
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
+    except Exception as err:  # usage errors (click's, or the copy typer vendors since 0.20) and genuine bugs
+        if _is_usage_error(err):
+            err.show()  # type: ignore[attr-defined]
+            sys.exit(int(err.exit_code))  # type: ignore[attr-defined]
         console.print(f"[bold red]internal error:[/] {type(err).__name__}: {err}. Re-run with --debug for the traceback and report it.")
         if _STATE["debug"]:
             console.print_exception()

@@ -63,6 +63,7 @@ class RunOptions:
     slurm: dict[str, Any] = field(default_factory=dict)  # command-line overrides of the spec's [slurm]
     chunk: int | None = None  # inside a cluster job: run only this chunk of blocks
     label: str | None = None  # a version label for `kit history` (e.g. "torch 2.6")
+    arms: tuple[str, ...] | None = None  # None: the spec's; `--images` gives one arm per image row
 
 
 class Interrupted(KitError):
@@ -204,8 +205,10 @@ def _trial_data_dir(ctx: _Context, trial: Trial) -> Path:
     return ctx.datasets[dataset_key(ds.name, ds.source)].directory
 
 
-def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
+def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents,
+                      arms: tuple[str, ...]) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
     """Every check that can fail before anything is written."""
+    _check_arms(spec, opts, arms)
     dataset = _dataset(spec, opts, events)
     options = dict(opts.backend_options)
     if opts.backend != "local":
@@ -215,8 +218,22 @@ def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents) -> tuple[
     if not probe.ok:
         raise KitError(f"backend {opts.backend} is not usable here: {probe.detail}", where="--backend",
                        fix=probe.fix or "see `kit doctor`")
-    prepared = backend.prepare(spec.experiment.frameworks, dataset.directory)
+    prepared = backend.prepare(arms, dataset.directory)
     return backend, dataset, prepared
+
+
+def _check_arms(spec: Spec, opts: RunOptions, arms: tuple[str, ...]) -> None:
+    """Arms given on the command line must be the spec's frameworks, and image versions need containers."""
+    if opts.arms is None:
+        return
+    for arm in arms:
+        fw = arm.split("@", 1)[0]
+        if fw not in spec.experiment.frameworks:
+            raise PlanError(f"arm {arm} runs {fw}, which experiment {spec.experiment.id} does not",
+                            where="--images", fix=f"give images of {' or '.join(spec.experiment.frameworks)}")
+    if opts.backend == "local" and any("@" in arm for arm in arms):
+        raise KitError("image versions as arms need a container backend; the local backend has one interpreter",
+                       where="--images", fix="add --backend docker (or apptainer)")
 
 
 def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset:
@@ -236,9 +253,9 @@ def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset
 def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
     """Check, create the run directory, and run the whole plan."""
     events = events or RunEvents()
-    backend, dataset, prepared = _check_everything(spec, opts, events)
+    plan = make_plan(spec, seed=opts.seed, arms=opts.arms)
+    backend, dataset, prepared = _check_everything(spec, opts, events, plan.arms)
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
-    plan = make_plan(spec, seed=opts.seed)
     spec_text = Path(spec.path).read_text(encoding="utf-8") if spec.path and Path(spec.path).is_file() else ""
     manifest = {
         "kit": kit_provenance(),
@@ -324,7 +341,7 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
     executor = man.get("executor", {"name": "local"})
     if opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local":
         return _resubmit(rd, plan, executor, opts, events)
-    backend, dataset, _prepared = _check_everything(spec, opts, events)
+    backend, dataset, _prepared = _check_everything(spec, opts, events, plan.arms)
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
     ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets)
     if opts.chunk is not None:
@@ -493,7 +510,7 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     collectors = make_collectors(ctx.spec, ctx.opts, target)
     started = time.time()
     with sampling(collectors):
-        outcome = ctx.backend.run_trial(trial.framework, work, _trial_data_dir(ctx, trial), ctx.spec.design.timeout_s,
+        outcome = ctx.backend.run_trial(trial.arm, work, _trial_data_dir(ctx, trial), ctx.spec.design.timeout_s,
                                         target)
     ended = time.time()
     rows, reports = drain(collectors)

@@ -14,22 +14,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "florencio2019_lenet.toml"
 MNIST_T10K = ROOT / "data" / "mnist-t10k"
-# Markers whose tests CI must run, not skip (gpu and tex are allowed to skip: no GPU, TeX is optional).
+# Markers whose tests CI must run, not skip (.ci/run installs the engine, Slurm, TeX and Chromium);
+# only gpu may skip there: CI machines have no GPU.
 CI_REQUIRED = {"engine", "slurm", "browser", "tex"}
 
 
-
-
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    """Under KIT_CI=1 a skip of a CI-required test is a failure, whether the test or a fixture skipped."""
     outcome = yield
-    if os.environ.get("KIT_CI") != "1":
+    report = outcome.get_result()
+    if os.environ.get("KIT_CI") != "1" or not report.skipped:
         return
-    exc = outcome.excinfo
-    if exc is not None and exc[0] is pytest.skip.Exception:
-        required = CI_REQUIRED & {m.name for m in item.iter_markers()}
-        if required:
-            pytest.fail(f"KIT_CI=1: test marked {', '.join(sorted(required))} was skipped ({exc[1]}); CI must run it")
+    required = CI_REQUIRED & {m.name for m in item.iter_markers()}
+    if required and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (f"KIT_CI=1: test marked {', '.join(sorted(required))} was skipped ({reason}); "
+                           "CI must run it")
 
 
 @pytest.fixture

@@ -53,3 +53,14 @@ def test_report_on_missing_run_dir_is_one_line(tmp_path: Path) -> None:
 def test_run_without_spec_or_resume(tmp_path: Path) -> None:
     res = runner.invoke(app, ["run", "--runs-dir", str(tmp_path)])
     assert res.exit_code != 0
+
+
+def test_usage_error_is_clicks_message_not_a_traceback() -> None:
+    """typer vendors click (no click package to import): a bad option must still be a usage line and exit 2."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "kit", "run", "experiments/florencio2019_lenet.toml", "--bogus"],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 2, proc.stderr
+    assert "No such option: --bogus" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout

@@ -189,6 +189,34 @@ def test_smoke_run_through_containers(ctx: Ctx, tmp_path: Path) -> None:
     assert images["pytorch"]["digest"] in html and images["tensorflow"]["digest"] in html
 
 
+def test_image_rows_as_arms_in_one_interleaved_plan(ctx: Ctx, tmp_path: Path) -> None:
+    """`kit run --images A,B`: each row is an arm of one plan, each trial in its arm's image (issue 8).
+
+    The CPU matrix holds one row per framework, so the two rows here differ in
+    framework too; the mapping from arm to image is what is under test.
+    """
+    spec = tmp_path / "calibrated.toml"
+    spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 3"))
+    runs = tmp_path / "runs"
+    out = subprocess.run([sys.executable, "-m", "kit", "run", str(spec), "--backend", "docker", "--runs-dir", str(runs),
+                          "--images", ",".join(CPU_ROWS)], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (run,) = list(runs.iterdir())
+    man = json.loads((run / "manifest.json").read_text())
+    arms = ["pytorch@2.13-cpu", "tensorflow@2.21-cpu"]
+    assert man["plan"]["arms"] == arms and sorted(man["backend"]["images"]) == arms
+    assert {a: man["backend"]["images"][a]["row"] for a in arms} == dict(zip(arms, CPU_ROWS, strict=True))
+    trials = [json.loads(p.read_text()) for p in sorted((run / "trials").glob("*.json"))]
+    assert len(trials) == 8 and {t["arm"] for t in trials} == set(arms)
+    for t in trials:
+        assert t["status"] == "ok", t.get("error")
+        assert t["backend"]["image_id"] == man["backend"]["images"][t["arm"]]["id"]
+        assert t["framework"] == t["arm"].split("@")[0]
+    analysis = json.loads((run / "analysis.json").read_text())
+    assert analysis["arms"] == arms and analysis["hypotheses"]
+
+
 def test_no_network_inside_a_trial_container(ctx: Ctx, tmp_path: Path) -> None:
     work, data = tmp_path / "w", tmp_path / "d"
     work.mkdir()

@@ -8,6 +8,7 @@ and golden run directories can be tested byte for byte.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
@@ -188,29 +189,30 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 alpha: float) -> list[dict[str, Any]]:
     from kit.plan import config_label
 
-    a, b = arms[0], arms[1]
+    # Two arms: one comparison. More (e.g. `kit run --images A,B,C`): each arm against the first, the
+    # baseline, all in one Holm family, rather than silently testing only the first two.
+    pairs = [(arms[0], other) for other in arms[1:]]
     rows: list[dict[str, Any]] = []
     for h in spec.get("hypotheses", []):
         m = METRICS[h["metric"]]
-        for cid in configs:
-            for phase in h["phases"]:
-                xa, xb, blocks = paired_arrays(use, cid, h["metric"], phase, a, b)
-                row: dict[str, Any] = {
-                    "id": h["id"], "question": h["question"], "metric": h["metric"], "label": m.label,
-                    "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
-                    "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
-                }
-                if len(configs) > 1:
-                    row["config_label"] = config_label(configs[cid])
-                if len(blocks) == 0:
-                    row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
-                               comparison=None)
-                else:
-                    comp = stats.compare_two(xa, xb, paired=True, alpha=alpha).as_dict()
-                    row["comparison"] = comp
-                    row["tested"] = comp.get("test") is not None
-                    row["reason"] = comp.get("reason")
-                rows.append(row)
+        for cid, phase, (a, b) in itertools.product(configs, h["phases"], pairs):
+            xa, xb, blocks = paired_arrays(use, cid, h["metric"], phase, a, b)
+            row: dict[str, Any] = {
+                "id": h["id"], "question": h["question"], "metric": h["metric"], "label": m.label,
+                "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
+                "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
+            }
+            if len(configs) > 1:
+                row["config_label"] = config_label(configs[cid])
+            if len(blocks) == 0:
+                row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
+                           comparison=None)
+            else:
+                comp = stats.compare_two(xa, xb, paired=True, alpha=alpha).as_dict()
+                row["comparison"] = comp
+                row["tested"] = comp.get("test") is not None
+                row["reason"] = comp.get("reason")
+            rows.append(row)
     # Holm over the family of hypotheses that were tested
     pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
     adjusted = stats.holm(pvals)

@@ -29,6 +29,7 @@ from typing import Any
 from kit.backends.base import Backend, TrialOutcome
 from kit.backends.container import (
     TrialContainer,
+    arm_framework,
     choose_rows,
     container_outcome,
     prepare_work,
@@ -120,8 +121,8 @@ class ApptainerBackend(Backend):
                               "cpuset": self.spec.cpuset, "mem_limit": self.spec.mem_limit,
                               "network": self.spec.network}}
 
-    def prepare(self, frameworks: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
-        """Find each framework's .sif, check its digest, and record the versions it reports from inside."""
+    def prepare(self, arms: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
+        """Find each arm's .sif, check its digest, and record the versions it reports from inside."""
         from kit.engine import host_gpus
         from kit.images.sif import find_sif
         from kit.images.verify import Verification, compare, mismatch_error
@@ -131,13 +132,14 @@ class ApptainerBackend(Backend):
         self._use_gpus = bool(gpus) and self.spec.gpu_indices() != []
         device = "cuda" if self._use_gpus else "cpu"
         results = []
-        for fw, row in choose_rows(frameworks, device, self.overrides).items():
+        for arm, row in choose_rows(arms, device, self.overrides).items():
+            fw = arm_framework(arm)
             sif = find_sif(row)
             tc = probe_container(fw, self.spec, str(sif["path"]), self._use_gpus and row.device == "cuda")
             reported = _run_probe(exec_command(tc, Path(sif["path"]), exe, self.gpu_flag), host_env(tc), row.name)
             bad, notes = compare(row, reported)
             results.append(Verification(row.name, str(sif["path"]), sif["sha256"], reported, bad, notes))
-            self._images[fw] = {"row": row.name, "tag": Path(sif["path"]).name, "path": str(sif["path"]),
+            self._images[arm] = {"row": row.name, "tag": Path(sif["path"]).name, "path": str(sif["path"]),
                                 "digest": f"sha256:{sif['sha256']}", "id": f"sha256:{sif['sha256']}",
                                 "device": row.device, "matrix": row.expected(), "versions": reported, "notes": notes,
                                 "source": sif.get("source")}
@@ -146,13 +148,13 @@ class ApptainerBackend(Backend):
             raise err
         return {"images": self._images, "device": device, "host_gpus": gpus}
 
-    def run_trial(self, framework: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,
+    def run_trial(self, arm: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,
                   on_start: Callable[[], None] | None = None) -> TrialOutcome:
-        if framework not in self._images:
-            raise BackendError(f"no image prepared for {framework}", where="backend apptainer",
+        if arm not in self._images:
+            raise BackendError(f"no image prepared for {arm}", where="backend apptainer",
                                fix="call prepare() before run_trial() (kit run does)")
-        img = self._images[framework]
-        tc = trial_container(framework, work, data_dir, self.spec, img["path"], self._use_gpus and img["device"] == "cuda")
+        img = self._images[arm]
+        tc = trial_container(arm, work, data_dir, self.spec, img["path"], self._use_gpus and img["device"] == "cuda")
         prepare_work(work)
         cmd = exec_command(tc, Path(img["path"]), self.exe(), self.gpu_flag)
         t0 = time.monotonic()

@@ -52,14 +52,15 @@ class Backend(ABC):
         """Provenance for the manifest (interpreter, engine, images)."""
         return {"backend": self.name}
 
-    def prepare(self, frameworks: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
-        """Once per run before any trial: check images, record versions. Default: nothing."""
+    def prepare(self, arms: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
+        """Once per run before any trial, for the plan's arms (``pytorch`` or ``pytorch@2.6-cu124``):
+        check images, record versions. Default: nothing."""
         return {}
 
     @abstractmethod
     def run_trial(
         self,
-        framework: str,
+        arm: str,
         work: Path,
         data_dir: Path,
         timeout_s: float,

@@ -65,6 +65,7 @@ def container_name(work: Path) -> str:
 def trial_container(framework: str, work: Path, data_dir: Path, spec: Container, image: str,
                     use_gpus: bool, kit_root: Path = KIT_ROOT) -> TrialContainer:
     """The container that runs one trial's harness (shared by every container backend)."""
+    arm, framework = framework, arm_framework(framework)
     indices = spec.gpu_indices() if use_gpus else []
     env = _env(framework, indices)
     mounts = (
@@ -75,7 +76,7 @@ def trial_container(framework: str, work: Path, data_dir: Path, spec: Container,
     return TrialContainer(
         name=container_name(work), image=image, argv=HARNESS_ARGV, mounts=mounts, env=env, workdir=OUT_MOUNT,
         gpus=indices, shm_size=spec.shm_size, cpuset=spec.cpuset, mem_limit=spec.mem_limit, network=spec.network,
-        labels={"io.kit.role": "trial", "io.kit.trial": work.name, "io.kit.framework": framework},
+        labels={"io.kit.role": "trial", "io.kit.trial": work.name, "io.kit.framework": framework, "io.kit.arm": arm},
     )
 
 
@@ -151,25 +152,59 @@ def size_bytes(text: str) -> int:
     return int(text)
 
 
-def choose_rows(frameworks: tuple[str, ...], device: str, overrides: dict[str, str] | None = None,
+def arm_framework(arm: str) -> str:
+    """The framework of an arm: ``pytorch`` or ``pytorch@2.6-cu124`` (one image version of it)."""
+    return arm.split("@", 1)[0]
+
+
+def choose_rows(arms: tuple[str, ...], device: str, overrides: dict[str, str] | None = None,
                 matrix: Any = None) -> dict[str, Any]:
-    """The matrix row each framework runs in: the override, else the default row for ``device``."""
+    """The matrix row each arm runs in: the override (keyed by arm or framework), else the default row for ``device``."""
     from kit.images.matrix import load_matrix
 
     matrix = matrix or load_matrix()
+    overrides = overrides or {}
     out = {}
-    for fw in frameworks:
-        name = (overrides or {}).get(fw)
+    for arm in arms:
+        fw = arm_framework(arm)
+        name = overrides.get(arm) or overrides.get(fw)
         row = matrix.get(name) if name else matrix.default_for(fw, device)
         if row.framework != fw:
             raise ImageError(f"image {row.name} is a {row.framework} image, not {fw}", where=f"--image {fw}={row.name}",
                              fix=f"give a {fw} row (kit images list)")
-        out[fw] = row
-    unknown = set(overrides or {}) - set(frameworks)
+        out[arm] = row
+    unknown = set(overrides) - set(arms) - {arm_framework(a) for a in arms}
     if unknown:
         raise ImageError(f"--image names framework(s) the experiment does not run: {', '.join(sorted(unknown))}",
-                         where="--image", fix=f"use one of: {', '.join(frameworks)}")
+                         where="--image", fix=f"use one of: {', '.join(arms)}")
     return out
+
+
+def image_arms(names: list[str], frameworks: tuple[str, ...], matrix: Any = None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Arms for ``kit run --images ROW,ROW``: one arm per image row, all interleaved in one plan.
+
+    An arm is ``framework@version`` (the row name without its framework prefix),
+    so the report and ``kit compare`` tell the versions apart; the returned map
+    says which row each arm runs in.
+    """
+    from kit.images.matrix import load_matrix
+
+    matrix = matrix or load_matrix()
+    names = [n.strip() for n in names if n.strip()]
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise ImageError(f"--images needs two or more different matrix rows, got {', '.join(names) or 'none'}",
+                         where="--images", fix="e.g. --images pytorch-2.6-cu124,pytorch-2.7-cu126 (rows: kit images list)")
+    arms: list[str] = []
+    rows: dict[str, str] = {}
+    for name in names:
+        row = matrix.get(name)
+        if row.framework not in frameworks:
+            raise ImageError(f"image {row.name} is a {row.framework} image; the experiment runs {', '.join(frameworks)}",
+                             where=f"--images {name}", fix=f"give rows of {' or '.join(frameworks)} (kit images list)")
+        arm = f"{row.framework}@{row.name.removeprefix(row.framework + '-')}"
+        arms.append(arm)
+        rows[arm] = row.name
+    return tuple(arms), rows
 
 
 def cgroup_dir(pid: int, proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys/fs/cgroup")) -> Path | None:

@@ -19,6 +19,7 @@ from typing import Any
 from kit.backends.base import Backend, TrialOutcome
 from kit.backends.container import (
     TrialContainer,
+    arm_framework,
     cgroup_dir,
     choose_rows,
     container_outcome,
@@ -71,8 +72,8 @@ class DockerBackend(Backend):
 
     # -- once per run ---------------------------------------------------------
 
-    def prepare(self, frameworks: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
-        """Pick each framework's image, check it is built, and record the versions it reports from inside."""
+    def prepare(self, arms: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
+        """Pick each arm's image, check it is built, and record the versions it reports from inside."""
         from kit.images.build import find_built
         from kit.images.verify import Verification, compare, mismatch_error, run_probe
 
@@ -81,9 +82,10 @@ class DockerBackend(Backend):
         gpus = host_gpus()
         self._use_gpus = bool(gpus) and self._support.ok and self.spec.gpu_indices() != []
         device = "cuda" if self._use_gpus else "cpu"
-        rows = choose_rows(frameworks, device, self.overrides)
+        rows = choose_rows(arms, device, self.overrides)
         results = []
-        for fw, row in rows.items():
+        for arm, row in rows.items():
+            fw = arm_framework(arm)
             built = find_built(eng, row)
             if built is None:
                 raise ImageError(f"image {row.name} ({fw}, {device}) is not built for its current recipe on {eng.kind}",
@@ -92,7 +94,7 @@ class DockerBackend(Backend):
             reported = run_probe(eng, built["tag"], fw, reqs)
             bad, notes = compare(row, reported)
             results.append(Verification(row.name, built["tag"], built["id"], reported, bad, notes))
-            self._images[fw] = {"row": row.name, "tag": built["tag"], "id": built["id"], "digest": built["digest"],
+            self._images[arm] = {"row": row.name, "tag": built["tag"], "id": built["id"], "digest": built["digest"],
                                 "repo_digests": built["repo_digests"], "base": built.get("base"),
                                 "base_pinned": built.get("base_pinned"), "device": row.device,
                                 "matrix": row.expected(), "versions": reported, "notes": notes}
@@ -128,17 +130,17 @@ class DockerBackend(Backend):
             kwargs["device_requests"] = gpu_requests
         return kwargs
 
-    def run_trial(self, framework: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,
+    def run_trial(self, arm: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,
                   on_start: Callable[[], None] | None = None) -> TrialOutcome:
         import docker
         import requests
 
-        if framework not in self._images:
-            raise BackendError(f"no image prepared for {framework}", where="backend docker",
+        if arm not in self._images:
+            raise BackendError(f"no image prepared for {arm}", where="backend docker",
                                fix="call prepare() before run_trial() (kit run does)")
-        img = self._images[framework]
+        img = self._images[arm]
         eng = self.engine()
-        tc = trial_container(framework, work, data_dir, self.spec, img["tag"], self._use_gpus and img["device"] == "cuda")
+        tc = trial_container(arm, work, data_dir, self.spec, img["tag"], self._use_gpus and img["device"] == "cuda")
         prepare_work(work)
         self._remove_leftover(tc.name)
         gpu_reqs = self._device_requests() if tc.gpus != [] else None

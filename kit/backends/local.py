@@ -41,10 +41,11 @@ class LocalBackend(Backend):
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "python": self.python, "isolation": "fresh process per trial"}
 
-    def prepare(self, frameworks: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
-        """Check that each framework imports in this interpreter, before any trial."""
+    def prepare(self, arms: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
+        """Check that each arm's framework imports in this interpreter, before any trial."""
         import importlib.util
 
+        frameworks = dict.fromkeys(arm.split("@", 1)[0] for arm in arms)
         missing = [fw for fw in frameworks if importlib.util.find_spec(FRAMEWORK_MODULES.get(fw, fw)) is None]
         if missing:
             raise BackendError(
@@ -66,7 +67,7 @@ class LocalBackend(Backend):
 
     def run_trial(
         self,
-        framework: str,
+        arm: str,
         work: Path,
         data_dir: Path,
         timeout_s: float,

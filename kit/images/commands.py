@@ -159,16 +159,17 @@ def verify_rows(rows: list[ImageRow], engine: Engine | None = None, only_built: 
     return results, skipped
 
 
-def ensure_images(frameworks: tuple[str, ...], overrides: dict[str, str] | None, container: Any,
+def ensure_images(arms: tuple[str, ...], overrides: dict[str, str] | None, container: Any,
                   on_line: Callable[[str], None] | None = None,
                   on_start: Callable[[ImageRow], None] | None = None) -> list[Any]:
-    """Build the images a `--backend docker` run of ``frameworks`` will use, where missing (`kit run --build-images`)."""
+    """Build the images a `--backend docker` run of ``arms`` will use, where missing (`kit run --build-images`)."""
     from kit.backends.container import choose_rows
     from kit.images.build import find_built
 
     engine = find_engine()
     device = host_device(engine) if container.gpu_indices() != [] else "cpu"
-    rows = [r for r in choose_rows(frameworks, device, overrides).values() if find_built(engine, r) is None]
+    chosen = {r.name: r for r in choose_rows(arms, device, overrides).values()}
+    rows = [r for r in chosen.values() if find_built(engine, r) is None]
     wheelhouse = os.environ.get("KIT_WHEELHOUSE")
     return build_rows(rows, wheelhouse=Path(wheelhouse) if wheelhouse else None, engine=engine,
                       on_line=on_line, on_start=on_start)
