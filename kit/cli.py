@@ -261,8 +261,9 @@ def _fmt_p(p: float | None) -> str:
 
 @app.command()
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="Baseline run directory.")],
-    run_b: Annotated[Path, typer.Argument(help="Candidate run directory.")],
+    run_a: Annotated[Path, typer.Argument(help="Baseline run directory (with --arms: the run whose arms are compared).")],
+    run_b: Annotated[Path | None, typer.Argument(help="Candidate run directory (omit with --arms).")] = None,
+    arms: Annotated[str | None, typer.Option(help="Compare two arms of one run instead, paired by block: BASELINE,CANDIDATE (e.g. the image versions of `kit run --images`).")] = None,
     threshold: Annotated[float, typer.Option(help="Practical threshold: |B/A - 1| a verdict needs (0.05 = 5 %).")] = 0.05,
     alpha: Annotated[float, typer.Option(help="Significance level after Holm's correction.")] = 0.05,
     allow_different_hosts: Annotated[bool, typer.Option(help="Compare runs of different hosts or GPU models.")] = False,
@@ -270,13 +271,22 @@ def compare(
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the comparison as HTML here.")] = None,
     fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating).")] = None,
 ) -> None:
-    """Compare two runs (e.g. two framework versions): ratio, test, effect size and a verdict per metric."""
+    """Compare two runs, or two arms of one run (e.g. two framework versions): ratio, test, effect size and a verdict per metric."""
     import json
 
-    from kit.compare import CompareOptions, compare_runs, exit_code, render_html
+    from kit.compare import CompareOptions, compare_arms, compare_runs, exit_code, render_html
 
-    res = compare_runs(run_a, run_b, CompareOptions(threshold=threshold, alpha=alpha,
-                                                    allow_different_hosts=allow_different_hosts))
+    opts = CompareOptions(threshold=threshold, alpha=alpha, allow_different_hosts=allow_different_hosts)
+    if arms is not None:
+        pair = [a.strip() for a in arms.split(",")]
+        if run_b is not None or len(pair) != 2:
+            raise KitError("--arms takes one run and two arms", where="kit compare",
+                           fix="kit compare RUN --arms BASELINE_ARM,CANDIDATE_ARM")
+        res = compare_arms(run_a, pair[0], pair[1], opts)
+    elif run_b is None:
+        raise KitError("no candidate run given", where="kit compare", fix="kit compare RUN_A RUN_B, or kit compare RUN --arms A,B")
+    else:
+        res = compare_runs(run_a, run_b, opts)
     table = Table(title=f"{res['experiment_b']}: B vs A (threshold {threshold:.0%}, α {alpha})")
     for col in ("config", "metric", "phase", "arm", "median A", "median B", "B/A [95% CI]", "p (Holm)", "verdict"):
         table.add_column(col, overflow="fold")

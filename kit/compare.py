@@ -144,25 +144,11 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
     rows: list[dict[str, Any]] = []
     for key in sorted(set(ga) & set(gb)):
         cfg, metric, phase, arm = key
-        a, b = ga[key], gb[key]
-        comp = stats.compare_two(b, a, paired=False, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed).as_dict()
-        ratio = (comp.get("ratio") or {})
-        rows.append({
-            "config": cfg, "metric": metric, "phase": phase, "arm": arm, "unit": METRICS[metric].unit,
-            "n_a": len(a), "n_b": len(b), "median_a": float(np.median(a)), "median_b": float(np.median(b)),
-            "ratio": ratio.get("estimate"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
-            "test": (comp.get("test") or {}).get("method"), "p": (comp.get("test") or {}).get("p"),
-            "cliffs_delta": (comp.get("cliffs_delta") or {}).get("value"),
-            "magnitude": (comp.get("cliffs_delta") or {}).get("magnitude"),
-            "reason": comp.get("reason"), "lower_is_better": METRICS[metric].lower_is_better,
-        })
-    adjusted = stats.holm([r["p"] for r in rows])
-    for r, p_adj in zip(rows, adjusted, strict=True):
-        r["p_adj"] = p_adj
-        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha)
+        rows.append(_row(cfg, metric, phase, arm, ga[key], gb[key], paired=False, opts=opts))
     if not rows:
         raise AnalysisError("the runs share no configuration, metric and arm to compare", where=f"{run_a} vs {run_b}",
                             fix="compare two runs of the same experiment")
+    _holm_verdicts(rows, opts)
     counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     return {
         "run_a": str(run_a), "run_b": str(run_b),
@@ -171,6 +157,84 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
         "rows": rows, "counts": counts, "provenance_differences": diffs,
         "different_hosts_allowed": bool(hard),
     }
+
+
+def _row(cfg: str, metric: str, phase: str, arm: str, a: np.ndarray, b: np.ndarray, paired: bool,
+         opts: CompareOptions) -> dict[str, Any]:
+    """One comparison of B against A (paired: position i of each is one block)."""
+    comp = stats.compare_two(b, a, paired=paired, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed).as_dict()
+    ratio = comp.get("ratio") or {}
+    return {
+        "config": cfg, "metric": metric, "phase": phase, "arm": arm, "unit": METRICS[metric].unit,
+        "n_a": len(a), "n_b": len(b), "median_a": float(np.median(a)), "median_b": float(np.median(b)),
+        "ratio": ratio.get("estimate"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
+        "test": (comp.get("test") or {}).get("method"), "p": (comp.get("test") or {}).get("p"),
+        "cliffs_delta": (comp.get("cliffs_delta") or {}).get("value"),
+        "magnitude": (comp.get("cliffs_delta") or {}).get("magnitude"),
+        "reason": comp.get("reason"), "lower_is_better": METRICS[metric].lower_is_better, "paired": paired,
+    }
+
+
+def _holm_verdicts(rows: list[dict[str, Any]], opts: CompareOptions) -> None:
+    for r, p_adj in zip(rows, stats.holm([r["p"] for r in rows]), strict=True):
+        r["p_adj"] = p_adj
+        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha)
+
+
+def _arm_provenance(manifest: dict[str, Any], analysis: dict[str, Any], arm: str) -> dict[str, Any]:
+    img = (manifest.get("backend", {}).get("images") or {}).get(arm) or {}
+    prov: dict[str, Any] = {"image.row": img.get("row"), "image.digest": img.get("digest") or img.get("id"),
+                            "image.tag": img.get("tag")}
+    for k, v in (img.get("versions") or {}).items():
+        prov[f"image.reports.{k}"] = v
+    env = next((e for e in analysis.get("trial_env", []) if e.get("arm") == arm), {})
+    for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
+        if env.get(k) is not None:
+            prov[f"inside.{k}"] = env[k]
+    return prov
+
+
+def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None = None) -> dict[str, Any]:
+    """Compare two arms of one run (e.g. two image versions of `kit run --images A,B`), arm B against A.
+
+    The arms ran interleaved in the same blocks, so the comparison is paired
+    (Wilcoxon signed-rank on per-block values) and one host is guaranteed;
+    the provenance differences are those of the two arms' images.
+    """
+    opts = opts or CompareOptions()
+    man, an = RunDir.open(run).manifest(), load_analysis(run)
+    arms = list(man.get("plan", {}).get("arms", []))
+    for arm in (arm_a, arm_b):
+        if arm not in arms:
+            raise KitError(f"run has no arm {arm!r}", where=f"{run}: --arms", fix=f"use two of: {', '.join(arms)}")
+    if arm_a == arm_b:
+        raise KitError("--arms names the same arm twice", where="--arms", fix=f"use two of: {', '.join(arms)}")
+    cells: dict[tuple[str, str, str], dict[str, dict[int, float]]] = {}
+    for v in an.get("values", []):
+        if (v["metric"] not in opts.metrics or v["value"] is None or v["warmup"] or v["status"] != "ok"
+                or v["arm"] not in (arm_a, arm_b)):
+            continue
+        key = (_config_label(an, v["config_id"]), v["metric"], v["phase"])
+        cells.setdefault(key, {}).setdefault(v["arm"], {})[int(v["block"])] = float(v["value"])
+    rows: list[dict[str, Any]] = []
+    for key in sorted(cells):
+        by = cells[key]
+        blocks = sorted(set(by.get(arm_a, {})) & set(by.get(arm_b, {})))
+        if not blocks:
+            continue
+        a = np.array([by[arm_a][i] for i in blocks])
+        b = np.array([by[arm_b][i] for i in blocks])
+        rows.append(_row(*key, f"{arm_b} vs {arm_a}", a, b, paired=True, opts=opts))
+    if not rows:
+        raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
+                            fix="compare arms that both have finished trials (kit status RUN)")
+    _holm_verdicts(rows, opts)
+    diffs = provenance_differences(_arm_provenance(man, an, arm_a), _arm_provenance(man, an, arm_b))
+    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
+    return {"run_a": f"{run} [{arm_a}]", "run_b": f"{run} [{arm_b}]", "experiment_a": man["experiment"],
+            "experiment_b": man["experiment"], "threshold": opts.threshold, "alpha": opts.alpha, "rows": rows,
+            "counts": counts, "provenance_differences": diffs, "different_hosts_allowed": False,
+            "arms": [arm_a, arm_b]}
 
 
 def exit_code(result: dict[str, Any], fail_on: str | None) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.compare import CompareOptions, compare_runs, verdict
+from kit.compare import CompareOptions, compare_arms, compare_runs, verdict
 from kit.runner import RunOptions, start_run
 from kit.spec import load_spec
 
@@ -89,3 +89,25 @@ def test_different_hosts_refused_unless_allowed(tmp_path: Path) -> None:
         compare_runs(a, b)
     with pytest.raises(AnalysisError, match="share no configuration"):
         compare_runs(a, b, CompareOptions(allow_different_hosts=True))
+
+
+@pytest.mark.slow
+def test_two_arms_of_one_run_are_compared_paired(tmp_path: Path) -> None:
+    """`kit compare RUN --arms A,B`: the version arms of one interleaved run, Wilcoxon on per-block pairs."""
+    spec_file = tmp_path / "arms.toml"
+    spec_file.write_text(CALIBRATED.read_text().replace(
+        "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.10\nslowdown_framework = "pytorch"'))
+    run = start_run(load_spec(spec_file), RunOptions(runs_root=tmp_path / "runs")).path
+    res = compare_arms(run, "tensorflow", "pytorch", CompareOptions(n_boot=2000))
+    times = [r for r in res["rows"] if r["metric"] == "time_s"]
+    assert len(times) == 2 and all(r["paired"] and r["n_a"] == r["n_b"] == 12 for r in times)
+    assert all(r["test"] == "wilcoxon signed-rank" for r in times), [r["test"] for r in times]
+    assert all(r["verdict"] == "regression" and 1.05 < r["ratio"] < 1.2 for r in times), times
+    back = compare_arms(run, "pytorch", "tensorflow", CompareOptions(n_boot=2000))
+    assert {r["verdict"] for r in back["rows"] if r["metric"] == "time_s"} == {"improvement"}
+    gate = subprocess.run([sys.executable, "-m", "kit", "compare", str(run), "--arms", "tensorflow,pytorch",
+                           "--fail-on", "regression"], capture_output=True, text=True, timeout=300)
+    assert gate.returncode == 1 and "pytorch vs tensorflow" in gate.stdout, gate.stdout + gate.stderr
+    wrong = subprocess.run([sys.executable, "-m", "kit", "compare", str(run), "--arms", "tensorflow,jax"],
+                           capture_output=True, text=True, timeout=300)
+    assert wrong.returncode != 0 and "run has no arm 'jax'" in wrong.stderr and "Traceback" not in wrong.stderr
