@@ -258,6 +258,8 @@ def synthetic_data(c: Ctx) -> list[Threat]:
 
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    import kit.analysis.validity_telemetry  # noqa: F401  (registers the telemetry rules)
+
     ctx = Ctx(manifest, trials, values, analysis)
     found: list[Threat] = []
     for r in RULES:
