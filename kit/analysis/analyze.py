@@ -241,9 +241,11 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
     # Holm over the family of hypotheses that were tested
     pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
     adjusted = stats.holm(pvals)
+    family = sum(p is not None for p in pvals)
     for r, p, p_adj in zip(rows, pvals, adjusted, strict=True):
         r["p"] = p
         r["p_adj"] = p_adj
+        r["p_adjust"] = {"method": "holm", "family_size": family}  # p_adj is recomputable from the family's p
         r["test_method"] = r["comparison"]["test"]["method"] if r["tested"] else None
         r.update(_decision(r, alpha))
     return rows
