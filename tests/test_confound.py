@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit.analysis.analyze import analyze_run
+from kit.report import write_report
 from kit.runner import RunOptions, start_run
 from kit.spec import load_spec
 
@@ -24,7 +25,10 @@ def _run(tmp: Path, name: str, *, blocking: str, drift: float) -> dict:
     spec_file.write_text(text)
     rd = start_run(load_spec(spec_file), RunOptions(runs_root=tmp / name))
     assert rd.manifest()["status"] == "complete"
-    return analyze_run(rd.path)
+    analysis = analyze_run(rd.path)
+    (html,) = write_report(rd.path, analysis, ("html",))
+    threats = html.read_text(encoding="utf-8").split('<section id="threats">')[1].split("</section>")[0]
+    return {**analysis, "threats_html": threats}
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +56,9 @@ def test_planted_confound_is_flagged(confounded: dict) -> None:
     # the confound also makes the frameworks look different although the workload is the same
     rejected = [h for h in confounded["hypotheses"] if h["rejected"]]
     assert rejected, "the planted drift should produce a spurious difference between the frameworks"
+    # and the report's threats section says so
+    assert "Frameworks not interleaved" in confounded["threats_html"]
+    assert "Drift of train time with schedule position (pytorch)" in confounded["threats_html"]
 
 
 def test_clean_run_keeps_order_and_drift_quiet(clean: dict) -> None:
@@ -59,3 +66,4 @@ def test_clean_run_keeps_order_and_drift_quiet(clean: dict) -> None:
     assert not _threats(clean, "drift"), _threats(clean, "drift")
     order = [t for t in clean["validity"] if t["rule"] == "order"]
     assert order and order[0]["status"] == "mitigated"
+    assert "Frameworks not interleaved" not in clean["threats_html"] and "Drift of" not in clean["threats_html"]

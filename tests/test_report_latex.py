@@ -10,8 +10,8 @@ import pytest
 
 from kit.analysis.analyze import analyze_run
 from kit.errors import ReportError
-from kit.report import write_report
 from kit.report import latex as latex_mod
+from kit.report import write_report
 from kit.report.latex import build_pdf, environment, tex_code, tex_escape
 
 GOLDEN_RUN = Path(__file__).parent / "data" / "golden" / "run"
