@@ -134,3 +134,13 @@ def test_latex_failure_is_a_kit_error_with_the_log(tmp_path: Path) -> None:
     with pytest.raises(ReportError) as err:
         build_pdf(bad)
     assert "LaTeX failed" in str(err.value) and "Undefined control sequence" in str(err.value)
+
+
+def test_default_formats_follow_the_installed_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kit.report as report
+
+    monkeypatch.setattr(report.shutil, "which", lambda name: "/usr/bin/latexmk")
+    assert report.default_formats() == (("html", "latex", "pdf"), None)
+    monkeypatch.setattr(report.shutil, "which", lambda name: None)
+    formats, note = report.default_formats()
+    assert formats == ("html", "latex") and note and "PDF skipped" in note and "texlive-latex-base" in note

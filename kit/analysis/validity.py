@@ -124,7 +124,8 @@ def drift(c: Ctx) -> list[Threat]:
                               if change is not None else f"trend p={p:.2g}",
                               "interleave frameworks (done if blocking is interleaved), let the device cool between trials, "
                               "and check the metric-against-position figure",
-                              numbers={"arm": arm, "phase": phase, **{k: tr.get(k) for k in ("p", "slope")}}))
+                              numbers={"arm": arm, "phase": phase, "n": len(g),
+                                       **{k: tr.get(k) for k in ("p", "slope", "tau", "p_method", "method")}}))
     return out
 
 
