@@ -1,5 +1,6 @@
 # kit: reproducible TensorFlow-vs-PyTorch benchmarks.
 #   make reproduce   set up .venv and run the main study (quick profile without a GPU), then its report
+#                    (HTML and LaTeX; PDF too where latexmk is installed, else a line says it was skipped)
 #   make test        set up .venv and run the test suite
 # Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS.
 

@@ -135,7 +135,12 @@ def run(
         _wait_for_jobs(rd.path)
     status = rd.manifest().get("status")
     if report and status == "complete":
-        _make_report(rd.path, ("html",))
+        from kit.report import default_formats
+
+        formats, note = default_formats()
+        if note:
+            out.print(f"[yellow]{note}[/]")
+        _make_report(rd.path, formats)
     elif status != "complete":
         out.print(f"[yellow]run is {status}[/]: continue with `kit run --resume {rd.path}`")
 

@@ -81,6 +81,7 @@ def trial_request(spec: Spec, trial: Trial) -> dict[str, Any]:
     return {
         "schema": 1,
         "trial_id": trial.trial_id,
+        "position": trial.position,
         "framework": trial.framework,
         "workload": wl,
         "dataset": dataclasses.asdict(ds) if ds is not None else None,

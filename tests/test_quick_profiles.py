@@ -11,6 +11,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -82,6 +83,9 @@ def test_germino_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
             assert all(r[key] and r[key]["n"] == 3 for r in g["energy_train"])
         else:
             assert f"{label} energy could not be measured on this host" in text
+    # kit run writes every report format this host can build (PDF where latexmk is installed)
+    assert (run_dir / "report" / "latex" / "report.tex").exists()
+    assert (run_dir / "report" / "latex" / "report.pdf").exists() == (shutil.which("latexmk") is not None)
 
 
 def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-def]

@@ -106,6 +106,7 @@ def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> Non
     assert "606 ± " in text  # 30 W x 20.2 s, the CNN's mean CPU energy in PyTorch
     assert "GPU (NVML) energy could not be measured on this host: NVML: no library" in text
     assert "A/A control" in text and "Tables II and IV" in text
+    _check_latex_sections(rd.path, analysis)
 
 
 def test_germino_says_why_cpu_energy_is_missing(tmp_path: Path) -> None:
@@ -156,3 +157,25 @@ def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> No
     assert "0.0625 for the paper's n = 5" in text and "at least 6 pairs" in text and "This run has 5 runs" in text
     assert "not yet reproduced" in text and "Faster R-CNN" in text and "English to Spanish" in text
     assert "convergence" in text.lower() and "Peak of the mean curve" in text
+    _check_latex_sections(rd.path, analysis)
+
+
+def _check_latex_sections(run: Path, analysis: dict[str, Any]) -> None:
+    """Study sections appear in the LaTeX article: their tables as fragments, their figures as PDFs;
+    with TeX installed the article compiles."""
+    import shutil
+
+    from kit.report.context import extra_sections
+
+    formats = ("latex", "pdf") if shutil.which("latexmk") else ("latex",)
+    paths = write_report(run, analysis, formats)
+    tex = paths[0].read_text(encoding="utf-8")
+    sections = extra_sections(RunDir.open(run).manifest(), analysis)
+    assert sections
+    for s in sections:
+        assert "\\section{" in tex
+        for k, _t in enumerate(s["tables"]):
+            frag = paths[0].parent / "tables" / f"section-{s['id']}-{k + 1}.tex"
+            assert "\\toprule" in frag.read_text(encoding="utf-8") and f"\\input{{tables/{frag.stem}}}" in tex
+    if "pdf" in formats:
+        assert paths[-1].suffix == ".pdf" and paths[-1].exists()

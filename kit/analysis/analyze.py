@@ -26,12 +26,33 @@ from kit.store import ANALYSIS, RunDir, atomic_write_json
 ANALYSIS_SCHEMA = 1
 
 
-def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ...]) -> pd.DataFrame:
-    """The per-trial metric table of a run (one row per trial, phase and metric)."""
+def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ...],
+                facts: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+    """The per-trial metric table of a run (one row per trial, phase and metric).
+
+    With ``facts`` (a list to fill), also each trial's telemetry facts for the
+    validity rules, from the same read of its samples.
+    """
+    from kit.analysis.validity_telemetry import trial_facts
+
     rows: list[dict[str, Any]] = []
     for rec in trials:
-        rows += trial_metric_rows(rec, rd.read_samples(rec["trial_id"]), metrics)
+        samples = rd.read_samples(rec["trial_id"])
+        rows += trial_metric_rows(rec, samples, metrics)
+        if facts is not None:
+            facts.append(trial_facts(rec, samples))
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def load_baseline(rd: RunDir) -> dict[str, Any]:
+    """Idle-baseline facts (CPU load, foreign GPU processes) from samples/_baseline*, if recorded."""
+    from kit.analysis.validity_telemetry import baseline_facts
+    from kit.store import BASELINE_ID, SAMPLES
+
+    names = sorted(p.stem for p in (rd.path / SAMPLES).glob(f"{BASELINE_ID}*.parquet"))
+    frames = [rd.read_samples(n) for n in names]
+    frames = [f for f in frames if not f.empty]
+    return baseline_facts(pd.concat(frames, ignore_index=True) if frames else None)
 
 
 def analyze_run(run_dir: Any) -> dict[str, Any]:
@@ -43,11 +64,12 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
         raise AnalysisError("no finished trial to analyse", where=str(rd.path),
                             fix=f"run some trials first: kit run --resume {rd.path}")
     metrics = _metrics_of(manifest)
-    values = load_values(rd, trials, metrics)
+    facts: list[dict[str, Any]] = []
+    values = load_values(rd, trials, metrics, facts)
     nodes = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((rd.path / "nodes").glob("*.json"))}
     if nodes:
         manifest = {**manifest, "nodes": nodes}
-    analysis = compute_analysis(manifest, trials, values)
+    analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd))
     atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis
 
@@ -79,7 +101,10 @@ def usable(values: pd.DataFrame) -> pd.DataFrame:
     return v[v["value"].notna()]
 
 
-def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
+def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
+                     trial_telemetry: list[dict[str, Any]] | None = None,
+                     baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The analysis as plain data; ``trial_telemetry`` and ``baseline`` feed the telemetry validity rules."""
     spec = manifest["spec"]
     arms = list(manifest["plan"]["arms"])
     alpha = float(spec["design"]["alpha"])
@@ -111,6 +136,8 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
         "equivalence": equivalence,
         "measured": measured,
         "trial_env": _trial_env(trials, arms),
+        "trial_telemetry": trial_telemetry or [],
+        "baseline": baseline or {"recorded": False},
         "values": values.to_dict(orient="records"),
     }
     from kit.analysis.extras import run_extras
@@ -216,9 +243,11 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
     # Holm over the family of hypotheses that were tested
     pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
     adjusted = stats.holm(pvals)
+    family = sum(p is not None for p in pvals)
     for r, p, p_adj in zip(rows, pvals, adjusted, strict=True):
         r["p"] = p
         r["p_adj"] = p_adj
+        r["p_adjust"] = {"method": "holm", "family_size": family}  # p_adj is recomputable from the family's p
         r["test_method"] = r["comparison"]["test"]["method"] if r["tested"] else None
         r.update(_decision(r, alpha))
     return rows

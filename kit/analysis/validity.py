@@ -124,7 +124,8 @@ def drift(c: Ctx) -> list[Threat]:
                               if change is not None else f"trend p={p:.2g}",
                               "interleave frameworks (done if blocking is interleaved), let the device cool between trials, "
                               "and check the metric-against-position figure",
-                              numbers={"arm": arm, "phase": phase, **{k: tr.get(k) for k in ("p", "slope")}}))
+                              numbers={"arm": arm, "phase": phase, "n": len(g),
+                                       **{k: tr.get(k) for k in ("p", "slope", "tau", "p_method", "method")}}))
     return out
 
 
@@ -258,6 +259,8 @@ def synthetic_data(c: Ctx) -> list[Threat]:
 
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    import kit.analysis.validity_telemetry  # noqa: F401  (registers the telemetry rules)
+
     ctx = Ctx(manifest, trials, values, analysis)
     found: list[Threat] = []
     for r in RULES:

@@ -1,4 +1,4 @@
-"""Reports: finished analysis in, documents out (HTML now; LaTeX/PDF by format).
+"""Reports: finished analysis in, documents out (HTML, LaTeX, PDF by format).
 
 ``build_context`` turns analysis.json and the manifest into everything a
 template shows, so templates only lay out numbers that already exist.
@@ -6,6 +6,7 @@ template shows, so templates only lay out numbers that already exist.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,15 @@ from kit.report.context import build_context
 from kit.store import REPORT, RunDir
 
 FORMATS = ("html", "latex", "pdf")
+
+
+def default_formats() -> tuple[tuple[str, ...], str | None]:
+    """What `kit run` writes at the end: every format this host can build, and a note on what it skipped."""
+    if shutil.which("latexmk") is not None:
+        return FORMATS, None
+    from kit.report.latex import TEX_PACKAGES
+
+    return ("html", "latex"), f"PDF skipped: TeX (latexmk) is not installed; apt-get install {TEX_PACKAGES}"
 
 
 def write_report(run_dir: Path, analysis: dict[str, Any], formats: tuple[str, ...] = ("html",)) -> list[Path]:

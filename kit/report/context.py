@@ -7,6 +7,7 @@ decisions, so both formats say the same words.
 
 from __future__ import annotations
 
+import shlex
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -128,12 +129,21 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
             title = f"execution time against schedule position, {PHASE_WORD[phase]} phase"
             figs.append({"id": f"schedule-time-{phase}", "title": title, "kind": "schedule",
                          "svg": figures.schedule_plot(values, "time_s", phase, arms, title, cfg_labels)})
+    from kit.report.telemetry_fig import telemetry_figure
+
+    tel = telemetry_figure(run_path, arms)
+    if tel is not None:
+        figs.append(tel)
     spec_path = manifest.get("spec_source", {}).get("path") or "experiments/<file>.toml"
     profile = manifest.get("profile", "paper")
     reproduce = [f"kit run {spec_path}" + ("" if profile == "paper" else f" --profile {profile}")
                  + (f" --backend {manifest['backend']['backend']}" if manifest.get("backend", {}).get("backend") not in (None, "local") else ""),
-                 f"kit report {run_path}"]
+                 f"kit report {run_path} --format html,latex,pdf"]
     hyps = analysis.get("hypotheses", [])
+    images = [{"framework": fw, "tag": img.get("tag", "?"), "digest": img.get("digest") or img.get("id") or "?"}
+              for fw, img in (manifest.get("backend", {}).get("images") or {}).items()]
+    argv = manifest.get("command") or []
+    command = " ".join(shlex.quote(str(a)) for a in argv) if argv else None
     return {
         "title": manifest.get("title") or manifest["experiment"],
         "experiment": manifest["experiment"],
@@ -158,6 +168,8 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "threats": analysis.get("validity", []),
         "environment": environment_rows(manifest, analysis),
         "reproduce": reproduce,
+        "images": images,
+        "command": command,
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),

@@ -1,7 +1,8 @@
 """Figures drawn from finished analysis data only (no run directory access).
 
 Each function takes plain data and returns an SVG string (vector, inline in
-HTML, convertible for LaTeX). Matplotlib runs headless (Agg).
+HTML) that also carries the same figure as PDF (``.pdf``, for LaTeX).
+Matplotlib runs headless (Agg).
 """
 
 from __future__ import annotations
@@ -26,14 +27,50 @@ def arm_color(arm: str, i: int) -> str:
     return PALETTE.get(arm.split("@", 1)[0], FALLBACK[i % len(FALLBACK)]) if "@" not in arm else FALLBACK[i % len(FALLBACK)]
 
 
-def to_svg(fig: Any) -> str:
+class VectorFigure(str):
+    """An inline SVG string that also holds the same figure as PDF bytes (``pdf``) for LaTeX."""
+
+    pdf: bytes | None = None
+
+
+def to_svg(fig: Any) -> VectorFigure:
+    """SVG for the HTML report and PDF for LaTeX, from one matplotlib figure (then closed)."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
+    pdf = io.BytesIO()
+    fig.savefig(pdf, format="pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
     plt.close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     # let the page scale the figure: drop fixed width/height, keep the viewBox
-    return re.sub(r'<svg([^>]*?) width="[^"]+" height="[^"]+"', r'<svg\1', svg, count=1)
+    out = VectorFigure(re.sub(r'<svg([^>]*?) width="[^"]+" height="[^"]+"', r'<svg\1', svg, count=1))
+    out.pdf = pdf.getvalue()
+    return out
+
+
+def telemetry_series(series: list[dict[str, Any]], arms: list[str], panels: list[tuple[str, str]], title: str) -> str:
+    """Telemetry against time since the start of each trial's training, one line per trial.
+
+    ``series``: ``{"arm", "trial_id", "metric", "t_s": [...], "value": [...]}`` (time relative
+    to the train phase start); ``panels``: (metric key, axis label). Phase ends of the trials
+    are marked as ticks on the time axis of the top panel.
+    """
+    fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 1.7 * len(panels) + 0.4), sharex=True, squeeze=False)
+    for ax, (key, label) in zip(axes[:, 0], panels, strict=True):
+        for i, a in enumerate(arms):
+            first = True
+            for s in series:
+                if s["arm"] != a or s["metric"] != key:
+                    continue
+                ax.plot(s["t_s"], s["value"], lw=0.7, alpha=0.55, color=arm_color(a, i), label=a if first else None)
+                first = False
+        ax.set_ylabel(label, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    axes[0, 0].set_title(title, fontsize=10)
+    axes[-1, 0].set_xlabel("time since the start of the training phase (s)")
+    return to_svg(fig)
 
 
 def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str,

@@ -59,6 +59,8 @@ WORKLOADS: dict[str, WorkloadInfo] = {
             "slowdown": Param(float, 1.0, "planted factor on both phase times", minimum=0.0),
             "slowdown_framework": Param(str, "", "plant the slowdown in this framework only ('' = every framework)",
                                         choices=("", "pytorch", "tensorflow")),
+            "drift_per_position": Param(float, 0.0, "relative growth of the phase times per schedule position "
+                                        "(emulates a device warming up over the run)", minimum=0.0),
         },
         description="phases of known duration (no framework): tests the instrument, comparisons and verification",
     ),

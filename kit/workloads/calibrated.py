@@ -2,7 +2,8 @@
 
 It imports no framework (any framework name maps here), busy-waits for the
 requested time per phase and reports it like a real workload. With a
-``slowdown`` factor it plants an exact, known difference, so comparisons,
+``slowdown`` factor it plants an exact, known difference (and with
+``drift_per_position`` a known drift over the schedule), so comparisons,
 regression verdicts and artifact verification can be tested end to end
 through the real harness, runner and store — the kit's equivalent of a
 reference weight on a scale.
@@ -35,6 +36,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     only = str(wl.get("slowdown_framework", ""))
     factor = float(wl.get("slowdown", 1.0)) if only in ("", req["framework"]) else 1.0
     jitter = float(wl.get("jitter_frac", 0.0))
+    # a warming device: every later trial runs slower, whatever its framework (a planted confound)
+    factor *= 1 + float(wl.get("drift_per_position", 0.0)) * int(req.get("position", 0))
     train_s = float(wl["train_s"]) * factor * (1 + jitter * float(rng.standard_normal()))
     infer_s = float(wl["infer_s"]) * factor * (1 + jitter * float(rng.standard_normal()))
     markers.start("warmup")

@@ -1,0 +1,17 @@
+# Sourced by .ci/run: TeX (for `kit report --format pdf` and the `tex` tests) and headless
+# Chromium (for the `browser` test). Idempotent: installs only what is missing.
+need=()
+command -v latexmk >/dev/null 2>&1 || need+=(latexmk)
+command -v pdflatex >/dev/null 2>&1 || need+=(texlive-latex-base)
+kpsewhich booktabs.sty >/dev/null 2>&1 || need+=(texlive-latex-recommended)
+kpsewhich adjustbox.sty >/dev/null 2>&1 || need+=(texlive-latex-extra)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get install -y -qq --no-install-recommends texlive-latex-base texlive-latex-recommended \
+        texlive-latex-extra latexmk chromium >/dev/null
+fi
+latexmk -v | head -n 1
+chromium --version
+# screenshots of the HTML report are kept as CI artifacts
+export KIT_ARTIFACTS="${KIT_ARTIFACTS:-$PWD/artifacts}"
+mkdir -p "$KIT_ARTIFACTS"

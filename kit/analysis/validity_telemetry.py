@@ -1,0 +1,249 @@
+"""Threats to validity read from the telemetry: temperatures, throttling, foreign load, clocks, sensors.
+
+Two halves. ``trial_facts`` and ``baseline_facts`` are pure functions that
+reduce one trial's (or the idle baseline's) long-format samples to a few
+numbers; ``compute_analysis`` stores them in analysis.json
+(``trial_telemetry``, ``baseline``), so the evidence of every rule below is
+in the analysis and a stored run is re-assessed without its samples. The
+rules then read only those facts and the trial records (start temperatures
+from the thermal control).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kit.analysis.telemetry import LIMITING_REASONS, attribute_phases, phase_intervals, trial_interval
+from kit.analysis.validity import Ctx, Threat, rule
+
+# NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*)
+REASON_NAMES = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "software power cap",
+                0x8: "hardware slowdown", 0x10: "sync boost", 0x20: "software thermal slowdown",
+                0x40: "hardware thermal slowdown", 0x80: "hardware power brake", 0x100: "display clock setting"}
+APP_CLOCKS_BIT = 0x2
+START_TEMP_DIFF_C = 2.0  # a larger gap between the frameworks' median start temperatures is a threat
+IDLE_CPU_UTIL_PCT = 10.0  # idle baseline busier than this: something else runs
+CLOCK_SPREAD = 0.01  # SM clock range / median below this inside phases: clocks held constant
+MEASURED_PHASES = ("train", "infer")
+
+
+def reason_names(bits: int) -> list[str]:
+    return [name for bit, name in REASON_NAMES.items() if bits & bit]
+
+
+def _series(samples: pd.DataFrame, source: str, metric: str) -> pd.DataFrame:
+    if samples is None or samples.empty:
+        return samples.iloc[0:0] if samples is not None else pd.DataFrame()
+    return samples[(samples["source"] == source) & (samples["metric"] == metric)].dropna(subset=["value"])
+
+
+def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame) -> dict[str, Any]:
+    """Throttling, foreign GPU processes and SM clocks of one trial (None where not sampled)."""
+    out: dict[str, Any] = {k: record.get(k) for k in ("trial_id", "arm", "position", "warmup", "status")}
+    intervals = phase_intervals(record.get("markers", []))
+    span = trial_interval(intervals)
+    cool = record.get("cooldown") or {}
+    out["start_temps_c"] = dict(cool.get("start_temps") or {})
+    out["cooldown_reached"] = cool.get("reached")
+    out["cooldown_waited_s"] = cool.get("waited_s")
+    out.update(throttle_n=0, throttle_frac_limited=None, throttle_bits=None, foreign_procs_max=None,
+               sm_clock_min_mhz=None, sm_clock_median_mhz=None, sm_clock_max_mhz=None, app_clocks_frac=None)
+    if span is None:
+        return out
+    inside = {p: iv for p, iv in intervals.items() if p in MEASURED_PHASES}
+    thr = _series(samples, "nvml", "throttle_reasons")
+    if len(thr) and inside:
+        thr = attribute_phases(thr, inside)
+        thr = thr[thr["phase"].isin(MEASURED_PHASES)]
+        if len(thr):
+            bits = thr["value"].astype("int64").to_numpy()
+            out["throttle_n"] = int(bits.size)
+            out["throttle_frac_limited"] = float(np.mean((bits & LIMITING_REASONS) != 0))
+            out["throttle_bits"] = int(np.bitwise_or.reduce(bits))
+            out["app_clocks_frac"] = float(np.mean((bits & APP_CLOCKS_BIT) != 0))
+    procs = _series(samples, "nvml", "foreign_procs")
+    procs = procs[(procs["t"] >= span[0]) & (procs["t"] <= span[1])] if len(procs) else procs
+    if len(procs):
+        out["foreign_procs_max"] = int(procs["value"].max())
+    clk = _series(samples, "nvml", "sm_clock_mhz")
+    if len(clk) and inside:
+        clk = attribute_phases(clk, inside)
+        v = clk.loc[clk["phase"].isin(MEASURED_PHASES), "value"].to_numpy(float)
+        if v.size:
+            out.update(sm_clock_min_mhz=float(v.min()), sm_clock_median_mhz=float(np.median(v)),
+                       sm_clock_max_mhz=float(v.max()))
+    return out
+
+
+def baseline_facts(samples: pd.DataFrame | None) -> dict[str, Any]:
+    """Idle load before the trials: CPU utilisation and load average, foreign GPU processes."""
+    out: dict[str, Any] = {"recorded": samples is not None and not samples.empty, "cpu_util_mean_pct": None,
+                           "cpu_util_max_pct": None, "load1_median": None, "foreign_procs_max": None}
+    if not out["recorded"]:
+        return out
+    assert samples is not None
+    util = _series(samples, "cpu", "util_pct")
+    util = util[util["device"] == "total"] if len(util) else util
+    if len(util):
+        out["cpu_util_mean_pct"] = float(util["value"].mean())
+        out["cpu_util_max_pct"] = float(util["value"].max())
+    load = _series(samples, "cpu", "load1")
+    if len(load):
+        out["load1_median"] = float(load["value"].median())
+    procs = _series(samples, "nvml", "foreign_procs")
+    if len(procs):
+        out["foreign_procs_max"] = int(procs["value"].max())
+    return out
+
+
+def _measured(c: Ctx) -> list[dict[str, Any]]:
+    return [f for f in c.analysis.get("trial_telemetry", []) if not f.get("warmup") and f.get("status") == "ok"]
+
+
+# -- rules ----------------------------------------------------------------------
+
+@rule
+def start_temperature(c: Ctx) -> list[Threat]:
+    """Frameworks that start their trials at different temperatures run at different clocks."""
+    by: dict[str, dict[str, list[float]]] = {}
+    for t in c.trials:
+        if t.get("warmup") or t.get("status") != "ok":
+            continue
+        for sensor, temp in ((t.get("cooldown") or {}).get("start_temps") or {}).items():
+            if temp is not None:
+                by.setdefault(sensor, {}).setdefault(t["arm"], []).append(float(temp))
+    if not by:
+        return []
+    not_reached = sum(1 for t in c.trials if (t.get("cooldown") or {}).get("reached") is False and not t.get("warmup"))
+    medians = {s: {a: round(float(np.median(v)), 2) for a, v in arms.items()} for s, arms in by.items()}
+    gaps = {s: round(max(m.values()) - min(m.values()), 2) for s, m in medians.items() if len(m) >= 2}
+    if not gaps:
+        return []
+    worst = max(gaps, key=lambda s: gaps[s])
+    numbers = {"median_start_c": medians, "gap_c": gaps, "cooldown_not_reached": not_reached}
+    text = "; ".join(f"{s}: " + ", ".join(f"{a} {v:.1f} °C" for a, v in m.items()) + f" (gap {gaps[s]:.1f} °C)"
+                     for s, m in medians.items() if s in gaps)
+    if gaps[worst] > START_TEMP_DIFF_C:
+        return [Threat("start_temperature", "internal", "high" if gaps[worst] > 2 * START_TEMP_DIFF_C else "medium",
+                       "Frameworks start at different temperatures",
+                       f"median temperature at trial start {text}; {not_reached} trial(s) started before the cool-down "
+                       "was reached", "lengthen telemetry.cooldown_max_s or narrow cooldown_band_c, interleave the "
+                       "frameworks", numbers=numbers)]
+    return [Threat("start_temperature", "internal", "info", "Starting temperature",
+                   f"median temperature at trial start {text}: within {START_TEMP_DIFF_C:g} °C",
+                   "bounded cool-down to the idle baseline before every trial", status="mitigated", numbers=numbers)]
+
+
+@rule
+def throttling(c: Ctx) -> list[Threat]:
+    """Power or thermal limits that slowed the GPU inside the measured phases (NVML clock-event reasons)."""
+    facts = [f for f in _measured(c) if f.get("throttle_frac_limited") is not None]
+    if not facts:
+        return []
+    limited = [f for f in facts if f["throttle_frac_limited"] > 0]
+    per_arm = {a: round(float(np.mean([f["throttle_frac_limited"] for f in facts if f["arm"] == a])), 4)
+               for a in sorted({f["arm"] for f in facts})}
+    bits = 0
+    for f in limited:
+        bits |= int(f["throttle_bits"] or 0)
+    numbers = {"trials": len(facts), "trials_limited": len(limited), "mean_frac_limited_by_arm": per_arm,
+               "reasons": reason_names(bits & LIMITING_REASONS)}
+    if not limited:
+        return [Threat("throttling", "internal", "info", "No GPU throttling",
+                       f"no power or thermal limit in the NVML clock-event reasons of {len(facts)} trials",
+                       "cool-down before every trial", status="mitigated", numbers=numbers)]
+    worst = max(f["throttle_frac_limited"] for f in limited)
+    spread = max(per_arm.values()) - min(per_arm.values())
+    severity = "high" if spread > 0.1 or worst > 0.25 else "medium"
+    return [Threat("throttling", "internal", severity, "GPU throttled during measured phases",
+                   f"{len(limited)} of {len(facts)} trials had readings limited by {', '.join(numbers['reasons'])}; "
+                   f"share of limited readings per framework {per_arm}, worst trial {worst:.0%}",
+                   "improve cooling, lengthen the cool-down, or lower the power limit for both frameworks alike",
+                   numbers=numbers)]
+
+
+@rule
+def foreign_load(c: Ctx) -> list[Threat]:
+    """Other processes on the GPU during trials, or a busy CPU before them (idle baseline)."""
+    out: list[Threat] = []
+    facts = [f for f in _measured(c) if f.get("foreign_procs_max") is not None]
+    crowded = [f for f in facts if f["foreign_procs_max"] > 0]
+    if crowded:
+        out.append(Threat("foreign_gpu", "internal", "high", "Other processes on the GPU",
+                          f"{len(crowded)} of {len(facts)} trials shared the GPU with up to "
+                          f"{max(f['foreign_procs_max'] for f in crowded)} foreign process(es)",
+                          "run on a dedicated GPU (exclusive Slurm job, no other users)",
+                          numbers={"trials": len(facts), "trials_shared": len(crowded),
+                                   "trial_ids": [f["trial_id"] for f in crowded][:20]}))
+    base = c.analysis.get("baseline") or {}
+    logical = (c.manifest.get("host") or {}).get("cpu_logical") or 1
+    if not base.get("recorded"):
+        out.append(Threat("foreign_cpu", "internal", "low", "Background load not checked",
+                          "no idle baseline was recorded (telemetry.baseline_s = 0), so load before the trials is unknown",
+                          "set telemetry.baseline_s (e.g. 10) to record idle load at run start"))
+        return out
+    util, load1 = base.get("cpu_util_mean_pct"), base.get("load1_median")
+    busy = (util is not None and util > IDLE_CPU_UTIL_PCT) or (load1 is not None and load1 > 0.5 * logical)
+    gpu_busy = (base.get("foreign_procs_max") or 0) > 0
+    nums = {k: base.get(k) for k in ("cpu_util_mean_pct", "cpu_util_max_pct", "load1_median", "foreign_procs_max")}
+    nums["cpu_logical"] = logical
+    util_txt = "not sampled" if util is None else f"{util:.1f} %"
+    load_txt = "" if load1 is None else f", load average {load1:.2f} on {logical} CPUs"
+    if busy or gpu_busy:
+        gpu_txt = f", {base['foreign_procs_max']} process(es) on the GPU" if gpu_busy else ""
+        out.append(Threat("foreign_cpu", "internal", "medium", "Host busy before the trials",
+                          f"idle baseline: mean CPU utilisation {util_txt}{load_txt}{gpu_txt}",
+                          "stop other work on the host (or use an exclusive job) before running", numbers=nums))
+    else:
+        out.append(Threat("foreign_cpu", "internal", "info", "Host idle before the trials",
+                          f"idle baseline: mean CPU utilisation {util_txt}{load_txt}",
+                          "idle baseline checked at run start", status="mitigated", numbers=nums))
+    return out
+
+
+@rule
+def gpu_clocks(c: Ctx) -> list[Threat]:
+    """GPU clocks left to boost vary with temperature and power: a source of noise and drift."""
+    facts = [f for f in _measured(c) if f.get("sm_clock_median_mhz") is not None]
+    if not facts:
+        return []
+    lo = min(f["sm_clock_min_mhz"] for f in facts)
+    hi = max(f["sm_clock_max_mhz"] for f in facts)
+    med = float(np.median([f["sm_clock_median_mhz"] for f in facts]))
+    app = [f["app_clocks_frac"] for f in facts if f.get("app_clocks_frac") is not None]
+    app_frac = float(np.mean(app)) if app else 0.0
+    numbers = {"sm_clock_min_mhz": lo, "sm_clock_median_mhz": med, "sm_clock_max_mhz": hi,
+               "app_clocks_frac": round(app_frac, 4), "trials": len(facts)}
+    spread = (hi - lo) / med if med else float("inf")
+    if app_frac >= 0.9 or spread < CLOCK_SPREAD:
+        return [Threat("gpu_clocks", "internal", "info", "GPU clocks held constant",
+                       f"SM clock {lo:.0f}–{hi:.0f} MHz inside the measured phases of {len(facts)} trials"
+                       + (f"; applications clocks set in {app_frac:.0%} of readings" if app else ""),
+                       "locked clocks", status="mitigated", numbers=numbers)]
+    return [Threat("gpu_clocks", "internal", "medium", "GPU clocks not locked",
+                   f"SM clock ranged {lo:.0f}–{hi:.0f} MHz (median {med:.0f}) inside the measured phases "
+                   f"({spread:.1%} of the median)", f"sudo nvidia-smi -lgc {med:.0f},{med:.0f} before the run "
+                   "(and nvidia-smi -rgc after)", numbers=numbers)]
+
+
+@rule
+def sensors(c: Ctx) -> list[Threat]:
+    """Collectors that could not read on this host, beyond the hypothesis metrics `unmeasured` reports."""
+    probes = [p for p in c.manifest.get("collectors", []) if not p.get("ok")]
+    no_temp = sum(1 for t in c.trials if "no temperature sensor" in str((t.get("cooldown") or {}).get("note", "")))
+    out = []
+    if probes:
+        out.append(Threat("sensors", "construct", "low", "Sensors unavailable",
+                          "; ".join(f"{p['name']}: {p.get('detail', '')}" for p in probes),
+                          "run on a host that exposes them (see `kit doctor`); the metrics they feed are missing",
+                          numbers={"unavailable": [p["name"] for p in probes]}))
+    if no_temp:
+        out.append(Threat("sensors", "internal", "low", "No temperature control",
+                          f"{no_temp} trial(s) had no temperature sensor to cool down against, so starting "
+                          "temperatures are neither controlled nor compared", "enable the hwmon or nvml collectors",
+                          numbers={"trials_without_sensor": no_temp}))
+    return out
