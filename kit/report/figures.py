@@ -18,8 +18,10 @@ import matplotlib.pyplot as plt
 
 from kit.analysis.metrics import METRICS
 
-PALETTE = {"pytorch": "#ee4c2c", "tensorflow": "#ff8f00"}
-FALLBACK = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf"]
+# Okabe-Ito colours: told apart by colour-blind readers and in greyscale print (the brand red and
+# orange of the two frameworks are not).
+PALETTE = {"pytorch": "#0072b2", "tensorflow": "#e69f00"}
+FALLBACK = ["#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#000000"]
 PHASE_LABEL = {"train": "learning", "infer": "inference"}
 
 
