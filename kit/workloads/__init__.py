@@ -116,6 +116,8 @@ ZOO_PARAMS: dict[str, Param] = {
     "execution": Param(str, "default", "default: PyTorch eager, Keras tf.function (as model.fit); eager: both "
                        "eager; compiled: torch.compile / tf.function(jit_compile=True)",
                        choices=("default", "eager", "compiled")),
+    "compile_backend": Param(str, "inductor", "torch.compile backend of execution = compiled (aot_eager: no code "
+                             "generation, for CPU checks)", choices=("inductor", "aot_eager")),
     "precision": Param(str, "fp32", "fp32, or autocast / Keras mixed policy in bf16 or fp16",
                        choices=("fp32", "bf16", "fp16")),
     "input_pipeline": Param(bool, False, "batches through a DataLoader / tf.data from host memory each step "

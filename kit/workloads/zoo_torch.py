@@ -155,7 +155,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
                 xb = xb.to(device, non_blocking=True)
                 yield (xb.contiguous(memory_format=fmt) if xb.ndim == 4 else xb), yb.to(device, non_blocking=True)
 
-    fwd: nn.Module | Any = torch.compile(model) if wl.get("execution") == "compiled" else model
+    fwd: nn.Module | Any = (torch.compile(model, backend=wl.get("compile_backend", "inductor"))
+                                if wl.get("execution") == "compiled" else model)
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.amp.GradScaler(device.type) if precision == "fp16" else None
     loss_fn = nn.CrossEntropyLoss()
