@@ -3,8 +3,8 @@
 Pure. The design crosses networks (the grid's ``model``) with runs of a
 two-level factorial over five factors (the ``[cases]``): cuDNN autotuning,
 image layout, execution (eager vs compiled), precision and the input
-pipeline. Per configuration the response is the log of the TF/PT ratio of
-mean training-step time (0: no gap). An OLS fit of that response on the
+pipeline. Per configuration and repetition (block) the response is the log
+of the TF/PT ratio of mean training-step time (0: no gap). An OLS fit of that response on the
 coded factors (-1/+1) plus the network gives each factor's effect on the gap
 (the ratio multiplies by exp(2b) from its low to its high level) and, by
 Type II sums of squares, the share of the gap's variation it explains. The
@@ -115,6 +115,25 @@ def factor_effects(rows: list[dict[str, Any]], response: str, alpha: float = 0.0
             else model_ss / ss_total, "factors": info, "models": models}
 
 
+def trial_pairs(confs: dict[str, dict[str, Any]], trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+    """One observation per configuration and repetition (block): each framework's log mean step time and their
+    difference, log(TF/PT). Replicated blocks give the fit its residual degrees of freedom."""
+    out = []
+    for cid, c in confs.items():
+        reps = sorted({t["repetition"] for t in trials if t["config_id"] == cid and not t.get("warmup")})
+        for rep in reps:
+            row: dict[str, Any] = {**c, "repetition": rep}
+            for arm in arms:
+                t = next((t for t in trials if t["config_id"] == cid and t["arm"] == arm and t["repetition"] == rep
+                          and t["status"] == "ok" and t["results"].get("train_step_s")), None)
+                row[f"{arm}_log_step"] = math.log(float(np.mean(t["results"]["train_step_s"]))) if t else None
+            if "tensorflow" in arms and "pytorch" in arms and row["tensorflow_log_step"] is not None \
+                    and row["pytorch_log_step"] is not None:
+                row["log_ratio"] = row["tensorflow_log_step"] - row["pytorch_log_step"]
+            out.append(row)
+    return out
+
+
 def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
     arms = list(manifest["plan"]["arms"])
     alpha = float(manifest["spec"]["design"]["alpha"])
@@ -136,8 +155,9 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
         row["ratio"] = tf_s / pt_s if tf_s and pt_s else None
         row["log_ratio"] = math.log(row["ratio"]) if row["ratio"] else None
         rows.append(row)
-    gap = factor_effects(rows, "log_ratio", alpha)
-    per_fw = {arm: factor_effects(rows, f"{arm}_log_step", alpha) for arm in arms}
+    obs = trial_pairs(confs, trials, arms)
+    gap = factor_effects(obs, "log_ratio", alpha)
+    per_fw = {arm: factor_effects(obs, f"{arm}_log_step", alpha) for arm in arms}
     baseline = []
     for model in sorted({r["model"] for r in rows}, key=str):
         rs = [r for r in rows if r["model"] == model and r["ratio"]]
