@@ -90,7 +90,7 @@ def _design_rows(effects: dict[str, float], noise: float = 0.01) -> list[dict]:
             for d in (-1, 1):
                 for e in (-1, 1):
                     y = base + effects["execution"] * c + effects["precision"] * d + effects["input_pipeline"] * e
-                    rows.append({"model": model, "cudnn_autotune": False, "layout": "nhwc",
+                    rows.append({"model": model, "cudnn_autotune": "off", "layout": "nhwc",
                                  "execution": "compiled" if c > 0 else "eager", "precision": "bf16" if d > 0 else "fp32",
                                  "input_pipeline": e > 0, "log_ratio": y + noise * rng.standard_normal()})
     return rows
@@ -137,7 +137,7 @@ def test_dai_design_is_the_resolution_v_half_fraction() -> None:
     coded = []
     for case in spec.cases.values():
         w = case.workload
-        levels = [w["cudnn_autotune"], w["layout"] == "nhwc", w["execution"] == "compiled", w["precision"] == "bf16",
+        levels = [w["cudnn_autotune"] == "on", w["layout"] == "nhwc", w["execution"] == "compiled", w["precision"] == "bf16",
                   w["input_pipeline"]]
         coded.append([1 if v else -1 for v in levels])
     x = np.array(coded)

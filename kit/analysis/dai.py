@@ -26,7 +26,7 @@ from kit.analysis.zoo import cell_stats
 
 # factor -> (label, low level, high level)
 FACTORS: dict[str, tuple[str, Any, Any]] = {
-    "cudnn_autotune": ("cuDNN autotuning", False, True),
+    "cudnn_autotune": ("cuDNN autotuning", "off", "on"),
     "layout": ("data layout NHWC vs NCHW", "nchw", "nhwc"),
     "execution": ("compiled vs eager execution", "eager", "compiled"),
     "precision": ("mixed precision bf16 vs fp32", "fp32", "bf16"),

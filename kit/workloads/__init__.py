@@ -110,7 +110,9 @@ ZOO_PARAMS: dict[str, Param] = {
                   choices=("train_infer", "infer")),
     "memory_cap_mb": Param(int, 0, "cap the trial's memory growth after the model is built (RLIMIT_DATA; 0 = no "
                            "cap): forces a real out-of-memory on a CPU host", minimum=0),
-    "cudnn_autotune": Param(bool, False, "torch.backends.cudnn.benchmark / TF_CUDNN_USE_AUTOTUNE"),
+    "cudnn_autotune": Param(str, "native", "cuDNN algorithm autotuning: torch.backends.cudnn.benchmark / "
+                            "TF_CUDNN_USE_AUTOTUNE; native = each framework's default (PyTorch off, TensorFlow on)",
+                            choices=("native", "off", "on")),
     "layout": Param(str, "native", "image layout: native (PyTorch NCHW, Keras NHWC: each framework's default), "
                     "nchw (Keras channels_first) or nhwc (torch.channels_last)", choices=("native", "nchw", "nhwc")),
     "execution": Param(str, "default", "default: PyTorch eager, Keras tf.function (as model.fit); eager: both "

@@ -105,7 +105,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     if int(wl.get("memory_cap_mb", 0)):  # before importing TensorFlow: the skip costs nothing
         raise SkipTrial("memory_cap_mb is implemented for PyTorch only: under RLIMIT_DATA TensorFlow's allocator "
                         "(abseil low_level_alloc) aborts the process instead of raising ResourceExhaustedError")
-    zoo.env_flag("TF_CUDNN_USE_AUTOTUNE", bool(wl.get("cudnn_autotune", True)))
+    zoo.env_flag("TF_CUDNN_USE_AUTOTUNE", wl.get("cudnn_autotune", "native") != "off")  # native: TF's default, on
     from kit.workloads import tf_env
 
     tf = tf_env.tf

@@ -129,7 +129,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     repeats, mode = int(wl["repeats"]), wl["mode"]
     precision = wl.get("precision", "fp32")
     channels_last = wl.get("layout", "native") == "nhwc" and name in zoo.VISION
-    torch.backends.cudnn.benchmark = bool(wl.get("cudnn_autotune", False))
+    torch.backends.cudnn.benchmark = wl.get("cudnn_autotune", "native") == "on"  # native: PyTorch's default, off
 
     model = build(name, classes, tiny, seq_len).to(device)
     n_params = param_count(model)
