@@ -44,7 +44,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     want = wl["dist_device"]
     if want == "gpu" and len(gpus) < n_dev:
         raise SkipTrial(f"strategy {strategy_name} on {n_dev} GPU(s) asked for, TensorFlow lists {len(gpus)}")
-    kind = "gpu" if want == "gpu" or (want == "auto" and len(gpus) >= n_dev) else "cpu"
+    # auto: GPUs only when every strategy can have them (the one-device baseline on the same kind of device)
+    kind = "gpu" if want == "gpu" or (want == "auto" and len(gpus) >= int(wl["devices"])) else "cpu"
     if kind == "cpu":
         tf.config.set_visible_devices([], "GPU")
         cpu = tf.config.list_physical_devices("CPU")[0]

@@ -34,7 +34,9 @@ def dist_device(want: str, devices: int, strategy: str) -> str:
     need = 1 if strategy == "single" else devices
     if want == "gpu" and n_gpu < need:
         raise SkipTrial(f"strategy {strategy} on {need} GPU(s) asked for, this host has {n_gpu}")
-    kind = "gpu" if want == "gpu" or (want == "auto" and n_gpu >= need) else "cpu"
+    # auto: GPUs only when the multi-device strategies can have them too, so that every strategy
+    # (the one-device baseline included) runs on the same kind of device and speed-ups compare like with like
+    kind = "gpu" if want == "gpu" or (want == "auto" and n_gpu >= devices) else "cpu"
     if strategy == "dp" and kind == "cpu":
         raise SkipTrial(f"DataParallel replicates over CUDA devices only; this host has {n_gpu} GPU(s), "
                         f"{devices} needed (the CPU path is DistributedDataParallel with gloo)")
