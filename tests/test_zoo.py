@@ -188,22 +188,27 @@ SAME_DEFINITION = {"resnet18", "mobilenet_v2", "resnet50", "resnet152", "vgg16",
 @pytest.mark.parametrize("model", PAIRS)
 def test_model_pairs_parameter_counts(model: str) -> None:
     """Both frameworks build every model; the libraries' definitions agree where the report says 'same'."""
-    code = f"""
-import json, os
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-import keras
-from kit.workloads import zoo_keras, zoo_torch
-size = 75 if "{model}" == "inception_v3" else 32
-pt = zoo_torch.param_count(zoo_torch.build("{model}", 10, True, 16))
-km = zoo_keras.build(keras, "{model}", 10, True, 16, size)
-tf = sum(int(w.shape.num_elements()) if hasattr(w.shape, "num_elements") else int(__import__("numpy").prod(w.shape))
-         for w in km.trainable_weights)
-print(json.dumps([pt, tf]))
+    size = 75 if model == "inception_v3" else 32
+    torch_code = f"""
+from kit.workloads import zoo_torch
+print(zoo_torch.param_count(zoo_torch.build("{model}", 10, True, 16)))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    pt, tf = json.loads(proc.stdout.strip().splitlines()[-1])
+    keras_code = f"""
+import os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import keras, numpy as np
+from kit.workloads import zoo_keras
+m = zoo_keras.build(keras, "{model}", 10, True, 16, {size})
+print(sum(int(np.prod(w.shape)) for w in m.trainable_weights))
+"""
+
+    def count(code: str) -> int:  # one framework per process: TensorFlow and torchvision in one process can crash
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return int(proc.stdout.strip().splitlines()[-1])
+
+    pt, tf = count(torch_code), count(keras_code)
     diff = abs(pt - tf) / pt * 100
     print(f"{model}: pytorch {pt:,} tensorflow {tf:,} ({diff:.2f} %)")
     if model in SAME_DEFINITION:
