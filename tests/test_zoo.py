@@ -179,16 +179,19 @@ def test_data_parallel_without_gpus_is_skipped_with_reason(tmp_path: Path) -> No
     assert rc == 5 and res["status"] == "skipped" and "CUDA" in res["reason"]
 
 
-PAIRS = ["resnet18", "mobilenet_v2", "resnet50", "vgg16", "inception_v3", "resnet152", "efficientnet_b4",
-         "lstm_lm", "transformer", "speech_crnn"]
-SAME_DEFINITION = {"resnet18", "mobilenet_v2", "resnet50", "resnet152", "vgg16", "transformer", "speech_crnn"}
+# (model, input side, the libraries' definitions agree at that side)
+PAIRS = [("resnet18", 32, True), ("mobilenet_v2", 32, True), ("resnet50", 32, True), ("resnet152", 32, True),
+         ("efficientnet_b4", 32, True), ("inception_v3", 75, True), ("transformer", 32, True), ("speech_crnn", 32, True),
+         # torchvision's VGG16 pools adaptively to 7x7 before its classifier, Keras flattens the real feature map:
+         # the same network at 224 px, a 4x smaller classifier in Keras at 32 px (the report flags it)
+         ("vgg16", 224, True), ("vgg16", 32, False),
+         ("lstm_lm", 32, True)]  # torch.nn.LSTM has two bias vectors per gate, Keras one: within 1 % here
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", PAIRS)
-def test_model_pairs_parameter_counts(model: str) -> None:
+@pytest.mark.parametrize(("model", "size", "same"), PAIRS)
+def test_model_pairs_parameter_counts(model: str, size: int, same: bool) -> None:
     """Both frameworks build every model; the libraries' definitions agree where the report says 'same'."""
-    size = 75 if model == "inception_v3" else 32
     torch_code = f"""
 from kit.workloads import zoo_torch
 print(zoo_torch.param_count(zoo_torch.build("{model}", 10, True, 16)))
@@ -210,11 +213,8 @@ print(sum(int(np.prod(w.shape)) for w in m.trainable_weights))
 
     pt, tf = count(torch_code), count(keras_code)
     diff = abs(pt - tf) / pt * 100
-    print(f"{model}: pytorch {pt:,} tensorflow {tf:,} ({diff:.2f} %)")
-    if model in SAME_DEFINITION:
-        assert diff <= zoo.PARAM_DIFF_PCT, (pt, tf)
-    else:  # the libraries define these differently; the report flags them
-        assert pt > 0 and tf > 0
+    print(f"{model} at {size} px: pytorch {pt:,} tensorflow {tf:,} ({diff:.2f} %)")
+    assert (diff <= zoo.PARAM_DIFF_PCT) == same, (pt, tf)
 
 
 # -- quick profiles end to end (slow) -------------------------------------------------------------------------------

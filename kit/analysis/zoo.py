@@ -99,17 +99,21 @@ def time_ratio(tf_means: list[float], pt_means: list[float]) -> dict[str, Any]:
 
 
 def param_pairs(cells: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
-    """Per model: each framework's parameter count and whether the libraries' definitions differ."""
-    by: dict[str, dict[str, int]] = {}
+    """Per model and input side: each framework's parameter count and whether the libraries' definitions differ.
+
+    Per side because a definition can depend on it (torchvision's VGG16 pools to 7x7 whatever the input;
+    Keras' classifier grows with the feature map).
+    """
+    by: dict[tuple[str, Any], dict[str, int]] = {}
     for c in cells:
         if c.get("param_count") and c.get("model"):
-            by.setdefault(c["model"], {})[c["arm"]] = int(c["param_count"])
+            by.setdefault((c["model"], c.get("image_size")), {})[c["arm"]] = int(c["param_count"])
     out = []
-    for model, counts in by.items():
+    for (model, size), counts in by.items():
         vals = [counts.get(a) for a in arms]
         known = [v for v in vals if v]
         diff = (max(known) - min(known)) / min(known) * 100 if len(known) == len(arms) and known else None
-        out.append({"model": model, "counts": {a: counts.get(a) for a in arms}, "diff_pct": diff,
+        out.append({"model": model, "image_size": size, "counts": {a: counts.get(a) for a in arms}, "diff_pct": diff,
                     "differ": diff is not None and diff > PARAM_DIFF_PCT})
     return out
 

@@ -77,9 +77,9 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         return []
     arms, out = d["arms"], []
 
-    pair_rows = [[p["model"], *[_g(p["counts"].get(a), ",.0f") for a in arms], _g(p["diff_pct"], ".2f"),
+    pair_rows = [[p["model"], p.get("image_size") or "–", *[_g(p["counts"].get(a), ",.0f") for a in arms], _g(p["diff_pct"], ".2f"),
                   "DIFFERENT definitions" if p["differ"] else "same"] for p in d["param_pairs"]]
-    differ = [p["model"] for p in d["param_pairs"] if p["differ"]]
+    differ = sorted({f"{p['model']} ({p.get('image_size')} px)" for p in d["param_pairs"] if p["differ"]})
     out.append({"id": "zoo-params", "title": "Model pairs: parameter counts per framework",
                 "paragraphs": ["Trainable parameters of each model as built by torchvision.models and "
                                "keras.applications with random weights and the same number of classes (Keras' "
@@ -88,7 +88,8 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                                ("The libraries' definitions differ (> 1 % in parameters) for: " + ", ".join(differ)
                                 + "; their time ratios compare different networks as much as frameworks.")
                                if differ else "Every pair has the same parameter count (within 1 %)."],
-                "tables": [{"caption": "Parameter counts", "columns": ["model", *arms, "difference (%)", "definitions"],
+                "tables": [{"caption": "Parameter counts", "columns": ["model", "side (px)", *arms, "difference (%)",
+                                                                   "definitions"],
                             "rows": pair_rows}]})
 
     figs = []
