@@ -133,12 +133,5 @@ def check_params(wl: dict[str, Any]) -> None:
         raise WorkloadError(f"{model} needs image_size >= {VISION[model][2]} (got {wl['image_size']})")
 
 
-def timing_summary(steps_s: list[float], batch: int) -> dict[str, float]:
-    """Mean, median and per-image latency of timed steps."""
-    arr = np.asarray(steps_s, dtype=float)
-    return {"mean_s": float(arr.mean()), "median_s": float(np.median(arr)),
-            "per_image_s": float(arr.mean() / batch)}
-
-
 def env_flag(name: str, value: bool) -> None:
     os.environ[name] = "1" if value else "0"

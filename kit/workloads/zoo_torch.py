@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from kit.workloads import zoo
-from kit.workloads.common import Markers, WorkloadError, apply_memory_cap, oom_text
+from kit.workloads.common import Markers, apply_memory_cap, oom_text
 from kit.workloads.torch_env import device_sync, pick_device, torch_env
 
 
@@ -232,7 +232,3 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
                    input_pipeline=pipeline)
     return results, env
 
-
-def check_model(name: str) -> None:
-    if name not in zoo.MODELS:
-        raise WorkloadError(f"unknown model {name!r}")
