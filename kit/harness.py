@@ -7,7 +7,9 @@ reads ``OUT_DIR/request.json``, appends phase markers to
 It imports nothing from the host side of the kit: only the standard library,
 numpy, ``kit.workloads`` and the one framework the trial needs.
 
-Exit codes: 0 ok, 3 out of memory, 4 bad request, 1 any other error. The
+Exit codes: 0 ok, 3 out of memory, 4 bad request, 5 skipped by design
+(``SkipTrial``: the trial cannot run on this host, with the reason), 1 any
+other error. The
 result file says the same in words, with the traceback's last lines.
 """
 
@@ -23,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_ERROR, EXIT_OOM, EXIT_BAD_REQUEST = 0, 1, 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_OOM, EXIT_BAD_REQUEST, EXIT_SKIPPED = 0, 1, 3, 4, 5
 REQUEST_FILE, RESULT_FILE, MARKERS_FILE = "request.json", "result.json", "markers.jsonl"
 
 
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_result(out, {"status": "error", "error": f"bad request: {exc!r}", "started": started})
         return EXIT_BAD_REQUEST
 
-    from kit.workloads.common import Markers
+    from kit.workloads.common import Markers, SkipTrial
 
     markers = Markers(out / MARKERS_FILE)
     markers.event("harness_start", pid=os.getpid(), python=sys.version.split()[0])
@@ -80,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         mod = importlib.import_module(mod_name)
         markers.event("imported", module=mod_name)
         results, env = mod.run(req, args.data, markers)
+    except SkipTrial as exc:
+        markers.event("harness_end", status="skipped")
+        markers.close()
+        _write_result(out, {"status": "skipped", "error": f"skipped: {exc}", "reason": str(exc),
+                            "started": started, "ended": time.time()})
+        return EXIT_SKIPPED
     except BaseException as exc:
         oom = False
         if mod is not None and hasattr(mod, "is_oom"):

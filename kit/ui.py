@@ -11,7 +11,7 @@ from kit.plan import Plan, Trial
 from kit.runner import RunEvents
 from kit.store import RunDir
 
-_STATUS_STYLE = {"ok": "green", "oom": "yellow", "timeout": "red", "error": "red"}
+_STATUS_STYLE = {"ok": "green", "oom": "yellow", "skipped": "blue", "timeout": "red", "error": "red"}
 
 
 class RichEvents(RunEvents):

@@ -20,6 +20,9 @@ ExtraAnalysis = Callable[[dict[str, Any], list[dict[str, Any]], pd.DataFrame], d
 EXTRA_ANALYSES: dict[str, str] = {
     "germino": "kit.analysis.germino:analyse",
     "dlbench": "kit.analysis.dlbench:analyse",
+    "zoo": "kit.analysis.zoo:analyse",
+    "dai_factors": "kit.analysis.dai:analyse",
+    "zoo_distributed": "kit.analysis.zoo_dist:analyse",
 }
 
 

@@ -23,14 +23,14 @@ from typing import Any, ClassVar
 from kit.collectors.base import Probe, TrialTarget
 
 STDERR_TAIL_CHARS = 4000
-HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 1: "error"}
+HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 5: "skipped", 1: "error"}
 
 
 @dataclass
 class TrialOutcome:
     """What a backend reports about one finished (or failed) trial."""
 
-    status: str  # ok | oom | error | timeout
+    status: str  # ok | oom | skipped | error | timeout
     exit_code: int | None
     result: dict[str, Any] | None
     markers: list[dict[str, Any]]
@@ -98,7 +98,7 @@ def status_from(exit_code: int | None, result: dict[str, Any] | None, timed_out:
     """One rule for every backend: timeout, then the result file, then the exit code."""
     if timed_out:
         return "timeout"
-    if result is not None and result.get("status") in ("ok", "oom", "error"):
+    if result is not None and result.get("status") in ("ok", "oom", "skipped", "error"):
         if result["status"] == "ok" and exit_code not in (0, None):
             return "error"
         return str(result["status"])

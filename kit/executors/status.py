@@ -1,6 +1,6 @@
 """`kit status RUN_DIR`: where every trial of a run stands, with the cluster's word on it.
 
-A trial is ``finished`` (its file says ok), ``failed`` (its file says oom,
+A trial is ``finished`` (its file says ok), ``skipped`` (by design, with a reason), ``failed`` (its file says oom,
 error or timeout), ``running`` (its chunk's job runs and the trial's work
 directory exists), ``queued`` (its job is pending, or running but not there
 yet), ``lost`` (its job ended without it: Slurm's state and reason say why,
@@ -45,7 +45,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         reason = ""
         node = (rec or {}).get("host") or (js.node if js else "")
         if rec is not None:
-            state = "finished" if rec["status"] == "ok" else "failed"
+            state = {"ok": "finished", "skipped": "skipped"}.get(rec["status"], "failed")
             reason = "" if rec["status"] == "ok" else f"{rec['status']}: {(rec.get('error') or '')[:120]}"
             job = (rec.get("executor") or {}).get("job_id") or job
         elif js is None:
@@ -63,7 +63,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         js = states.get(j)
         in_chunk = [r for r in rows if r["chunk"] == i]
         jobs.append({"chunk": i, "job": j, "state": js.state if js else "UNKNOWN", "reason": js.reason if js else "",
-                     "node": js.node if js else "", "finished": sum(r["state"] in ("finished", "failed") for r in in_chunk),
+                     "node": js.node if js else "", "finished": sum(r["state"] in ("finished", "failed", "skipped") for r in in_chunk),
                      "trials": len(in_chunk)})
     counts = Counter(r["state"] for r in rows)
     return {"run_dir": str(rd.path), "experiment": man["experiment"], "status": man.get("status"),

@@ -19,6 +19,9 @@ SectionMaker = Callable[[dict[str, Any], dict[str, Any]], list[Section]]
 EXTRA_SECTIONS: dict[str, str] = {
     "germino": "kit.report.germino:sections",
     "dlbench": "kit.report.dlbench:sections",
+    "zoo": "kit.report.zoo:sections",
+    "dai_factors": "kit.report.dai:sections",
+    "zoo_distributed": "kit.report.zoo_dist:sections",
 }
 
 

@@ -98,6 +98,67 @@ WORKLOADS: dict[str, WorkloadInfo] = {
 }
 
 
+_ZOO_MODULES = {"pytorch": "kit.workloads.zoo_torch", "tensorflow": "kit.workloads.zoo_keras"}
+_ZOO_MODELS = ("resnet18", "resnet50", "resnet152", "vgg16", "mobilenet_v2", "efficientnet_b4", "inception_v3",
+               "lstm_lm", "transformer", "speech_crnn")  # kit.workloads.zoo.MODELS (not imported: numpy-free here)
+ZOO_PARAMS: dict[str, Param] = {
+    "model": Param(str, "resnet18", "torchvision / keras.applications model, or a sequence model", choices=_ZOO_MODELS),
+    "image_size": Param(int, 224, "input side in pixels (vision models): random tensors of this shape", minimum=32),
+    "num_classes": Param(int, 1000, "classes of the output layer, the same in both frameworks", minimum=2),
+    "seq_len": Param(int, 64, "time steps of the sequence models' inputs", minimum=2),
+    "tiny": Param(bool, False, "sequence models at tiny widths (same architecture) for CPU checks"),
+    "repeats": Param(int, 100, "timed training steps and timed forward passes per trial", minimum=1),
+    "mode": Param(str, "train_infer", "train_infer: time training steps then inference; infer: inference only",
+                  choices=("train_infer", "infer")),
+    "memory_cap_mb": Param(int, 0, "cap the trial's memory growth after the model is built (RLIMIT_DATA; 0 = no "
+                           "cap): forces a real out-of-memory on a CPU host", minimum=0),
+    "cudnn_autotune": Param(str, "native", "cuDNN algorithm autotuning: torch.backends.cudnn.benchmark / "
+                            "TF_CUDNN_USE_AUTOTUNE; native = each framework's default (PyTorch off, TensorFlow on)",
+                            choices=("native", "off", "on")),
+    "layout": Param(str, "native", "image layout: native (PyTorch NCHW, Keras NHWC: each framework's default), "
+                    "nchw (Keras channels_first) or nhwc (torch.channels_last)", choices=("native", "nchw", "nhwc")),
+    "execution": Param(str, "default", "default: PyTorch eager, Keras tf.function (as model.fit); eager: both "
+                       "eager; compiled: torch.compile / tf.function(jit_compile=True)",
+                       choices=("default", "eager", "compiled")),
+    "compile_backend": Param(str, "inductor", "torch.compile backend of execution = compiled (aot_eager: no code "
+                             "generation, for CPU checks)", choices=("inductor", "aot_eager")),
+    "precision": Param(str, "fp32", "fp32, or autocast / Keras mixed policy in bf16 or fp16",
+                       choices=("fp32", "bf16", "fp16")),
+    "input_pipeline": Param(bool, False, "batches through a DataLoader / tf.data from host memory each step "
+                            "instead of tensors resident on the device"),
+}
+WORKLOADS["zoo"] = WorkloadInfo(
+    name="zoo", modules=dict(_ZOO_MODULES), params=dict(ZOO_PARAMS),
+    description="Patel et al.: torchvision vs keras.applications models on random tensors; train-step and "
+                "inference time over batch sizes and input shapes, OOM as missing points",
+)
+WORKLOADS["dai_factors"] = WorkloadInfo(
+    name="dai_factors", modules=dict(_ZOO_MODULES), params=dict(ZOO_PARAMS),
+    description="Dai et al.: single-GPU training throughput of seven networks and the factors behind "
+                "framework gaps (autotuning, layout, compilation, precision, input pipeline)",
+)
+WORKLOADS["zoo_distributed"] = WorkloadInfo(
+    name="zoo_distributed",
+    modules={"pytorch": "kit.workloads.zoo_dist_torch", "tensorflow": "kit.workloads.zoo_dist_keras"},
+    params={
+        "model": Param(str, "resnet18", "the model trained data-parallel", choices=_ZOO_MODELS),
+        "image_size": Param(int, 224, "input side in pixels", minimum=32),
+        "num_classes": Param(int, 1000, "classes of the output layer", minimum=2),
+        "seq_len": Param(int, 64, "time steps of the sequence models' inputs", minimum=2),
+        "tiny": Param(bool, False, "sequence models at tiny widths"),
+        "repeats": Param(int, 50, "timed training steps", minimum=1),
+        "strategy": Param(str, "single", "single: one device; dp: torch DataParallel / TF MirroredStrategy "
+                          "(one process, replicas per device); ddp: torch DistributedDataParallel (torchrun, "
+                          "one process per device)", choices=("single", "dp", "ddp")),
+        "devices": Param(int, 2, "devices to train on (strategy dp/ddp); per-device batch = batch_size", minimum=1),
+        "dist_device": Param(str, "auto", "gpu (NCCL), cpu (gloo; TF logical CPU devices) or auto (GPUs if "
+                             "enough, else CPU)", choices=("auto", "gpu", "cpu")),
+    },
+    description="Patel et al. Section VI-E: DataParallel vs DistributedDataParallel (and TF MirroredStrategy); "
+                "speed-up over one device and scaling efficiency",
+)
+
+
 def module_for(workload: str, framework: str) -> str:
     """The module that runs ``workload`` in ``framework``; KeyError if none."""
     return WORKLOADS[workload].modules[framework]

@@ -119,6 +119,42 @@ def glorot_uniform(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.ra
     return rng.uniform(-limit, limit, size=shape).astype(np.float32)
 
 
+class SkipTrial(Exception):
+    """A trial that cannot run on this host by design (e.g. DataParallel without two GPUs).
+
+    The harness records status ``skipped`` with this reason and exit code 5;
+    it is not a failure and the run goes on.
+    """
+
+
+def apply_memory_cap(cap_mb: int) -> None:
+    """Cap this process's data segment at its current size plus ``cap_mb`` MiB (Linux RLIMIT_DATA).
+
+    A real allocation limit: allocations beyond it fail inside the framework's
+    allocator the way device memory exhaustion does, so a CPU-only host can
+    exercise the out-of-memory path deterministically. 0 leaves no cap.
+    """
+    if cap_mb <= 0:
+        return
+    import resource
+
+    with open("/proc/self/status", encoding="ascii") as fh:
+        fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    used_kb = int(fields["VmData"].split()[0]) if "VmData" in fields else 0
+    limit = (used_kb * 1024) + cap_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+
+
+OOM_TEXT = ("out of memory", "not enough memory", "can't allocate memory", "cannot allocate memory",
+            "oom when allocating", "failed to allocate")
+
+
+def oom_text(exc: BaseException) -> bool:
+    """Whether an exception's text is an allocation failure (any framework's wording)."""
+    msg = str(exc).lower()
+    return isinstance(exc, MemoryError) or any(t in msg for t in OOM_TEXT)
+
+
 class Markers:
     """Writes the harness protocol's JSON lines (phase start/end, events).
 

@@ -1,0 +1,236 @@
+"""Patel et al. (seed 001): model x batch x shape sweep, TF/PT ratios, batch curves, power, MFU.
+
+Pure: manifest, trial records and the per-trial metric table in, plain data
+out (``analysis["extras"]["zoo"]``). Per configuration (case x batch size x
+input side) and framework: status (``oom`` and ``skipped`` configurations
+are kept and drawn as missing points), step times, throughput, FLOPs and
+model FLOP utilisation; the TF/PT time ratio; the parameter counts of each
+model pair; per-image inference latency against batch size with the paper's
+"decreases up to a limit" claim tested by one-sided Mann-Whitney tests
+between neighbouring batch sizes (Holm-corrected); GPU power and energy
+against batch size (Kruskal-Wallis across batch sizes: the paper found no
+effect).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+PARAM_DIFF_PCT = 1.0  # a pair whose counts differ by more than this is flagged as differently defined
+PLATEAU_REL = 0.05  # a neighbouring decrease smaller than this is "levelled off" even when significant
+
+
+def config_info(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """config id -> {case, title, model, device, mode, batch_size, image_size}."""
+    spec = manifest["spec"]
+    wl, out = spec["workload"], {}
+    for cid, cfg in manifest["plan"]["configs"].items():
+        case = cfg.get("case") or cid
+        over = ((spec.get("cases") or {}).get(case) or {}).get("workload") or {}
+        merged = {**wl, **(wl.get("params") or {}), **over, **{k: v for k, v in cfg.items() if k != "case"}}
+        out[cid] = {"config_id": cid, "case": case, "title": ((spec.get("cases") or {}).get(case) or {}).get("title")
+                    or case, "model": merged.get("model"), "device": merged.get("device"), "mode": merged.get("mode",
+                    "train_infer"), "batch_size": int(merged["batch_size"]), "image_size": merged.get("image_size")}
+    return out
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def cell_stats(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One (configuration, framework) cell: status and timing from its measured trials."""
+    measured = [t for t in trials if not t.get("warmup")]
+    ok = [t for t in measured if t["status"] == "ok"]
+    statuses = sorted({t["status"] for t in measured})
+    status = "ok" if ok else (statuses[0] if len(statuses) == 1 else "/".join(statuses)) if statuses else "missing"
+    cell: dict[str, Any] = {"status": status, "n_ok": len(ok), "n": len(measured),
+                            "reason": next((t.get("error") for t in measured if t["status"] != "ok"), None)}
+    if not ok:
+        return cell
+    r0 = ok[0]["results"]
+    bs = int(r0.get("batch_size") or r0.get("global_batch") or 1)
+    for phase in ("train", "infer"):
+        per_trial = [float(np.mean(t["results"][f"{phase}_step_s"])) for t in ok if t["results"].get(f"{phase}_step_s")]
+        steps = [s for t in ok for s in t["results"].get(f"{phase}_step_s") or []]
+        if not per_trial:
+            continue
+        cell[f"{phase}_step_s"] = float(np.mean(per_trial))
+        cell[f"{phase}_trial_means_s"] = per_trial
+        cell[f"{phase}_steps_s"] = steps
+        cell[f"{phase}_throughput_ips"] = bs / cell[f"{phase}_step_s"]
+        cell[f"{phase}_latency_per_image_s"] = cell[f"{phase}_step_s"] / bs
+    cell["param_count"] = r0.get("param_count")
+    cell["flops_per_example_fwd"] = next((t["results"].get("flops_per_example_fwd") for t in ok
+                                          if t["results"].get("flops_per_example_fwd")), None)
+    cell["peak_flops"], cell["peak_source"] = r0.get("peak_flops"), r0.get("peak_source")
+    cell["device_name"] = (ok[0].get("env") or {}).get("device_name")
+    return cell
+
+
+def mfu(flops_fwd: float | None, throughput_ips: float | None, peak: float | None, train: bool) -> float | None:
+    """Model FLOP utilisation: achieved FLOP/s (forward FLOPs x 3 for a training step) over the peak; None if unknown."""
+    if not flops_fwd or not throughput_ips or not peak:
+        return None
+    return flops_fwd * (3.0 if train else 1.0) * throughput_ips / peak
+
+
+def time_ratio(tf_means: list[float], pt_means: list[float]) -> dict[str, Any]:
+    """TF/PT ratio of mean step times with a 95 % interval on the log scale (Welch) when both have 2+ trials."""
+    if not tf_means or not pt_means:
+        return {"ratio": None}
+    ratio = float(np.mean(tf_means) / np.mean(pt_means))
+    out: dict[str, Any] = {"ratio": ratio, "lo": None, "hi": None, "p": None}
+    a, b = np.log(tf_means), np.log(pt_means)
+    if len(a) >= 2 and len(b) >= 2 and (a.var(ddof=1) + b.var(ddof=1)) > 0:
+        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+        q = float(sps.t.ppf(0.975, df))
+        d = float(a.mean() - b.mean())
+        out.update(lo=math.exp(d - q * se), hi=math.exp(d + q * se), p=float(2 * sps.t.sf(abs(d / se), df)))
+    return out
+
+
+def param_pairs(cells: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+    """Per model and input side: each framework's parameter count and whether the libraries' definitions differ.
+
+    Per side because a definition can depend on it (torchvision's VGG16 pools to 7x7 whatever the input;
+    Keras' classifier grows with the feature map).
+    """
+    by: dict[tuple[str, Any], dict[str, int]] = {}
+    for c in cells:
+        if c.get("param_count") and c.get("model"):
+            by.setdefault((c["model"], c.get("image_size")), {})[c["arm"]] = int(c["param_count"])
+    out = []
+    for (model, size), counts in by.items():
+        vals = [counts.get(a) for a in arms]
+        known = [v for v in vals if v]
+        diff = (max(known) - min(known)) / min(known) * 100 if len(known) == len(arms) and known else None
+        out.append({"model": model, "image_size": size, "counts": {a: counts.get(a) for a in arms}, "diff_pct": diff,
+                    "differ": diff is not None and diff > PARAM_DIFF_PCT})
+    return out
+
+
+def holm(ps: list[float]) -> list[float]:
+    """Holm step-down adjusted p-values."""
+    order = np.argsort(ps)
+    adj, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        adj[i] = running
+    return adj
+
+
+def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> dict[str, Any]:
+    """Test "per-image inference time decreases with batch size up to a limit" on one curve.
+
+    ``curve``: (batch size, per-image latency samples) in increasing batch order, missing (oom)
+    points left out. Each neighbouring pair gets a one-sided Mann-Whitney test (larger batch
+    faster per image), Holm-corrected over the curve. The limit is the first batch size after
+    which the latency no longer falls significantly by more than PLATEAU_REL. Verdicts:
+    ``supported`` (falls, then levels off inside the grid), ``no limit reached`` (falls over the
+    whole grid), ``not supported`` (does not fall at the smallest batch sizes), ``too few points``.
+    """
+    pts = [(b, np.asarray(s, float)) for b, s in curve if len(s) >= 2]
+    if len(pts) < 2:
+        return {"verdict": "too few points", "steps": [], "limit": None}
+    raw = []
+    for (b0, s0), (b1, s1) in itertools.pairwise(pts):
+        p = float(sps.mannwhitneyu(s1, s0, alternative="less").pvalue)
+        rel = float(1 - np.median(s1) / np.median(s0))
+        raw.append({"from": b0, "to": b1, "p": p, "rel_decrease": rel})
+    for s, p_adj in zip(raw, holm([s["p"] for s in raw]), strict=True):
+        s["p_holm"] = p_adj
+        s["falls"] = p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
+    falls = [s["falls"] for s in raw]
+    if not falls[0]:
+        return {"verdict": "not supported", "steps": raw, "limit": pts[0][0]}
+    first_flat = next((i for i, f in enumerate(falls) if not f), None)
+    if first_flat is None:
+        return {"verdict": "no limit reached", "steps": raw, "limit": None}
+    return {"verdict": "supported", "steps": raw, "limit": raw[first_flat]["from"]}
+
+
+def _telemetry(values: pd.DataFrame, cid: str, arm: str, metric: str, phase: str) -> list[float]:
+    from kit.analysis.analyze import usable
+
+    use = usable(values)
+    g = use[(use["config_id"] == cid) & (use["arm"] == arm) & (use["metric"] == metric) & (use["phase"] == phase)]
+    return g["value"].astype(float).tolist()
+
+
+def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
+    arms = list(manifest["plan"]["arms"])
+    alpha = float(manifest["spec"]["design"]["alpha"])
+    infos = config_info(manifest)
+    cells = []
+    for cid, info in infos.items():
+        for arm in arms:
+            c = cell_stats([t for t in trials if t["config_id"] == cid and t["arm"] == arm])
+            c.update(info, arm=arm)
+            train = info["mode"] == "train_infer"
+            c["mfu_train"] = mfu(c.get("flops_per_example_fwd"), c.get("train_throughput_ips"), c.get("peak_flops"), True)
+            c["mfu_infer"] = mfu(c.get("flops_per_example_fwd"), c.get("infer_throughput_ips"), c.get("peak_flops"), False)
+            for metric in ("gpu_power_w", "gpu_energy_j"):
+                for phase in ("train", "infer") if train else ("infer",):
+                    v = _telemetry(values, cid, arm, metric, phase) if not values.empty else []
+                    c[f"{phase}_{metric}"] = v
+            cells.append(c)
+    # FLOPs are a property of the model and shape: the PyTorch count serves both frameworks' MFU
+    for c in cells:
+        if not c.get("flops_per_example_fwd"):
+            twin = next((d for d in cells if d["config_id"] == c["config_id"] and d.get("flops_per_example_fwd")), None)
+            if twin:
+                c["flops_per_example_fwd"] = twin["flops_per_example_fwd"]
+                c["mfu_train"] = mfu(c["flops_per_example_fwd"], c.get("train_throughput_ips"), c.get("peak_flops"), True)
+                c["mfu_infer"] = mfu(c["flops_per_example_fwd"], c.get("infer_throughput_ips"), c.get("peak_flops"), False)
+
+    ratios = []
+    if "tensorflow" in arms and "pytorch" in arms:
+        for cid, info in infos.items():
+            tf_c = next(c for c in cells if c["config_id"] == cid and c["arm"] == "tensorflow")
+            pt_c = next(c for c in cells if c["config_id"] == cid and c["arm"] == "pytorch")
+            for phase in ("train", "infer"):
+                r = time_ratio(tf_c.get(f"{phase}_trial_means_s") or [], pt_c.get(f"{phase}_trial_means_s") or [])
+                if r["ratio"] is None and info["mode"] == "infer" and phase == "train":
+                    continue
+                ratios.append({**info, "phase": phase, **r, "status": {"tensorflow": tf_c["status"],
+                                                                      "pytorch": pt_c["status"]}})
+
+    curves = []
+    keys = sorted({(i["case"], i["image_size"]) for i in infos.values()}, key=str)
+    for case, size in keys:
+        cids = sorted((i for i in infos.values() if i["case"] == case and i["image_size"] == size),
+                      key=lambda i: i["batch_size"])
+        for arm in arms:
+            row = [next(c for c in cells if c["config_id"] == i["config_id"] and c["arm"] == arm) for i in cids]
+            samples = [(c["batch_size"], [s / c["batch_size"] for s in c.get("infer_steps_s") or []]) for c in row]
+            test = decreasing_to_limit([(b, s) for b, s in samples if s], alpha)
+            power = [(c["batch_size"], c.get("train_gpu_power_w") or c.get("infer_gpu_power_w") or []) for c in row]
+            groups = [p for _, p in power if len(p) >= 2]
+            kw = (float(sps.kruskal(*groups).pvalue) if len(groups) >= 2 and np.ptp(np.concatenate(groups)) > 0
+                  else None)
+            curves.append({"case": case, "model": cids[0]["model"], "image_size": size, "arm": arm,
+                           "mode": cids[0]["mode"], "device": cids[0]["device"],
+                           "points": [{"batch_size": c["batch_size"], "status": c["status"],
+                                       "infer_step_s": c.get("infer_step_s"),
+                                       "latency_per_image_s": c.get("infer_latency_per_image_s"),
+                                       "throughput_ips": c.get("infer_throughput_ips"),
+                                       "power_w": _mean(c.get("train_gpu_power_w") or c.get("infer_gpu_power_w") or []),
+                                       "energy_j": _mean(c.get("train_gpu_energy_j") or [])} for c in row],
+                           "decrease_test": test, "power_kruskal_p": kw})
+    missing = [{"case": c["case"], "batch_size": c["batch_size"], "image_size": c["image_size"], "arm": c["arm"],
+                "status": c["status"], "reason": (c.get("reason") or "")[:300]} for c in cells if c["status"] != "ok"]
+    slim = [{k: v for k, v in c.items() if not k.endswith("_steps_s")} for c in cells]
+    verdicts = [c["decrease_test"]["verdict"] for c in curves]
+    return {"arms": arms, "alpha": alpha, "cells": slim, "ratios": ratios, "param_pairs": param_pairs(cells, arms),
+            "curves": curves, "missing": missing, "power_measured": any(c.get("train_gpu_power_w") or
+                                                                       c.get("infer_gpu_power_w") for c in cells),
+            "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))}}

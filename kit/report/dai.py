@@ -1,0 +1,129 @@
+"""Report sections of the Dai et al. factor study (finished ``analysis["extras"]["dai_factors"]`` in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+
+from kit.report.figures import to_svg
+from kit.report.zoo import _g
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.1f} %"
+
+
+def effects_figure(gap: dict[str, Any]) -> str | None:
+    """Share of the TF/PT gap's variation explained by each factor, the networks and the residual."""
+    est = [f for f in gap.get("factors", []) if f.get("status") == "estimated" and f.get("share") is not None]
+    if not est:
+        return None
+    labels = [f["label"] for f in est] + (["network"] if gap.get("network_share") is not None else []) + ["residual"]
+    vals = [f["share"] for f in est] + ([gap["network_share"]] if gap.get("network_share") is not None else []) + \
+        [gap.get("residual_share") or 0.0]
+    fig, ax = plt.subplots(figsize=(6.0, 0.4 * len(labels) + 1.0))
+    ax.barh(range(len(labels)), [v * 100 for v in vals], color="#1f77b4", alpha=0.8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of the variation of log(TF/PT) (%)")
+    ax.grid(axis="x", alpha=0.3)
+    return to_svg(fig)
+
+
+def throughput_figure(rows: list[dict[str, Any]], arms: list[str]) -> str | None:
+    """Training throughput per network and design run, one bar per framework."""
+    rs = [r for r in rows if any(r.get(f"{a}_items_per_s") for a in arms)]
+    if not rs:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * len(rs) + 1.5), 3.2))
+    w = 0.8 / len(arms)
+    for j, arm in enumerate(arms):
+        xs = [i + (j - (len(arms) - 1) / 2) * w for i, r in enumerate(rs) if r.get(f"{arm}_items_per_s")]
+        ys = [r[f"{arm}_items_per_s"] for r in rs if r.get(f"{arm}_items_per_s")]
+        ax.bar(xs, ys, w * 0.95, label=arm, color={"pytorch": "#ee4c2c", "tensorflow": "#ff8f00"}.get(arm))
+    ax.set_xticks(range(len(rs)), [f"{r['model']} {r['case']}" for r in rs], fontsize=6, rotation=90)
+    ax.set_yscale("log")
+    ax.set_ylabel("training items/s")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    return to_svg(fig)
+
+
+def _effect_rows(res: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for f in res.get("factors", []):
+        if f["status"] != "estimated":
+            rows.append([f["label"], f"{f['low']} → {f['high']}", f["status"] + (f" (held at {f.get('level')})"
+                         if "level" in f else ""), "–", "–", "–"])
+            continue
+        rows.append([f["label"], f"{f['low']} → {f['high']}", "estimated", _g(f["ratio_multiplier"], ".3f"),
+                     _share(f.get("share")), _g(f.get("p"))])
+    return rows
+
+
+def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    d = analysis.get("extras", {}).get("dai_factors")
+    if not d:
+        return []
+    arms, gap, out = d["arms"], d["gap_effects"], []
+    est = sorted([f for f in gap.get("factors", []) if f.get("status") == "estimated" and f.get("share") is not None],
+                 key=lambda f: -f["share"])
+    if est:
+        words = "; ".join(f"{f['label']}: {_share(f['share'])} (TF/PT × {f['ratio_multiplier']:.3f} from "
+                          f"{f['low']} to {f['high']}{', p = ' + format(f['p'], '.3g') if f.get('p') is not None else ''})"
+                          for f in est)
+        verdict = (f"Of the variation of the TF/PT gap across the {gap['n']} observations (configurations × repetitions), the factors explain: "
+                   f"{words}; " + (f"the networks explain {_share(gap['network_share'])} and "
+                                   if gap.get("network_share") is not None else "(one network: no network term) ")
+                   + f"{_share(gap.get('residual_share'))} is left unexplained.")
+    else:
+        verdict = "No factor effect could be estimated from this run: " + (gap.get("note") or "every factor was "
+                                                                              "held constant or aliased") + "."
+    not_varied = [f["label"] for f in gap.get("factors", []) if f["status"] == "not varied"]
+    aliased = [f["label"] for f in gap.get("factors", []) if f["status"] == "aliased"]
+    paras = [
+        "Response: log of the TF/PT ratio of mean training-step time per configuration (network × design run) and "
+        "repetition (the two frameworks' trials of one block); 0 means no gap. OLS on the factors coded −1/+1 plus the network; 'TF/PT ×' is the factor by which the ratio "
+        "changes from the low to the high level (exp(2b)); the share is the factor's Type II sum of squares over "
+        "the total (how much of the gap's variation it explains).",
+        verdict,
+    ]
+    if gap.get("df_resid") == 0:
+        paras.append("No residual degrees of freedom: effects are exact fits of this design, without p-values.")
+    if not_varied:
+        paras.append("Not varied in this run: " + ", ".join(not_varied) + ".")
+    if aliased:
+        paras.append("Aliased (confounded) in this design, not separable: " + ", ".join(aliased) + ".")
+    fig = effects_figure(gap)
+    out.append({"id": "dai-gap", "title": "Dai et al.: which factors explain the TensorFlow/PyTorch gap",
+                "paragraphs": paras,
+                "tables": [{"caption": "Factor effects on the TF/PT training-time ratio",
+                            "columns": ["factor", "levels", "status", "TF/PT ×", "share of gap variation", "p"],
+                            "rows": _effect_rows(gap)}],
+                "figures": [{"id": "dai-gap-shares", "title": "Share of the gap's variation per factor", "svg": fig}]
+                if fig else []})
+
+    fw_tables = [{"caption": f"{arm}: factor effects on its own training-step time (× step time from low to high)",
+                  "columns": ["factor", "levels", "status", "step time ×", "share of variation", "p"],
+                  "rows": _effect_rows(res)} for arm, res in d["framework_effects"].items()]
+    out.append({"id": "dai-frameworks", "title": "Dai et al.: factor effects on each framework's training time",
+                "paragraphs": ["The same fit on each framework's log step time: a factor that speeds up one "
+                               "framework more than the other moves the gap."], "tables": fw_tables})
+
+    rows = [[r["model"], r["case"], *[str(r[f]) for f in d["factors"]],
+             *[_g(r.get(f"{a}_items_per_s"), ".4g") + ("" if r.get(f"{a}_status") == "ok" else f" ({r.get(f'{a}_status')})")
+               for a in arms], _g(r.get("ratio"), ".3f")] for r in d["rows"]]
+    tfig = throughput_figure(d["rows"], arms)
+    out.append({"id": "dai-throughput", "title": "Dai et al.: training throughput per network and design run",
+                "paragraphs": ["Items per second of the timed training steps (images; tokens for the language model), "
+                               "mean over trials. A configuration without a ratio lacks a framework (skipped, "
+                               "out of memory or failed; the status says which)."],
+                "tables": [{"caption": "Throughput and TF/PT step-time ratio", "columns": [
+                    "network", "run", *d["factors"], *[f"{a} items/s" for a in arms], "TF/PT"], "rows": rows},
+                    {"caption": "Gap per network over the design runs", "columns": ["network", "geometric mean TF/PT",
+                                                                                   "min", "max", "runs"],
+                     "rows": [[m["model"], _g(m["geomean_ratio"], ".3f"), _g(m["min_ratio"], ".3f"),
+                               _g(m["max_ratio"], ".3f"), m["n"]] for m in d["per_model"]]}],
+                "figures": [{"id": "dai-throughput-fig", "title": "Training throughput", "svg": tfig}] if tfig else []})
+    return out

@@ -1,0 +1,188 @@
+"""Report sections of the Patel et al. model sweep (finished ``analysis["extras"]["zoo"]`` in, sections out)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from kit.report.figures import arm_color, to_svg
+
+
+def _g(x: float | None, fmt: str = ".3g", scale: float = 1.0) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x * scale, fmt)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.2f} %"
+
+
+def ratio_figure(ratios: list[dict[str, Any]], title: str) -> str | None:
+    """TF/PT time ratio per model x batch x shape (the paper's Figs. 1-3); > 1: PyTorch faster. OOM: no bar, 'oom'."""
+    if not ratios:
+        return None
+    labels = [f"{r['model']}\nb{r['batch_size']} {r['image_size']}px" for r in ratios]
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(ratios) + 1.5), 3.4))
+    for i, r in enumerate(ratios):
+        if r["ratio"] is None:
+            ax.text(i, 1.0, "/".join(sorted({s for s in r["status"].values() if s != "ok"})) or "–", rotation=90,
+                    ha="center", va="bottom", fontsize=6, color="grey")
+            continue
+        ax.bar(i, r["ratio"], 0.7, color="#ff8f00" if r["ratio"] > 1 else "#ee4c2c", alpha=0.85)
+        if r.get("lo") is not None:
+            ax.errorbar(i, r["ratio"], yerr=[[r["ratio"] - r["lo"]], [r["hi"] - r["ratio"]]], color="k", lw=0.8,
+                        capsize=2)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(ratios)), labels, fontsize=6, rotation=90)
+    ax.set_ylabel("time TF / time PT")
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return to_svg(fig)
+
+
+def batch_figure(curves: list[dict[str, Any]], key: str, ylabel: str, title: str, logy: bool = True) -> str | None:
+    """One line per model, shape and framework against batch size; oom/skipped points missing, marked x at the axis."""
+    if not any(p.get(key) is not None for c in curves for p in c["points"]):
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    styles = ["-", "--", ":", "-."]
+    models = sorted({(c["case"], c["image_size"]) for c in curves}, key=str)
+    for j, c in enumerate(curves):
+        xs = [p["batch_size"] for p in c["points"]]
+        ys = [np.nan if p.get(key) is None else p[key] for p in c["points"]]
+        k = models.index((c["case"], c["image_size"]))
+        ax.plot(xs, ys, styles[k % len(styles)], marker="o", ms=3, lw=1, color=arm_color(c["arm"], j),
+                label=f"{c['case']} {c['image_size']}px {c['arm']}")
+        bad = [p["batch_size"] for p in c["points"] if p.get(key) is None]
+        if bad:
+            ax.plot(bad, [0.02] * len(bad), "x", color=arm_color(c["arm"], j), transform=ax.get_xaxis_transform(),
+                    ms=6)
+    ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    return to_svg(fig)
+
+
+def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    d = analysis.get("extras", {}).get("zoo")
+    if not d:
+        return []
+    arms, out = d["arms"], []
+
+    pair_rows = [[p["model"], p.get("image_size") or "–", *[_g(p["counts"].get(a), ",.0f") for a in arms], _g(p["diff_pct"], ".2f"),
+                  "DIFFERENT definitions" if p["differ"] else "same"] for p in d["param_pairs"]]
+    differ = sorted({f"{p['model']} ({p.get('image_size')} px)" for p in d["param_pairs"] if p["differ"]})
+    out.append({"id": "zoo-params", "title": "Model pairs: parameter counts per framework",
+                "paragraphs": ["Trainable parameters of each model as built by torchvision.models and "
+                               "keras.applications with random weights and the same number of classes (Keras' "
+                               "batch-norm moving statistics are not parameters in either library). keras.applications "
+                               "has no ResNet18: the kit builds it from Keras layers as torchvision defines it.",
+                               ("The libraries' definitions differ (> 1 % in parameters) for: " + ", ".join(differ)
+                                + "; their time ratios compare different networks as much as frameworks.")
+                               if differ else "Every pair has the same parameter count (within 1 %)."],
+                "tables": [{"caption": "Parameter counts", "columns": ["model", "side (px)", *arms, "difference (%)",
+                                                                   "definitions"],
+                            "rows": pair_rows}]})
+
+    figs = []
+    for phase, where, title in (("train", "train_infer", "training step"), ("infer", "train_infer", "GPU/default-"
+                                "device inference"), ("infer", "infer", "CPU inference")):
+        rs = [r for r in d["ratios"] if r["phase"] == phase and r["mode"] == where]
+        svg = ratio_figure(rs, f"Relative {title} time TF/PT (> 1: PyTorch faster)")
+        if svg:
+            figs.append({"id": f"zoo-ratio-{phase}-{where}", "title": f"Relative {title} time, TF/PT, per model, "
+                         "batch size and input side (Figs. 1–3); whiskers: 95 % interval over trials", "svg": svg})
+    rows = [[r["case"], r["batch_size"], r["image_size"], r["phase"], _g(r["ratio"]),
+             f"[{_g(r.get('lo'))}, {_g(r.get('hi'))}]", _g(r.get("p")), "/".join(f"{k}:{v}" for k, v in
+                                                                                   r["status"].items())]
+            for r in d["ratios"]]
+    out.append({"id": "zoo-ratios", "title": "Relative time TensorFlow / PyTorch per configuration (Figs. 1–3)",
+                "paragraphs": ["Ratio of the mean step time over trials (each trial: the mean of its timed steps), "
+                               "TensorFlow over PyTorch; the interval and p are Welch's on log step times over trials. "
+                               "Configurations that ran out of memory (or were skipped) have no ratio."],
+                "tables": [{"caption": "TF/PT time ratios", "columns": ["case", "batch", "side (px)", "phase",
+                                                                       "TF/PT", "95 % interval", "p", "status"],
+                            "rows": rows}], "figures": figs})
+
+    curves = d["curves"]
+    figs = [f for f in (
+        {"id": "zoo-batch-time", "title": "Inference time per batch against batch size (Fig. 4)",
+         "svg": batch_figure(curves, "infer_step_s", "inference time per batch (s)", "Inference time vs batch size")},
+        {"id": "zoo-batch-latency", "title": "Per-image inference latency against batch size",
+         "svg": batch_figure(curves, "latency_per_image_s", "latency per image (s)", "Per-image latency vs batch")},
+        {"id": "zoo-batch-throughput", "title": "Inference throughput against batch size",
+         "svg": batch_figure(curves, "throughput_ips", "images/s", "Throughput vs batch size")},
+    ) if f["svg"]]
+    test_rows = []
+    for c in curves:
+        t = c["decrease_test"]
+        steps = "; ".join(f"{s['from']}→{s['to']}: −{s['rel_decrease'] * 100:.0f} % p={s['p_holm']:.3g}"
+                          for s in t["steps"])
+        test_rows.append([c["case"], c["image_size"], c["arm"], t["verdict"], _g(t.get("limit")), steps or "–"])
+    summary = ", ".join(f"{k}: {v}" for k, v in d["decrease_summary"].items())
+    out.append({"id": "zoo-batch", "title": "Inference time against batch size: \"decreases up to a limit\" (Fig. 4)",
+                "paragraphs": [
+                    "The paper: \"as the batch size increases, the inference time decreases up to a limit ... verified "
+                    "statistically\". Tested here on the per-image latency of every timed forward pass: one-sided "
+                    "Mann-Whitney tests between neighbouring batch sizes (larger batch faster per image), Holm-corrected "
+                    f"along each curve at α = {d['alpha']}; a fall counts when significant and larger than 5 %. "
+                    "'supported': falls, then levels off inside the grid (the limit is the batch size where it stops); "
+                    "'no limit reached': falls over the whole grid; 'not supported': no significant fall at the "
+                    "smallest batch sizes. Timed steps within a trial are not independent samples, so the p-values "
+                    "are descriptive of this run's steps rather than of repeated runs.",
+                    f"Verdicts over {len(curves)} curves: {summary or 'none'}. Out-of-memory points are missing "
+                    "(marked × on the axis)."],
+                "tables": [{"caption": "Decrease-to-a-limit test per curve", "columns": [
+                    "case", "side (px)", "framework", "verdict", "limit (batch)", "neighbouring steps"],
+                    "rows": test_rows}], "figures": figs})
+
+    power_rows = [[c["case"], c["image_size"], c["arm"], *[_g(p.get("power_w"), ".1f") for p in c["points"]],
+                   _g(c.get("power_kruskal_p"))] for c in curves if any(p.get("power_w") for p in c["points"])]
+    batches = sorted({p["batch_size"] for c in curves for p in c["points"]})
+    pfig = batch_figure(curves, "power_w", "mean GPU power (W)", "GPU power vs batch size", logy=False)
+    efig = batch_figure(curves, "energy_j", "GPU energy of the training phase (J)", "GPU energy vs batch size")
+    out.append({"id": "zoo-power", "title": "GPU power and energy against batch size (Fig. 5)",
+                "paragraphs": ["Mean NVML power over the training phase (inference phase for inference-only cases) "
+                               "and the GPU energy counter of the training phase. The paper found that batch size "
+                               "did not significantly affect power; the Kruskal-Wallis test across batch sizes "
+                               "(trial means) checks that per curve." if d["power_measured"] else
+                               "NOT MEASURED on this host: no NVIDIA GPU/NVML, so power and energy against batch "
+                               "size (the paper's Fig. 5) are absent from this run."],
+                "tables": [{"caption": "Mean GPU power (W) per batch size", "columns": [
+                    "case", "side (px)", "framework", *[f"b{b}" for b in batches], "Kruskal-Wallis p"],
+                    "rows": power_rows}] if power_rows else [],
+                "figures": [f for f in ({"id": "zoo-power-fig", "title": "GPU power vs batch size", "svg": pfig},
+                                        {"id": "zoo-energy-fig", "title": "GPU energy vs batch size", "svg": efig})
+                            if f["svg"]]})
+
+    peak_src = sorted({c.get("peak_source") for c in d["cells"] if c.get("peak_source")})
+    mfu_rows = [[c["case"], c["batch_size"], c["image_size"], c["arm"], c["status"],
+                 _g(c.get("flops_per_example_fwd"), ".3g", 1e-9), _g(c.get("train_throughput_ips"), ".4g"),
+                 _pct(c.get("mfu_train")), _g(c.get("infer_throughput_ips"), ".4g"), _pct(c.get("mfu_infer"))]
+                for c in d["cells"]]
+    out.append({"id": "zoo-mfu", "title": "Throughput and model FLOP utilisation per configuration",
+                "paragraphs": ["FLOPs per image: the forward pass counted by torch.utils.flop_counter on the PyTorch "
+                               "model for the input side (the same count serves the TensorFlow twin); a training step "
+                               "counts 3× forward. MFU = achieved FLOP/s ÷ the device's peak; n/a where the peak is "
+                               "unknown. Peaks used: " + ("; ".join(peak_src) or "none") + "."],
+                "tables": [{"caption": "Throughput and MFU", "columns": [
+                    "case", "batch", "side (px)", "framework", "status", "GFLOP/image (fwd)", "train images/s",
+                    "train MFU", "infer images/s", "infer MFU"], "rows": mfu_rows}]})
+
+    if d["missing"]:
+        out.append({"id": "zoo-missing", "title": "Configurations without a measurement (out of memory, skipped, failed)",
+                    "paragraphs": ["These configurations are recorded with their status and drawn as missing "
+                                   "points; they did not stop the run."],
+                    "tables": [{"caption": "Missing points", "columns": ["case", "batch", "side (px)", "framework",
+                                                                         "status", "reason"],
+                                "rows": [[m["case"], m["batch_size"], m["image_size"], m["arm"], m["status"],
+                                          m["reason"]] for m in d["missing"]]}]})
+    return out

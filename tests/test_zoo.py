@@ -1,0 +1,304 @@
+"""Model-zoo studies (Patel et al. sweep and distributed training, Dai et al. factors).
+
+Hardware-free unit tests of the analysis functions first; then (slow) the
+model pairs' parameter counts, a forced out-of-memory trial, a skipped trial,
+and the three quick profiles end to end with their reports.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kit.analysis import dai, zoo, zoo_dist
+from kit.backends.base import status_from
+from kit.workloads import zoo as zoo_models
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- pure analysis ------------------------------------------------------------------------------------------------
+
+def test_time_ratio_and_interval() -> None:
+    r = zoo.time_ratio([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])
+    assert r["ratio"] == pytest.approx(2.0)
+    assert r["lo"] < 2.0 < r["hi"] and r["p"] < 0.01
+    assert zoo.time_ratio([], [1.0])["ratio"] is None
+    assert zoo.time_ratio([2.0], [1.0])["lo"] is None  # one trial: no interval
+
+
+def test_mfu_counts_training_as_three_forwards() -> None:
+    assert zoo.mfu(1e9, 100.0, 1e12, train=False) == pytest.approx(0.1)
+    assert zoo.mfu(1e9, 100.0, 1e12, train=True) == pytest.approx(0.3)
+    assert zoo.mfu(1e9, 100.0, None, train=True) is None  # unknown peak: n/a, not 0
+
+
+def test_peak_flops_tables() -> None:
+    peak, src = zoo_models.gpu_peak_flops("NVIDIA H100 80GB HBM3", "bf16")
+    assert peak == 989.4e12 and "H100" in src
+    assert zoo_models.gpu_peak_flops("NVIDIA H100 PCIe", "fp32")[0] == 378e12  # TF32 tensor cores for fp32
+    assert zoo_models.gpu_peak_flops("Tesla V100-SXM2-16GB", "fp32")[0] == 15.7e12  # no TF32 on Volta
+    assert zoo_models.gpu_peak_flops("Mystery GPU", "fp32")[0] is None
+    cpu, why = zoo_models.cpu_peak_flops(2)
+    if cpu is not None:
+        assert cpu > 0 and "NOMINAL" in why
+
+
+def test_decrease_up_to_a_limit_verdicts() -> None:
+    rng = np.random.default_rng(0)
+
+    def curve(levels: list[float]) -> list[tuple[int, list[float]]]:
+        return [(2**i, list(v * (1 + 0.01 * rng.standard_normal(20)))) for i, v in enumerate(levels)]
+
+    t = zoo.decreasing_to_limit(curve([1.0, 0.5, 0.3, 0.3, 0.3]), 0.05)
+    assert t["verdict"] == "supported" and t["limit"] == 4
+    assert zoo.decreasing_to_limit(curve([1.0, 0.5, 0.25, 0.12]), 0.05)["verdict"] == "no limit reached"
+    assert zoo.decreasing_to_limit(curve([1.0, 1.0, 1.2]), 0.05)["verdict"] == "not supported"
+    assert zoo.decreasing_to_limit(curve([1.0]), 0.05)["verdict"] == "too few points"
+
+
+def test_holm_is_monotone_and_bounded() -> None:
+    adj = zoo.holm([0.01, 0.04, 0.03])
+    assert adj == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_param_pairs_flag_different_definitions() -> None:
+    cells = [{"model": "a", "arm": "pytorch", "param_count": 1000}, {"model": "a", "arm": "tensorflow",
+                                                                     "param_count": 1005},
+             {"model": "b", "arm": "pytorch", "param_count": 1000}, {"model": "b", "arm": "tensorflow",
+                                                                     "param_count": 1100}]
+    pairs = {p["model"]: p for p in zoo.param_pairs(cells, ["tensorflow", "pytorch"])}
+    assert not pairs["a"]["differ"] and pairs["b"]["differ"] and pairs["b"]["diff_pct"] == pytest.approx(10.0)
+
+
+def _design_rows(effects: dict[str, float], noise: float = 0.01) -> list[dict]:
+    """A 2^3 full factorial in execution, precision, pipeline over two networks, with planted effects on log(TF/PT)."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for model, base in (("m1", 0.2), ("m2", -0.1)):
+        for c in (-1, 1):
+            for d in (-1, 1):
+                for e in (-1, 1):
+                    y = base + effects["execution"] * c + effects["precision"] * d + effects["input_pipeline"] * e
+                    rows.append({"model": model, "cudnn_autotune": "off", "layout": "nhwc",
+                                 "execution": "compiled" if c > 0 else "eager", "precision": "bf16" if d > 0 else "fp32",
+                                 "input_pipeline": e > 0, "log_ratio": y + noise * rng.standard_normal()})
+    return rows
+
+
+def test_factor_effects_recover_planted_effects() -> None:
+    res = dai.factor_effects(_design_rows({"execution": 0.3, "precision": 0.0, "input_pipeline": -0.1}), "log_ratio")
+    by = {f["factor"]: f for f in res["factors"]}
+    assert by["cudnn_autotune"]["status"] == by["layout"]["status"] == "not varied"
+    assert by["execution"]["coef"] == pytest.approx(0.3, abs=0.02)
+    assert by["execution"]["ratio_multiplier"] == pytest.approx(math.exp(0.6), rel=0.05)
+    assert by["input_pipeline"]["coef"] == pytest.approx(-0.1, abs=0.02)
+    assert by["execution"]["share"] > by["input_pipeline"]["share"] > by["precision"]["share"]
+    assert by["execution"]["significant"] and not by["precision"]["significant"]
+    total = sum(f["share"] for f in by.values() if f.get("share") is not None) + res["network_share"] + \
+        res["residual_share"]
+    assert total == pytest.approx(1.0, abs=1e-6)  # orthogonal design: the shares add up
+
+
+def test_factor_effects_detect_aliasing() -> None:
+    rows = _design_rows({"execution": 0.3, "precision": 0.1, "input_pipeline": 0.0})
+    for r in rows:  # make the pipeline follow execution exactly: the two cannot be told apart
+        r["input_pipeline"] = r["execution"] == "compiled"
+    by = {f["factor"]: f for f in dai.factor_effects(rows, "log_ratio")["factors"]}
+    assert by["execution"]["status"] == "estimated" and by["input_pipeline"]["status"] == "aliased"
+
+
+def test_scaling_efficiency() -> None:
+    s = zoo_dist.scaling([100.0, 100.0], [180.0, 190.0], 2)
+    assert s["speedup"] == pytest.approx(1.85) and s["efficiency"] == pytest.approx(0.925)
+    assert zoo_dist.scaling([], [1.0], 2)["speedup"] is None
+
+
+def test_skipped_is_a_recognised_status() -> None:
+    assert status_from(5, None, False) == "skipped"
+    assert status_from(5, {"status": "skipped"}, False) == "skipped"
+    assert status_from(1, None, False) == "error"
+
+
+def test_dai_design_is_the_resolution_v_half_fraction() -> None:
+    from kit.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments" / "dai_single_gpu_factors.toml")
+    coded = []
+    for case in spec.cases.values():
+        w = case.workload
+        levels = [w["cudnn_autotune"] == "on", w["layout"] == "nhwc", w["execution"] == "compiled", w["precision"] == "bf16",
+                  w["input_pipeline"]]
+        coded.append([1 if v else -1 for v in levels])
+    x = np.array(coded)
+    assert len({tuple(r) for r in coded}) == 16
+    assert (x.prod(axis=1) == 1).all()  # I = ABCDE
+    assert len(spec.grid["model"]) == 7
+
+
+# -- real frameworks (slow) -----------------------------------------------------------------------------------------
+
+def _harness(tmp_path: Path, workload: str, framework: str, **wl: object) -> tuple[int, dict]:
+    from kit.workloads import WORKLOADS
+
+    params = {k: p.default for k, p in WORKLOADS[workload].params.items()}
+    req = {"schema": 1, "trial_id": "t", "framework": framework, "seed": 3, "device": "cpu", "threads": 1,
+           "dataset": None, "workload": {**params, "name": workload, "batch_size": 4, "epochs": 1,
+                                         "learning_rate": 0.01, "momentum": 0.9, "warmup_steps": 1, "device": "cpu",
+                                         "threads": 1, "image_size": 32, "num_classes": 10, "repeats": 2, **wl}}
+    (tmp_path / "request.json").write_text(json.dumps(req))
+    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(tmp_path), "--data", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return proc.returncode, json.loads((tmp_path / "result.json").read_text())
+
+
+@pytest.mark.slow
+def test_forced_out_of_memory_is_recorded_as_oom(tmp_path: Path) -> None:
+    rc, res = _harness(tmp_path, "zoo", "pytorch", model="resnet18", memory_cap_mb=16)
+    assert rc == 3 and res["status"] == "oom", res
+    assert "allocate" in res["error"].lower()
+
+
+@pytest.mark.slow
+def test_data_parallel_without_gpus_is_skipped_with_reason(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this host has 2+ GPUs: DataParallel runs")
+    rc, res = _harness(tmp_path, "zoo_distributed", "pytorch", strategy="dp", dist_device="auto")
+    assert rc == 5 and res["status"] == "skipped" and "CUDA" in res["reason"]
+
+
+# (model, input side, the libraries' definitions agree at that side)
+PAIRS = [("resnet18", 32, True), ("mobilenet_v2", 32, True), ("resnet50", 32, True), ("resnet152", 32, True),
+         ("efficientnet_b4", 32, True), ("inception_v3", 75, True), ("transformer", 32, True), ("speech_crnn", 32, True),
+         # torchvision's VGG16 pools adaptively to 7x7 before its classifier, Keras flattens the real feature map:
+         # the same network at 224 px, a 4x smaller classifier in Keras at 32 px (the report flags it)
+         ("vgg16", 224, True), ("vgg16", 32, False),
+         ("lstm_lm", 32, True)]  # torch.nn.LSTM has two bias vectors per gate, Keras one: within 1 % here
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "size", "same"), PAIRS)
+def test_model_pairs_parameter_counts(model: str, size: int, same: bool) -> None:
+    """Both frameworks build every model; the libraries' definitions agree where the report says 'same'."""
+    torch_code = f"""
+from kit.workloads import zoo_torch
+print(zoo_torch.param_count(zoo_torch.build("{model}", 10, True, 16)))
+"""
+    keras_code = f"""
+import os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import keras, numpy as np
+from kit.workloads import zoo_keras
+m = zoo_keras.build(keras, "{model}", 10, True, 16, {size})
+print(sum(int(np.prod(w.shape)) for w in m.trainable_weights))
+"""
+
+    def count(code: str) -> int:  # one framework per process: TensorFlow and torchvision in one process can crash
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return int(proc.stdout.strip().splitlines()[-1])
+
+    pt, tf = count(torch_code), count(keras_code)
+    diff = abs(pt - tf) / pt * 100
+    print(f"{model} at {size} px: pytorch {pt:,} tensorflow {tf:,} ({diff:.2f} %)")
+    assert (diff <= zoo.PARAM_DIFF_PCT) == same, (pt, tf)
+
+
+# -- quick profiles end to end (slow) -------------------------------------------------------------------------------
+
+SPECS = {"patel": ROOT / "experiments" / "patel_models_sweep.toml",
+         "dist": ROOT / "experiments" / "patel_distributed.toml",
+         "dai": ROOT / "experiments" / "dai_single_gpu_factors.toml"}
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    done: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in done:
+            root = tmp_path_factory.mktemp(f"zoo-{name}")
+            t0 = time.monotonic()
+            proc = subprocess.run([sys.executable, "-m", "kit", "run", str(SPECS[name]), "-p", "quick", "--backend",
+                                   "local", "--runs-dir", str(root / "runs")], capture_output=True, text=True,
+                                  timeout=2400, cwd=ROOT, env={**os.environ, "KIT_CACHE_DIR": str(root / "cache")})
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            (run_dir,) = (root / "runs").iterdir()
+            print(f"\nquick profile {name}: {time.monotonic() - t0:.0f} s wall")
+            done[name] = run_dir
+        return done[name]
+
+    return get
+
+
+def _load(run_dir: Path) -> tuple[dict, list[dict], dict, str]:
+    man = json.loads((run_dir / "manifest.json").read_text())
+    trials = [json.loads(p.read_text()) for p in (run_dir / "trials").glob("*.json")]
+    analysis = json.loads((run_dir / "analysis.json").read_text())
+    s = re.sub(r"<svg.*?</svg>", "[SVG]", (run_dir / "report" / "index.html").read_text(), flags=re.S)
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s)))
+    assert man["status"] == "complete"
+    return man, trials, analysis, text
+
+
+@pytest.mark.slow
+def test_patel_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
+    _man, trials, analysis, text = _load(quick("patel"))
+    by_status: dict[str, list[str]] = {}
+    for t in trials:
+        by_status.setdefault(t["status"], []).append(t["config_id"] + "-" + t["arm"])
+    assert set(by_status) <= {"ok", "oom", "skipped"}, by_status
+    oom = [t for t in trials if t["status"] == "oom"]
+    assert oom and all(t["arm"] == "pytorch" and t["exit_code"] == 3 for t in oom)  # the probe, and it did not stop the run
+    z = analysis["extras"]["zoo"]
+    assert {m["status"] for m in z["missing"]} == {"oom", "skipped"}
+    assert any(p["model"] == "mobilenet_v2" and not p["differ"] for p in z["param_pairs"])
+    assert all(r["ratio"] and r["ratio"] > 0 for r in z["ratios"] if r["case"] != "oom_probe")
+    assert {c["decrease_test"]["verdict"] for c in z["curves"] if c["case"] != "oom_probe"} <= {
+        "supported", "no limit reached", "not supported"}
+    assert all(c.get("mfu_train") is not None for c in z["cells"] if c["status"] == "ok" and c["mode"] == "train_infer")
+    for part in ("parameter counts", "Figs. 1–3", "decreases up to a limit", "NOT MEASURED", "model FLOP utilisation",
+                 "out of memory", "QUICK PROFILE"):
+        assert part in text, part
+
+
+@pytest.mark.slow
+def test_distributed_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
+    _man, trials, analysis, text = _load(quick("dist"))
+    st = {(t["config_id"], t["arm"]): t["status"] for t in trials}
+    d = analysis["extras"]["zoo_distributed"]
+    rows = {(r["case"], r["arm"]): r for r in d["rows"]}
+    assert rows[("ddp", "pytorch")]["status"] == "ok" and rows[("ddp", "pytorch")]["dist_backend"] == "gloo"
+    assert rows[("dp", "tensorflow")]["status"] == "ok" and rows[("dp", "tensorflow")]["devices"] == 2
+    assert rows[("dp", "pytorch")]["status"] == "skipped" and "CUDA" in rows[("dp", "pytorch")]["reason"]
+    assert rows[("ddp", "tensorflow")]["status"] == "skipped"
+    for key in (("ddp", "pytorch"), ("dp", "tensorflow")):
+        assert rows[key]["speedup"] > 0 and rows[key]["efficiency"] == pytest.approx(rows[key]["speedup"] / 2)
+    assert "error" not in st.values()
+    assert "scaling efficiency" in text and "DataParallel replicates over CUDA devices only" in text
+
+
+@pytest.mark.slow
+def test_dai_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
+    _man, trials, analysis, text = _load(quick("dai"))
+    assert all(t["status"] == "ok" for t in trials), [(t["trial_id"], t["error"]) for t in trials if t["status"] != "ok"]
+    d = analysis["extras"]["dai_factors"]
+    by = {f["factor"]: f for f in d["gap_effects"]["factors"]}
+    assert by["cudnn_autotune"]["status"] == "not varied" and by["layout"]["status"] == "not varied"
+    for f in ("execution", "precision", "input_pipeline"):
+        assert by[f]["status"] == "estimated" and by[f]["share"] is not None
+    assert all(r["ratio"] for r in d["rows"])
+    assert "which factors explain" in text.lower() and "Not varied in this run" in text
