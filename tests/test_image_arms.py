@@ -118,3 +118,4 @@ def test_three_arms_each_tested_against_the_first_in_one_holm_family() -> None:
     assert out[1]["p"] < out[0]["p"]
     assert out[1]["p_adj"] == pytest.approx(min(1.0, 2 * out[1]["p"]))
     assert out[0]["p_adj"] == pytest.approx(max(out[1]["p_adj"], out[0]["p"]))
+

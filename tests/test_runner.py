@@ -95,3 +95,14 @@ def test_kill_and_resume_loses_nothing_and_duplicates_nothing(tmp_path: Path, sp
     events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert events[0] == "start" and "resume" in events and events[-1] == "end"
     assert {r["status"] for r in RunDir.open(run_dir).iter_trials()} == {"ok"}
+
+
+def test_relative_runs_dir_reaches_the_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make reproduce` passes `--runs-dir runs`: trials run in their work directory, so the path must be absolute."""
+    spec_file = tmp_path / "cal.toml"
+    spec_file.write_text((Path(__file__).parent / "data" / "calibrated.toml").read_text().replace("repetitions = 12", "repetitions = 2"))
+    monkeypatch.chdir(tmp_path)
+    rd = start_run(load_spec(spec_file), RunOptions(runs_root=Path("runs"), collectors=("cpu",)))
+    trials = list(rd.iter_trials())
+    assert rd.manifest()["status"] == "complete" and len(trials) == 6
+    assert {t["status"] for t in trials} == {"ok"}, [t.get("error") for t in trials]

@@ -74,6 +74,9 @@ class LocalBackend(Backend):
         target: TrialTarget,
         on_start: Callable[[], None] | None = None,
     ) -> TrialOutcome:
+        # The harness runs in its work directory, so a relative run directory (`--runs-dir runs`)
+        # or data directory must reach it as an absolute path.
+        work, data_dir = work.resolve(), data_dir.resolve()
         cmd = [self.python, "-m", "kit.harness", "--out", str(work), "--data", str(data_dir)]
         stdout = (work / "stdout.log").open("wb")
         stderr = (work / "stderr.log").open("wb")
