@@ -141,11 +141,7 @@ WORKLOADS["zoo_distributed"] = WorkloadInfo(
     name="zoo_distributed",
     modules={"pytorch": "kit.workloads.zoo_dist_torch", "tensorflow": "kit.workloads.zoo_dist_keras"},
     params={
-        "model": Param(str, "resnet18", "the model trained data-parallel", choices=_ZOO_MODELS),
-        "image_size": Param(int, 224, "input side in pixels", minimum=32),
-        "num_classes": Param(int, 1000, "classes of the output layer", minimum=2),
-        "seq_len": Param(int, 64, "time steps of the sequence models' inputs", minimum=2),
-        "tiny": Param(bool, False, "sequence models at tiny widths"),
+        **{k: ZOO_PARAMS[k] for k in ("model", "image_size", "num_classes", "seq_len", "tiny")},  # the same models
         "repeats": Param(int, 50, "timed training steps", minimum=1),
         "strategy": Param(str, "single", "single: one device; dp: torch DataParallel / TF MirroredStrategy "
                           "(one process, replicas per device); ddp: torch DistributedDataParallel (torchrun, "
