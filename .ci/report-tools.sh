@@ -10,7 +10,7 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends texlive-latex-base texlive-latex-recommended \
         texlive-latex-extra latexmk chromium >/dev/null
 fi
-latexmk -v | head -n 1
+latexmk -v | sed -n 1p   # sed reads to the end: no SIGPIPE under pipefail
 chromium --version
 # screenshots of the HTML report are kept as CI artifacts
 export KIT_ARTIFACTS="${KIT_ARTIFACTS:-$PWD/artifacts}"
