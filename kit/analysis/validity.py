@@ -209,6 +209,41 @@ def unmeasured(c: Ctx) -> list[Threat]:
     return out
 
 
+def _cpu_count(manifest: dict[str, Any]) -> int | None:
+    """Logical CPUs a trial could use: the container's cpuset when pinned, else the host's."""
+    cpuset = str(manifest.get("spec", {}).get("container", {}).get("cpuset") or "")
+    if cpuset and manifest.get("backend", {}).get("backend") in ("docker", "apptainer"):
+        n = 0
+        for part in cpuset.split(","):
+            lo, _, hi = part.partition("-")
+            n += int(hi) - int(lo) + 1 if hi else 1
+        return n
+    return manifest.get("host", {}).get("cpu_logical")
+
+
+@rule
+def cpu_threads(c: Ctx) -> list[Threat]:
+    """A CPU trial whose framework threads take every core competes with the kit's own collectors
+    (and a container engine): OpenMP barriers then stall. Seen on the 2-core CI machine: PyTorch
+    LeNet training 23-34 s per trial instead of about 1 s in podman with 2 threads."""
+    cores = _cpu_count(c.manifest)
+    envs = [e for e in c.analysis.get("trial_env", [])
+            if str(e.get("device_name") or e.get("device") or "").lower().endswith("cpu") and e.get("threads")]
+    if not cores or not envs:
+        return []
+    crowded = [e for e in envs if int(e["threads"]) >= cores]
+    shown = ", ".join(f"{e['arm']}: {e['threads']} thread{'' if int(e['threads']) == 1 else 's'}" for e in envs)
+    shown += f" on {cores} logical CPUs"
+    numbers = {"cores": cores, "threads": {e["arm"]: int(e["threads"]) for e in envs}}
+    if crowded:
+        return [Threat("cpu_threads", "internal", "medium", "Framework threads take every CPU core",
+                       f"{shown}; the host-side collectors sample on the same cores",
+                       "set [workload] threads below the core count (e.g. cores - 1), so the kit's sampling "
+                       "and the container engine do not stall the framework's thread pool", numbers=numbers)]
+    return [Threat("cpu_threads", "internal", "info", "Framework threads take every CPU core",
+                   f"{shown}", "a core is left for the kit's collectors", status="mitigated", numbers=numbers)]
+
+
 @rule
 def governor(c: Ctx) -> list[Threat]:
     f = c.manifest.get("host", {}).get("cpu_freq", {})
