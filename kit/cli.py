@@ -106,17 +106,17 @@ def run(
     if image and images:
         raise KitError("give either --image FRAMEWORK=ROW or --images ROW,ROW, not both", where="kit run",
                        fix="--image picks the row of each framework; --images makes one arm per row")
+    loaded = load_spec(spec, profile) if spec is not None else None
     if image:
         opts.backend_options["images"] = _image_overrides(image)
     if images:
-        if spec is None:
+        if loaded is None:
             raise KitError("--images applies to a new run, not --resume", where="--images",
                            fix="a resumed run keeps the arms and images of its manifest")
         from kit.backends.container import image_arms
 
-        opts.arms, opts.backend_options["images"] = image_arms(images.split(","), load_spec(spec, profile).experiment.frameworks)
-    if build_images and chosen == "docker" and spec is not None:
-        loaded = load_spec(spec, profile)
+        opts.arms, opts.backend_options["images"] = image_arms(images.split(","), loaded.experiment.frameworks)
+    if build_images and chosen == "docker" and loaded is not None:
         _build_run_images(loaded, opts.arms or loaded.experiment.frameworks, opts.backend_options.get("images"))
     with RichEvents(console) as events:
         if resume is not None:
@@ -127,7 +127,7 @@ def run(
         else:
             if spec is None:
                 raise KitError("no experiment given", where="kit run", fix="kit run experiments/<file>.toml (see `kit list`)")
-            rd = start_run(load_spec(spec, profile), opts, events)
+            rd = start_run(loaded, opts, events)
     out.print(f"run directory: [bold]{rd.path}[/]")
     if chunk is not None:
         return

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
@@ -209,22 +210,19 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
             raise KitError(f"run has no arm {arm!r}", where=f"{run}: --arms", fix=f"use two of: {', '.join(arms)}")
     if arm_a == arm_b:
         raise KitError("--arms names the same arm twice", where="--arms", fix=f"use two of: {', '.join(arms)}")
-    cells: dict[tuple[str, str, str], dict[str, dict[int, float]]] = {}
-    for v in an.get("values", []):
-        if (v["metric"] not in opts.metrics or v["value"] is None or v["warmup"] or v["status"] != "ok"
-                or v["arm"] not in (arm_a, arm_b)):
-            continue
-        key = (_config_label(an, v["config_id"]), v["metric"], v["phase"])
-        cells.setdefault(key, {}).setdefault(v["arm"], {})[int(v["block"])] = float(v["value"])
+    from kit.analysis.analyze import paired_arrays
+
+    vals = pd.DataFrame(an.get("values", []))
+    if not vals.empty:
+        vals = vals[vals["metric"].isin(opts.metrics) & vals["value"].notna() & ~vals["warmup"].astype(bool)
+                    & (vals["status"] == "ok")]
     rows: list[dict[str, Any]] = []
-    for key in sorted(cells):
-        by = cells[key]
-        blocks = sorted(set(by.get(arm_a, {})) & set(by.get(arm_b, {})))
-        if not blocks:
-            continue
-        a = np.array([by[arm_a][i] for i in blocks])
-        b = np.array([by[arm_b][i] for i in blocks])
-        rows.append(_row(*key, f"{arm_b} vs {arm_a}", a, b, paired=True, opts=opts))
+    if not vals.empty:
+        for cid, metric, phase in sorted(vals.groupby(["config_id", "metric", "phase"]).groups):
+            a, b, blocks = paired_arrays(vals, cid, metric, phase, arm_a, arm_b)
+            if blocks:
+                rows.append(_row(_config_label(an, cid), metric, phase, f"{arm_b} vs {arm_a}", a, b, paired=True,
+                                 opts=opts))
     if not rows:
         raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
                             fix="compare arms that both have finished trials (kit status RUN)")

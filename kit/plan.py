@@ -92,6 +92,11 @@ def block_seed(base: int, repetition: int, config_id: str) -> int:
     return int.from_bytes(h[:4], "big")
 
 
+def arm_framework(arm: str) -> str:
+    """The framework of an arm: ``pytorch``, or ``pytorch@2.6-cu124`` (one image version of it)."""
+    return arm.split("@", 1)[0]
+
+
 def make_plan(spec: Spec, seed: int | None = None, arms: tuple[str, ...] | None = None) -> Plan:
     """Build the plan for ``spec`` (seed defaults to the spec's)."""
     seed = spec.experiment.seed if seed is None else seed
@@ -126,7 +131,7 @@ def make_plan(spec: Spec, seed: int | None = None, arms: tuple[str, ...] | None 
             repetition=rep,
             warmup=rep < spec.design.warmup_repetitions,
             arm=arm,
-            framework=arm.split("@", 1)[0],
+            framework=arm_framework(arm),
             config_id=cid,
             config=configs[cid],
             seed=block_seed(seed, rep, cid),

@@ -32,7 +32,7 @@ from kit.collectors.base import Collector, Row, TrialTarget
 from kit.datasets import ResolvedDataset, resolve
 from kit.errors import KitError, PlanError, StoreError
 from kit.harness import REQUEST_FILE
-from kit.plan import Plan, Trial, make_plan
+from kit.plan import Plan, Trial, arm_framework, make_plan
 from kit.provenance import host_provenance, kit_provenance
 from kit.spec import Spec, parse_spec
 from kit.store import BASELINE_ID, RunDir
@@ -228,7 +228,7 @@ def _check_arms(spec: Spec, opts: RunOptions, arms: tuple[str, ...]) -> None:
     if opts.arms is None:
         return
     for arm in arms:
-        fw = arm.split("@", 1)[0]
+        fw = arm_framework(arm)
         if fw not in spec.experiment.frameworks:
             raise PlanError(f"arm {arm} runs {fw}, which experiment {spec.experiment.id} does not",
                             where="--images", fix=f"give images of {' or '.join(spec.experiment.frameworks)}")

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kit.backends.container import arm_framework, choose_rows, image_arms, trial_container
+from kit.backends.container import choose_rows, image_arms, trial_container
 from kit.cli import app
 from kit.errors import ImageError, KitError, PlanError
 from kit.images.matrix import load_matrix
-from kit.plan import make_plan
+from kit.plan import arm_framework, make_plan
 from kit.runner import RunOptions, start_run
 from kit.spec import Container, load_spec
 

@@ -29,7 +29,6 @@ from typing import Any
 from kit.backends.base import Backend, TrialOutcome
 from kit.backends.container import (
     TrialContainer,
-    arm_framework,
     choose_rows,
     container_outcome,
     prepare_work,
@@ -38,6 +37,7 @@ from kit.backends.container import (
 )
 from kit.collectors.base import Probe, TrialTarget
 from kit.errors import BackendError, ImageError
+from kit.plan import arm_framework
 from kit.spec import Container
 
 GPU_FLAGS = ("--nv", "--nvccli")

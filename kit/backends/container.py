@@ -21,6 +21,7 @@ from typing import Any
 from kit.backends.base import TrialOutcome, read_markers, read_result, status_from, tail
 from kit.errors import ImageError
 from kit.harness import MARKERS_FILE, RESULT_FILE
+from kit.plan import arm_framework
 from kit.spec import Container
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
@@ -62,10 +63,10 @@ def container_name(work: Path) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)[:120]
 
 
-def trial_container(framework: str, work: Path, data_dir: Path, spec: Container, image: str,
+def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image: str,
                     use_gpus: bool, kit_root: Path = KIT_ROOT) -> TrialContainer:
     """The container that runs one trial's harness (shared by every container backend)."""
-    arm, framework = framework, arm_framework(framework)
+    framework = arm_framework(arm)
     indices = spec.gpu_indices() if use_gpus else []
     env = _env(framework, indices)
     mounts = (
@@ -150,11 +151,6 @@ def size_bytes(text: str) -> int:
     if text and text[-1] in mult:
         return int(text[:-1]) * mult[text[-1]]
     return int(text)
-
-
-def arm_framework(arm: str) -> str:
-    """The framework of an arm: ``pytorch`` or ``pytorch@2.6-cu124`` (one image version of it)."""
-    return arm.split("@", 1)[0]
 
 
 def choose_rows(arms: tuple[str, ...], device: str, overrides: dict[str, str] | None = None,

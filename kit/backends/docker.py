@@ -19,7 +19,6 @@ from typing import Any
 from kit.backends.base import Backend, TrialOutcome
 from kit.backends.container import (
     TrialContainer,
-    arm_framework,
     cgroup_dir,
     choose_rows,
     container_outcome,
@@ -30,6 +29,7 @@ from kit.backends.container import (
 from kit.collectors.base import Probe, TrialTarget
 from kit.engine import Engine, GpuSupport, _short, connect, device_requests, find_engine, gpu_support, host_gpus
 from kit.errors import BackendError, EngineError, ImageError
+from kit.plan import arm_framework
 from kit.spec import Container
 
 

@@ -21,6 +21,7 @@ from kit.backends.base import Backend, TrialOutcome, TrialTarget, read_markers, 
 from kit.collectors.base import Probe
 from kit.errors import BackendError
 from kit.harness import MARKERS_FILE, RESULT_FILE
+from kit.plan import arm_framework
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORK_MODULES = {"pytorch": "torch", "tensorflow": "tensorflow"}
@@ -45,7 +46,7 @@ class LocalBackend(Backend):
         """Check that each arm's framework imports in this interpreter, before any trial."""
         import importlib.util
 
-        frameworks = dict.fromkeys(arm.split("@", 1)[0] for arm in arms)
+        frameworks = dict.fromkeys(arm_framework(arm) for arm in arms)
         missing = [fw for fw in frameworks if importlib.util.find_spec(FRAMEWORK_MODULES.get(fw, fw)) is None]
         if missing:
             raise BackendError(

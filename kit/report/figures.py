@@ -26,7 +26,8 @@ PHASE_LABEL = {"train": "learning", "infer": "inference"}
 
 
 def arm_color(arm: str, i: int) -> str:
-    return PALETTE.get(arm.split("@", 1)[0], FALLBACK[i % len(FALLBACK)]) if "@" not in arm else FALLBACK[i % len(FALLBACK)]
+    """A framework arm keeps its colour; image-version arms (``pytorch@2.6``) get one each by position."""
+    return PALETTE.get(arm, FALLBACK[i % len(FALLBACK)])
 
 
 class VectorFigure(str):
@@ -50,12 +51,12 @@ def to_svg(fig: Any) -> VectorFigure:
     return out
 
 
-def telemetry_series(series: list[dict[str, Any]], arms: list[str], panels: list[tuple[str, str]], title: str) -> str:
+def telemetry_series(series: list[dict[str, Any]], arms: list[str], panels: list[tuple[str, str]],
+                     title: str) -> VectorFigure:
     """Telemetry against time since the start of each trial's training, one line per trial.
 
     ``series``: ``{"arm", "trial_id", "metric", "t_s": [...], "value": [...]}`` (time relative
-    to the train phase start); ``panels``: (metric key, axis label). Phase ends of the trials
-    are marked as ticks on the time axis of the top panel.
+    to the train phase start); ``panels``: (metric key, axis label).
     """
     fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 1.7 * len(panels) + 0.4), sharex=True, squeeze=False)
     for ax, (key, label) in zip(axes[:, 0], panels, strict=True):
