@@ -138,7 +138,7 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
     arms = list(manifest["plan"]["arms"])
     alpha = float(manifest["spec"]["design"]["alpha"])
     confs = factor_configs(manifest)
-    rows, cells = [], []
+    rows = []
     for cid, c in confs.items():
         row = dict(c)
         for arm in arms:
@@ -149,8 +149,6 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
             row[f"{arm}_reason"] = cell.get("reason")
             row[f"{arm}_step_s"] = cell.get("train_step_s")
             row[f"{arm}_items_per_s"] = float(np.mean(items)) if items and all(items) else None
-            row[f"{arm}_log_step"] = math.log(cell["train_step_s"]) if cell.get("train_step_s") else None
-            cells.append({**c, "arm": arm, "status": cell["status"], "step_s": cell.get("train_step_s")})
         tf_s, pt_s = row.get("tensorflow_step_s"), row.get("pytorch_step_s")
         row["ratio"] = tf_s / pt_s if tf_s and pt_s else None
         row["log_ratio"] = math.log(row["ratio"]) if row["ratio"] else None

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from kit.analysis import stats
+
 PARAM_DIFF_PCT = 1.0  # a pair whose counts differ by more than this is flagged as differently defined
 PLATEAU_REL = 0.05  # a neighbouring decrease smaller than this is "levelled off" even when significant
 
@@ -118,16 +120,6 @@ def param_pairs(cells: list[dict[str, Any]], arms: list[str]) -> list[dict[str, 
     return out
 
 
-def holm(ps: list[float]) -> list[float]:
-    """Holm step-down adjusted p-values."""
-    order = np.argsort(ps)
-    adj, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        adj[i] = running
-    return adj
-
-
 def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> dict[str, Any]:
     """Test "per-image inference time decreases with batch size up to a limit" on one curve.
 
@@ -146,7 +138,7 @@ def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> d
         p = float(sps.mannwhitneyu(s1, s0, alternative="less").pvalue)
         rel = float(1 - np.median(s1) / np.median(s0))
         raw.append({"from": b0, "to": b1, "p": p, "rel_decrease": rel})
-    for s, p_adj in zip(raw, holm([s["p"] for s in raw]), strict=True):
+    for s, p_adj in zip(raw, stats.holm([s["p"] for s in raw]), strict=True):
         s["p_holm"] = p_adj
         s["falls"] = p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
     falls = [s["falls"] for s in raw]

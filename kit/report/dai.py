@@ -6,7 +6,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from kit.report.figures import to_svg
+from kit.report.figures import arm_color, to_svg
 from kit.report.zoo import _g
 
 
@@ -41,7 +41,7 @@ def throughput_figure(rows: list[dict[str, Any]], arms: list[str]) -> str | None
     for j, arm in enumerate(arms):
         xs = [i + (j - (len(arms) - 1) / 2) * w for i, r in enumerate(rs) if r.get(f"{arm}_items_per_s")]
         ys = [r[f"{arm}_items_per_s"] for r in rs if r.get(f"{arm}_items_per_s")]
-        ax.bar(xs, ys, w * 0.95, label=arm, color={"pytorch": "#ee4c2c", "tensorflow": "#ff8f00"}.get(arm))
+        ax.bar(xs, ys, w * 0.95, label=arm, color=arm_color(arm, j))
     ax.set_xticks(range(len(rs)), [f"{r['model']} {r['case']}" for r in rs], fontsize=6, rotation=90)
     ax.set_yscale("log")
     ax.set_ylabel("training items/s")

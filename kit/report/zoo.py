@@ -8,7 +8,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kit.report.figures import arm_color, to_svg
+from kit.report.figures import PALETTE, arm_color, to_svg
 
 
 def _g(x: float | None, fmt: str = ".3g", scale: float = 1.0) -> str:
@@ -30,7 +30,7 @@ def ratio_figure(ratios: list[dict[str, Any]], title: str) -> str | None:
             ax.text(i, 1.0, "/".join(sorted({s for s in r["status"].values() if s != "ok"})) or "–", rotation=90,
                     ha="center", va="bottom", fontsize=6, color="grey")
             continue
-        ax.bar(i, r["ratio"], 0.7, color="#ff8f00" if r["ratio"] > 1 else "#ee4c2c", alpha=0.85)
+        ax.bar(i, r["ratio"], 0.7, color=PALETTE["tensorflow" if r["ratio"] > 1 else "pytorch"], alpha=0.85)
         if r.get("lo") is not None:
             ax.errorbar(i, r["ratio"], yerr=[[r["ratio"] - r["lo"]], [r["hi"] - r["ratio"]]], color="k", lw=0.8,
                         capsize=2)

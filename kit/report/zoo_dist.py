@@ -6,7 +6,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from kit.report.figures import to_svg
+from kit.report.figures import arm_color, to_svg
 from kit.report.zoo import _g
 
 STRATEGY = {"single": "one device", "dp": "DataParallel / MirroredStrategy", "ddp": "DistributedDataParallel"}
@@ -21,7 +21,7 @@ def speedup_figure(rows: list[dict[str, Any]]) -> str | None:
     for i, r in enumerate(rs):
         label = f"{r['arm']}\n{r['strategy']} ×{r['devices']}"
         if r.get("speedup"):
-            ax.bar(i, r["speedup"], 0.6, color={"pytorch": "#ee4c2c", "tensorflow": "#ff8f00"}.get(r["arm"]),
+            ax.bar(i, r["speedup"], 0.6, color=arm_color(r["arm"], i),
                    alpha=0.85)
             ax.hlines(r["devices"], i - 0.35, i + 0.35, colors="k", linestyles="--", lw=0.8)
         else:

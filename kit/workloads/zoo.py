@@ -105,7 +105,7 @@ def input_batch(model: str, batch: int, image_size: int, seq_len: int, tiny: boo
     if model in VISION:
         shape = (batch, image_size, image_size, 3) if channels_last else (batch, 3, image_size, image_size)
         return rng.standard_normal(shape, dtype=np.float32), rng.integers(0, num_classes, batch, dtype=np.int64)
-    size = SEQ_SIZES[model]["tiny" if tiny else "full"]
+    size = seq_sizes(model, tiny)
     if model == "speech_crnn":
         x = rng.standard_normal((batch, seq_len, size["freq"]), dtype=np.float32)
         return x, rng.integers(0, size["classes"], batch, dtype=np.int64)
