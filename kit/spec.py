@@ -212,6 +212,17 @@ class Telemetry:
             raise _Invalid(f"{p}.cooldown_max_s", "seconds >= 0 (0 disables the wait)", self.cooldown_max_s)
 
 
+def cpuset_size(cpuset: str) -> int:
+    """CPUs in a cpuset such as ``0-3,8`` (5); ValueError when it is not one."""
+    n = 0
+    for part in cpuset.replace(" ", "").split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and (not hi.isdigit() or int(hi) < int(lo))):
+            raise ValueError(cpuset)
+        n += int(hi) - int(lo) + 1 if dash else 1
+    return n
+
+
 @dataclass(frozen=True)
 class Container:
     """Resource settings for container backends (ignored by the local backend)."""
@@ -226,6 +237,11 @@ class Container:
         g = self.gpus.replace(" ", "")
         if g not in ("all", "none") and not all(x.isdigit() for x in g.split(",")):
             raise _Invalid(f"{p}.gpus", "'all', 'none' or comma-separated GPU indices like '0,1'", self.gpus)
+        if self.cpuset:
+            try:
+                cpuset_size(self.cpuset)
+            except ValueError:
+                raise _Invalid(f"{p}.cpuset", "CPU numbers and ranges such as '0-7' or '0-3,8'", self.cpuset) from None
         for key in ("shm_size", "mem_limit"):
             val = getattr(self, key)
             if val and not ((val[:-1].isdigit() and val[-1].lower() in "kmg") or val.isdigit()):

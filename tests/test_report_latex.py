@@ -140,7 +140,23 @@ def test_default_formats_follow_the_installed_tools(monkeypatch: pytest.MonkeyPa
     import kit.report as report
 
     monkeypatch.setattr(report.shutil, "which", lambda name: "/usr/bin/latexmk")
+    monkeypatch.setattr(report, "_styles_present", lambda *names: True)
     assert report.default_formats() == (("html", "latex", "pdf"), None)
+    monkeypatch.setattr(report, "_styles_present", lambda *names: False)  # latexmk without texlive-latex-extra
+    formats, note = report.default_formats()
+    assert formats == ("html", "latex") and note and "adjustbox" in note
     monkeypatch.setattr(report.shutil, "which", lambda name: None)
     formats, note = report.default_formats()
     assert formats == ("html", "latex") and note and "PDF skipped" in note and "texlive-latex-base" in note
+
+
+@pytest.mark.tex
+def test_styles_present_asks_tex() -> None:
+    import shutil
+
+    import kit.report as report
+
+    if shutil.which("kpsewhich") is None:
+        pytest.skip("no TeX here (CI installs it: .ci/report-tools.sh)")
+    assert report._styles_present("booktabs.sty", "adjustbox.sty")
+    assert not report._styles_present("booktabs.sty", "no-such-package-kit.sty")

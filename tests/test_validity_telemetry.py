@@ -123,7 +123,8 @@ def test_start_temperature_gap_between_frameworks() -> None:
                      reached=arm != "pytorch") for i, arm in enumerate(ARMS * 5)]
     (t,) = start_temperature(ctx(trials))
     assert t.status == "threat" and t.severity == "high" and t.category == "internal"
-    assert t.numbers["gap_c"]["gpu0"] == pytest.approx(7.1, abs=0.01)  # medians 48.5 vs 41.4 and t.numbers["gap_c"]["cpu"] == 0
+    assert t.numbers["gap_c"]["gpu0"] == pytest.approx(7.1, abs=0.01)  # medians 48.5 vs 41.4
+    assert t.numbers["gap_c"]["cpu"] == 0
     assert t.numbers["cooldown_not_reached"] == 5
     even = [record(i, arm, 0.0, {"gpu0": 41.0 + 0.1 * i}) for i, arm in enumerate(ARMS * 5)]
     (ok,) = start_temperature(ctx(even))

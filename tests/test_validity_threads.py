@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
+import pytest
 
 from kit.analysis.validity import Ctx, _cpu_count, cpu_threads
 
@@ -44,3 +47,16 @@ def test_a_pinned_container_counts_its_cpuset() -> None:
                        "spec": {"container": {"cpuset": "0-3"}}}) == 64  # the local backend does not pin
     (t,) = cpu_threads(_ctx({"pytorch": 4}, cores=64, backend="docker", cpuset="0-3"))
     assert t.status == "threat" and t.numbers["cores"] == 4
+
+
+
+def test_a_malformed_cpuset_is_refused_at_spec_load(tmp_path: Path) -> None:
+    from kit.errors import KitError
+    from kit.spec import cpuset_size, load_spec
+
+    assert cpuset_size("0-3,8") == 5
+    spec = tmp_path / "bad.toml"
+    spec.write_text((Path(__file__).parent / "data" / "calibrated.toml").read_text() + '\n[container]\ncpuset = "3-1"\n')
+    with pytest.raises(KitError) as e:
+        load_spec(spec)
+    assert "container.cpuset" in str(e.value) and "'0-3,8'" in str(e.value) and "bad.toml" in str(e.value)

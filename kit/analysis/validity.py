@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from kit.analysis import stats
+from kit.spec import cpuset_size
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -213,11 +214,7 @@ def _cpu_count(manifest: dict[str, Any]) -> int | None:
     """Logical CPUs a trial could use: the container's cpuset when pinned, else the host's."""
     cpuset = str(manifest.get("spec", {}).get("container", {}).get("cpuset") or "")
     if cpuset and manifest.get("backend", {}).get("backend") in ("docker", "apptainer"):
-        n = 0
-        for part in cpuset.split(","):
-            lo, _, hi = part.partition("-")
-            n += int(hi) - int(lo) + 1 if hi else 1
-        return n
+        return cpuset_size(cpuset)  # validated when the spec was loaded
     return manifest.get("host", {}).get("cpu_logical")
 
 

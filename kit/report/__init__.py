@@ -18,12 +18,26 @@ FORMATS = ("html", "latex", "pdf")
 
 
 def default_formats() -> tuple[tuple[str, ...], str | None]:
-    """What `kit run` writes at the end: every format this host can build, and a note on what it skipped."""
-    if shutil.which("latexmk") is not None:
-        return FORMATS, None
+    """What `kit run` writes at the end: every format this host can build, and a note on what it skipped.
+
+    latexmk alone is not enough: the article needs booktabs and adjustbox (texlive-latex-recommended
+    and -extra), and a finished run should not end in a LaTeX error on a partial TeX install.
+    """
     from kit.report.latex import TEX_PACKAGES
 
-    return ("html", "latex"), f"PDF skipped: TeX (latexmk) is not installed; apt-get install {TEX_PACKAGES}"
+    if shutil.which("latexmk") is not None and _styles_present("booktabs.sty", "adjustbox.sty"):
+        return FORMATS, None
+    return ("html", "latex"), f"PDF skipped: TeX (latexmk with booktabs and adjustbox) is not installed; apt-get install {TEX_PACKAGES}"
+
+
+def _styles_present(*names: str) -> bool:
+    """Whether TeX finds every one of these packages (kpsewhich prints one path per found file)."""
+    import subprocess
+
+    if shutil.which("kpsewhich") is None:
+        return False
+    out = subprocess.run(["kpsewhich", *names], capture_output=True, text=True, timeout=30).stdout
+    return len(out.split()) == len(names)
 
 
 def write_report(run_dir: Path, analysis: dict[str, Any], formats: tuple[str, ...] = ("html",)) -> list[Path]:
