@@ -29,6 +29,13 @@ from kit.store import ANALYSIS, RunDir, atomic_write_json
 SUMS = "SHA256SUMS"
 KIT_ROOT = Path(__file__).resolve().parents[1]
 RUN_EXCLUDE = {"work", ".lock"}
+# Limits on a bundle before anything is extracted (a crafted .tar.gz can hold a member of any size
+# in a few megabytes). Generous for real runs: the largest paper-profile run measured so far is
+# well under 1 GiB of samples.
+MAX_MEMBERS = 200_000
+MAX_MEMBER_BYTES = 1 << 30  # 1 GiB
+MAX_TOTAL_BYTES = 4 << 30  # 4 GiB
+MAX_META_BYTES = 16 << 20  # claims.json, SHA256SUMS, analysis.json are read into memory
 
 
 class IntegrityError(KitError):
@@ -179,16 +186,53 @@ def write_sums(root: Path) -> None:
     (root / SUMS).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def _read_small(path: Path, what: str) -> str:
+    """A bundle's metadata file as text: a regular file (no link) under MAX_META_BYTES."""
+    try:
+        st = path.lstat()
+    except OSError:
+        raise IntegrityError(f"{what} missing", where=str(path), fix="re-download the bundle; it is incomplete") from None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        raise IntegrityError(f"{what} is not a regular file (a link or device)", where=str(path),
+                             fix="a bundle holds regular files only; obtain an unmodified copy")
+    if st.st_size > MAX_META_BYTES:
+        raise IntegrityError(f"{what} is {st.st_size} bytes, more than the {MAX_META_BYTES} a bundle may hold",
+                             where=str(path), fix="obtain an unmodified copy of the bundle")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _no_links(root: Path) -> list[Path]:
+    """Every regular file under ``root``; IntegrityError for a link or special file (never followed)."""
+    import os
+    import stat
+
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            p = Path(dirpath) / name
+            mode = p.lstat().st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise IntegrityError(f"bundle holds a link or special file: {p.relative_to(root).as_posix()}",
+                                     where=str(root), fix="a bundle holds regular files only; obtain an unmodified copy")
+            if stat.S_ISREG(mode):
+                files.append(p)
+    return files
+
+
 def check_integrity(root: Path) -> int:
-    """Raise IntegrityError listing every changed, missing or extra file; return the file count."""
-    sums_path = root / SUMS
-    if not sums_path.exists():
-        raise IntegrityError("SHA256SUMS missing", where=str(root), fix="re-download the bundle; it is incomplete")
+    """Raise IntegrityError listing every changed, missing or extra file; return the file count.
+
+    Links and special files are refused before any file is read: a crafted
+    bundle directory must not make the kit hash (or later load) a host file.
+    """
+    files = _no_links(root)
     expected = {}
-    for line in sums_path.read_text(encoding="utf-8").splitlines():
+    for line in _read_small(root / SUMS, SUMS).splitlines():
         digest, _, name = line.partition("  ")
         expected[name] = digest
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name != SUMS}
+    present = {p.relative_to(root).as_posix() for p in files if p.name != SUMS}
     problems = [f"missing {n}" for n in sorted(set(expected) - present)]
     problems += [f"extra {n}" for n in sorted(present - set(expected))]
     problems += [f"changed {n}" for n in sorted(set(expected) & present) if sha256(root / n) != expected[n]]
@@ -208,16 +252,78 @@ class VerifyOptions:
     data_dir: Path | None = None
 
 
+def check_members(members: list[tarfile.TarInfo], where: str) -> None:
+    """Caps and types of a bundle's members, checked from the headers before anything is extracted."""
+    if len(members) > MAX_MEMBERS:
+        raise IntegrityError(f"bundle has {len(members)} members, more than the limit of {MAX_MEMBERS}", where=where,
+                             fix="obtain an unmodified bundle made by `kit pack`")
+    total = 0
+    for m in members:
+        if not (m.isfile() or m.isdir()):
+            raise IntegrityError(f"bundle member {m.name!r} is a link or special file", where=where,
+                                 fix="a bundle holds regular files and directories only")
+        if m.size > MAX_MEMBER_BYTES:
+            raise IntegrityError(f"bundle member {m.name!r} is {m.size} bytes, more than the limit of "
+                                 f"{MAX_MEMBER_BYTES} per file", where=where,
+                                 fix="obtain an unmodified bundle made by `kit pack`")
+        total += m.size
+        if total > MAX_TOTAL_BYTES:
+            raise IntegrityError(f"bundle members add up to more than the limit of {MAX_TOTAL_BYTES} bytes",
+                                 where=where, fix="obtain an unmodified bundle made by `kit pack`")
+
+
 def _open_bundle(bundle: Path, tmp: Path) -> Path:
-    if bundle.is_dir():
+    if bundle.is_dir() and not bundle.is_symlink():
         return bundle
     if bundle.is_file() and bundle.name.endswith((".tar.gz", ".tgz")):
-        with tarfile.open(bundle) as tar:
-            tar.extractall(tmp, filter="data")
+        try:
+            with tarfile.open(bundle) as tar:
+                members = tar.getmembers()  # headers only: sizes are checked before a byte is written
+                check_members(members, str(bundle))
+                tar.extractall(tmp, members=members, filter="data")
+        except tarfile.FilterError as exc:
+            raise IntegrityError(f"bundle member refused: {exc}", where=str(bundle),
+                                 fix="obtain an unmodified bundle made by `kit pack`") from exc
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise IntegrityError(f"bundle cannot be read as a .tar.gz: {exc}", where=str(bundle),
+                                 fix="re-download the bundle; it is damaged or not a bundle") from exc
         dirs = [p for p in tmp.iterdir() if p.is_dir()]
         if len(dirs) == 1:
             return dirs[0]
     raise StoreError("not a bundle", where=str(bundle), fix="give the .tar.gz or the directory that `kit pack` made")
+
+
+def _bundled_spec(root: Path, name: Any, sums: set[str]) -> Path:
+    """The spec inside the bundle: a relative path, no '..', no link, listed in SHA256SUMS."""
+    import os
+
+    if not isinstance(name, str) or not name or os.path.isabs(name) or ".." in Path(name).parts:
+        raise IntegrityError(f"claims.json names the spec {name!r}, which is not a path inside the bundle",
+                             where=str(root / "claims.json"), fix="obtain an unmodified bundle made by `kit pack`")
+    rel = Path(name).as_posix()
+    if rel not in sums:
+        raise IntegrityError(f"the spec {rel} is not covered by SHA256SUMS", where=str(root / SUMS),
+                             fix="obtain an unmodified bundle made by `kit pack`")
+    return root / rel  # check_integrity has refused links, so this is a regular file inside root
+
+
+def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims, checked against the bundled run: same experiment and profile, equal to its analysis."""
+    where = str(root / "claims.json")
+    claims = meta.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise IntegrityError("the bundle makes no claims: there is nothing to reproduce", where=where,
+                             fix="pack a run whose analysis has hypotheses (kit pack RUN)")
+    if meta.get("experiment") != man.get("experiment") or meta.get("profile") != man.get("profile"):
+        raise IntegrityError(f"claims.json is for {meta.get('experiment')!r}/{meta.get('profile')!r} but the bundled "
+                             f"run is {man.get('experiment')!r}/{man.get('profile')!r}", where=where,
+                             fix="obtain an unmodified bundle made by `kit pack`")
+    analysis = json.loads(_read_small(root / "run" / ANALYSIS, "run/analysis.json"))
+    bundled = claims_of(analysis, str(man.get("profile", "paper")))
+    if json.dumps(claims, sort_keys=True) != json.dumps(bundled, sort_keys=True):
+        raise IntegrityError("claims.json does not match the bundled run's analysis.json", where=where,
+                             fix="obtain an unmodified bundle made by `kit pack`")
+    return claims
 
 
 def compare_claims(old: list[dict[str, Any]], new: list[dict[str, Any]], tolerance: float) -> list[dict[str, Any]]:
@@ -255,10 +361,28 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
     with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
         root = _open_bundle(Path(bundle), Path(tmp))
         n_files = check_integrity(root)
-        meta = json.loads((root / "claims.json").read_text(encoding="utf-8"))
+        sums = {line.partition("  ")[2] for line in _read_small(root / SUMS, SUMS).splitlines()}
+        try:
+            meta = json.loads(_read_small(root / "claims.json", "claims.json"))
+            man = json.loads(_read_small(root / "run" / "manifest.json", "run/manifest.json"))
+        except ValueError as exc:
+            raise IntegrityError(f"bundle metadata is not valid JSON: {exc}", where=str(root),
+                                 fix="obtain an unmodified bundle made by `kit pack`") from exc
+        if not isinstance(meta, dict) or not isinstance(man, dict):
+            raise IntegrityError("claims.json or run/manifest.json is not a JSON object", where=str(root),
+                                 fix="obtain an unmodified bundle made by `kit pack`")
+        _bundled_claims(root, meta, man)
+        spec_path = _bundled_spec(root, meta.get("spec"), sums)
         profile = opts.profile or meta.get("profile") or "paper"
-        tolerance = opts.tolerance if opts.tolerance is not None else float(meta.get("tolerance", 0.10))
-        spec = load_spec(root / meta["spec"], None if profile == "paper" else profile)
+        tolerance = opts.tolerance if opts.tolerance is not None else meta.get("tolerance", 0.10)
+        if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 10:
+            raise IntegrityError(f"tolerance {tolerance!r} is not a number in [0, 10)", where="claims.json tolerance",
+                                 fix="pass --tolerance, or obtain an unmodified bundle")
+        spec = load_spec(spec_path, None if profile == "paper" else profile)
+        if spec.experiment.id != man.get("experiment"):
+            raise IntegrityError(f"the bundled spec is experiment {spec.experiment.id!r}, the bundled run "
+                                 f"{man.get('experiment')!r}", where=str(spec_path),
+                                 fix="obtain an unmodified bundle made by `kit pack`")
         runs_root = opts.runs_root or (Path(bundle).parent / "verify-runs")
         rd = start_run(spec, RunOptions(runs_root=runs_root, backend=opts.backend, data_dir=opts.data_dir), events)
         analysis = analyze_run(rd.path)
@@ -267,8 +391,9 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         write_report(rd.path, analysis, ("html",))
         new_claims = claims_of(analysis, profile)
         results = compare_claims(meta["claims"], new_claims, tolerance)
-    same_profile = profile == meta.get("profile")
-    reproduced = all(r["reproduced"] for r in results)
+    same_profile = profile == meta.get("profile") == man.get("profile")
+    # At least one tested claim: a bundle whose claims are all "not tested" has nothing to reproduce.
+    reproduced = any(r["tested"] for r in results) and all(r["reproduced"] for r in results)
     return {
         "bundle": str(bundle), "files_verified": n_files, "integrity": "ok",
         "profile_original": meta.get("profile"), "profile_rerun": profile, "same_profile": same_profile,

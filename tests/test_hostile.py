@@ -1,0 +1,212 @@
+"""Hostile bundles, performed for real: each test crafts the attack and checks the defence.
+
+An attacker who crafts a bundle can also rewrite its SHA256SUMS, so integrity
+alone proves nothing about a crafted bundle; these tests re-seal every crafted
+bundle (``write_sums``) so that only the defence under test can stop it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from kit import pack as packmod
+from kit.pack import IntegrityError, check_integrity, pack, verify, write_sums
+from kit.runner import RunOptions, start_run
+from kit.spec import load_spec
+
+CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real bundle of a small real run (3 blocks of the calibrated workload)."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    spec = tmp / "calibrated.toml"
+    spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 3"))
+    rd = start_run(load_spec(spec), RunOptions(runs_root=tmp / "runs"))
+    tgz = pack(rd.path)
+    return tgz.parent / tgz.name.removesuffix(".tar.gz")
+
+
+def _copy(src: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dest)
+    return dest
+
+
+def _seal(root: Path) -> Path:
+    """Re-write SHA256SUMS (as an attacker can) and tar the bundle; returns the .tar.gz."""
+    write_sums(root)
+    tgz = root.parent / f"{root.name}.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(root, arcname=root.name)
+    return tgz
+
+
+def _cli_verify(target: Path, runs: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", "verify", str(target), "--runs-dir", str(runs)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_bundle_without_claims_is_refused_not_reproduced(bundle_dir: Path, tmp_path: Path) -> None:
+    root = _copy(bundle_dir, tmp_path / "noclaims")
+    # consistent forgery: no hypotheses in the analysis, no claims in claims.json
+    analysis = json.loads((root / "run" / "analysis.json").read_text())
+    analysis["hypotheses"] = []
+    (root / "run" / "analysis.json").write_text(json.dumps(analysis))
+    meta = json.loads((root / "claims.json").read_text())
+    meta["claims"] = []
+    (root / "claims.json").write_text(json.dumps(meta))
+    write_sums(root)
+    runs = tmp_path / "runs"
+    with pytest.raises(IntegrityError, match="no claims"):
+        verify(root, packmod.VerifyOptions(runs_root=runs))
+    assert not runs.exists()  # nothing was re-run
+    proc = _cli_verify(root, runs)
+    assert proc.returncode == 2 and "no claims" in proc.stderr and "Traceback" not in proc.stderr
+    assert "results reproduced" not in proc.stdout.lower()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec_path", ["/etc/passwd", "../outside.toml", "spec/../../outside.toml"])
+def test_a_spec_path_outside_the_bundle_is_refused(bundle_dir: Path, tmp_path: Path, spec_path: str) -> None:
+    root = _copy(bundle_dir, tmp_path / "b")
+    # an experiment that is not the bundled one, where the crafted path points
+    (tmp_path / "outside.toml").write_text((root / "spec" / "calibrated.toml").read_text())
+    meta = json.loads((root / "claims.json").read_text())
+    meta["spec"] = spec_path
+    (root / "claims.json").write_text(json.dumps(meta))
+    write_sums(root)
+    runs = tmp_path / "runs"
+    with pytest.raises(IntegrityError, match="not a path inside the bundle"):
+        verify(root, packmod.VerifyOptions(runs_root=runs))
+    assert not runs.exists()
+
+
+@pytest.mark.slow
+def test_claims_that_disagree_with_the_bundled_analysis_are_refused(bundle_dir: Path, tmp_path: Path) -> None:
+    root = _copy(bundle_dir, tmp_path / "forged")
+    meta = json.loads((root / "claims.json").read_text())
+    meta["claims"][0]["rejected"] = not meta["claims"][0]["rejected"]
+    meta["claims"][0]["tested"] = True
+    (root / "claims.json").write_text(json.dumps(meta))
+    write_sums(root)
+    with pytest.raises(IntegrityError, match="does not match the bundled run's analysis"):
+        verify(root, packmod.VerifyOptions(runs_root=tmp_path / "runs"))
+
+
+@pytest.mark.slow
+def test_another_experiment_in_the_bundled_spec_is_refused(bundle_dir: Path, tmp_path: Path) -> None:
+    root = _copy(bundle_dir, tmp_path / "other")
+    spec = root / "spec" / "calibrated.toml"
+    spec.write_text(spec.read_text().replace('id = "calibrated"', 'id = "something_else"'))
+    write_sums(root)
+    runs = tmp_path / "runs"
+    with pytest.raises(IntegrityError, match="bundled spec is experiment 'something_else'"):
+        verify(root, packmod.VerifyOptions(runs_root=runs))
+    assert not runs.exists()
+
+
+@pytest.mark.slow
+def test_a_link_in_a_bundle_directory_is_never_followed(bundle_dir: Path, tmp_path: Path) -> None:
+    root = _copy(bundle_dir, tmp_path / "link")
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host file")
+    os.symlink(secret, root / "run" / "stolen.txt")
+    with pytest.raises(IntegrityError, match=r"link or special file: run/stolen\.txt"):
+        check_integrity(root)
+
+
+def _bomb(path: Path, member_bytes: int) -> None:
+    """A small .tar.gz whose one member expands to ``member_bytes`` zeros."""
+
+    class Zeros(io.RawIOBase):
+        def __init__(self, n: int) -> None:
+            self.left = n
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+            k = min(len(b), self.left)
+            b[:k] = bytes(k)
+            self.left -= k
+            return k
+
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo("bundle/huge.bin")
+        info.size = member_bytes
+        tar.addfile(info, io.BufferedReader(Zeros(member_bytes), 1 << 20))
+
+
+@pytest.mark.slow
+def test_a_bundle_with_a_huge_member_is_refused_before_extraction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bomb = tmp_path / "bomb.tar.gz"
+    _bomb(bomb, packmod.MAX_MEMBER_BYTES + 1)  # 1 GiB + 1 byte of zeros in a few megabytes
+    assert bomb.stat().st_size < 8 << 20
+    extracted: list[str] = []
+    real = tarfile.TarFile.extractall
+
+    def spy(self: tarfile.TarFile, *args: object, **kwargs: object) -> None:
+        extracted.append(str(self.name))
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", spy)
+    t0 = time.monotonic()
+    with pytest.raises(IntegrityError, match=r"huge.bin' is 1073741825 bytes, more than the limit"):
+        verify(bomb, packmod.VerifyOptions(runs_root=tmp_path / "runs"))
+    assert extracted == []  # refused from the headers, nothing written
+    assert time.monotonic() - t0 < 120
+
+
+def test_member_count_and_total_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    many = tmp_path / "many.tar.gz"
+    with tarfile.open(many, "w:gz") as tar:
+        for i in range(30):
+            info = tarfile.TarInfo(f"bundle/f{i}")
+            info.size = 1000
+            tar.addfile(info, io.BytesIO(bytes(1000)))
+    monkeypatch.setattr(packmod, "MAX_MEMBERS", 20)
+    with pytest.raises(IntegrityError, match="30 members, more than the limit of 20"):
+        verify(many)
+    monkeypatch.setattr(packmod, "MAX_MEMBERS", 100)
+    monkeypatch.setattr(packmod, "MAX_TOTAL_BYTES", 20_000)
+    with pytest.raises(IntegrityError, match="add up to more than the limit of 20000 bytes"):
+        verify(many)
+
+
+def test_a_link_member_is_an_integrity_error_with_exit_2(tmp_path: Path) -> None:
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        info = tarfile.TarInfo("bundle/escape")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tar.addfile(info)
+    with pytest.raises(IntegrityError, match="'bundle/escape' is a link or special file"):
+        verify(evil)
+    proc = _cli_verify(evil, tmp_path / "runs")
+    assert proc.returncode == 2, proc.stderr
+    assert "link or special file" in proc.stderr and "internal error" not in proc.stderr.lower()
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_traversal_member_is_an_integrity_error(tmp_path: Path) -> None:
+    evil = tmp_path / "trav.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        info = tarfile.TarInfo("../../escaped.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"abc"))
+    with pytest.raises(IntegrityError, match="bundle member refused"):
+        verify(evil)
+    assert not (tmp_path.parent / "escaped.txt").exists()
