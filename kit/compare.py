@@ -16,7 +16,6 @@ version, spec) is listed either way.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import pandas as pd
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError, KitError
-from kit.store import ANALYSIS, RunDir
+from kit.store import RunDir
 
 VERDICTS = ("regression", "improvement", "no change", "not tested")
 
@@ -43,14 +42,10 @@ class CompareOptions:
 
 
 def load_analysis(run_dir: Path) -> dict[str, Any]:
-    """analysis.json of a run (computed now if the run was never analysed)."""
-    rd = RunDir.open(run_dir)
-    path = rd.path / ANALYSIS
-    if not path.exists():
-        from kit.analysis.analyze import analyze_run
+    """analysis.json of a run, recomputed when it is missing or stale (the raw files changed since)."""
+    from kit.freshness import current_analysis
 
-        return analyze_run(rd.path)
-    return json.loads(path.read_text(encoding="utf-8"))
+    return current_analysis(run_dir)[0]
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:

@@ -150,11 +150,9 @@ def pack(run_dir: Path, out: Path | None = None) -> Path:
     """Make the bundle directory and its .tar.gz; returns the .tar.gz path."""
     rd = RunDir.open(run_dir)
     man = rd.manifest()
-    if not (rd.path / ANALYSIS).exists():
-        from kit.analysis.analyze import analyze_run
+    from kit.freshness import current_analysis
 
-        analyze_run(rd.path)
-    analysis = json.loads((rd.path / ANALYSIS).read_text(encoding="utf-8"))
+    analysis, _ = current_analysis(rd.path)  # never pack an analysis made before the last trial
     out = Path(out) if out else rd.path.parent / f"{rd.path.name}.bundle"
     if out.exists():
         raise StoreError("bundle directory already exists", where=str(out), fix="remove it or pass --out elsewhere")
@@ -319,6 +317,11 @@ def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any]) -> li
                              f"run is {man.get('experiment')!r}/{man.get('profile')!r}", where=where,
                              fix="obtain an unmodified bundle made by `kit pack`")
     analysis = json.loads(_read_small(root / "run" / ANALYSIS, "run/analysis.json"))
+    from kit.freshness import DIGEST_KEY, raw_digest
+
+    if analysis.get(DIGEST_KEY) is not None and analysis[DIGEST_KEY] != raw_digest(root / "run"):
+        raise IntegrityError("the bundled analysis.json is not the analysis of the bundled trial files", where=where,
+                             fix="re-pack the run (kit pack recomputes a stale analysis)")
     bundled = claims_of(analysis, str(man.get("profile", "paper")))
     if json.dumps(claims, sort_keys=True) != json.dumps(bundled, sort_keys=True):
         raise IntegrityError("claims.json does not match the bundled run's analysis.json", where=where,

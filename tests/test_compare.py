@@ -79,7 +79,10 @@ def test_different_hosts_refused_unless_allowed(tmp_path: Path) -> None:
     def fake(name: str, host: str) -> Path:
         rd = RunDir.create(tmp_path / name, "x", {"experiment": "x", "host": {"hostname": host, "gpus": []},
                                                   "spec": {}, "plan": {"trials": []}})
-        (rd.path / "analysis.json").write_text(json.dumps({"values": [], "configs": {}}))
+        from kit.freshness import raw_digest
+
+        (rd.path / "analysis.json").write_text(json.dumps({"values": [], "configs": {},
+                                                           "raw_digest": raw_digest(rd.path)}))
         return rd.path
 
     from kit.errors import AnalysisError, KitError

@@ -210,3 +210,45 @@ def test_a_traversal_member_is_an_integrity_error(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match="bundle member refused"):
         verify(evil)
     assert not (tmp_path.parent / "escaped.txt").exists()
+
+
+@pytest.mark.slow
+def test_a_stale_analysis_is_recomputed_by_compare_history_and_pack(tmp_path: Path) -> None:
+    """An analysis made while the run was incomplete must not answer for the finished run."""
+    from kit.analysis.analyze import analyze_run
+    from kit.compare import load_analysis
+    from kit.freshness import DIGEST_KEY, current_analysis
+    from kit.history import collect
+    from kit.runner import resume_run
+
+    spec = tmp_path / "calibrated.toml"
+    spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 3"))
+    rd = start_run(load_spec(spec), RunOptions(runs_root=tmp_path / "runs", max_trials=4))
+    early = analyze_run(rd.path)
+    n_early = len(early["values"])
+    resume_run(rd.path, RunOptions(runs_root=tmp_path / "runs"))  # finishes the plan, analysis.json untouched
+    stale = json.loads((rd.path / "analysis.json").read_text())
+    assert stale[DIGEST_KEY] == early[DIGEST_KEY] and len(stale["values"]) == n_early
+    fresh = load_analysis(rd.path)
+    assert len(fresh["values"]) > n_early and fresh[DIGEST_KEY] != early[DIGEST_KEY]
+    _, recomputed = current_analysis(rd.path)
+    assert not recomputed  # now current: read, not recomputed
+    # an edited trial file makes it stale again
+    trial = next((rd.path / "trials").glob("*.json"))
+    trial.write_text(trial.read_text().replace('"status": "ok"', '"status": "error"', 1))
+    _, recomputed = current_analysis(rd.path)
+    assert recomputed
+    hist = collect(tmp_path / "runs", "time_s", "train", None, None)
+    assert hist and hist[0]["n"] == sum(1 for v in load_analysis(rd.path)["values"]
+                                        if v["metric"] == "time_s" and v["phase"] == "train" and v["arm"] == hist[0]["arm"]
+                                        and not v["warmup"] and v["status"] == "ok" and v["value"] is not None)
+    # pack re-analyses before packing, and verify refuses a bundle whose analysis is stale
+    stale["values"] = stale["values"][:2]
+    (rd.path / "analysis.json").write_text(json.dumps(stale))
+    root = Path(str(pack(rd.path)).removesuffix(".tar.gz"))
+    packed = json.loads((root / "run" / "analysis.json").read_text())
+    assert packed[DIGEST_KEY] == fresh[DIGEST_KEY] or len(packed["values"]) > 2
+    (root / "run" / "analysis.json").write_text(json.dumps(stale))
+    write_sums(root)
+    with pytest.raises(IntegrityError):
+        verify(root, packmod.VerifyOptions(runs_root=tmp_path / "verify-runs"))

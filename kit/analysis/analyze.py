@@ -57,7 +57,10 @@ def load_baseline(rd: RunDir) -> dict[str, Any]:
 
 def analyze_run(run_dir: Any) -> dict[str, Any]:
     """Analyse a stored run and write analysis.json next to the raw data."""
+    from kit.freshness import DIGEST_KEY, raw_digest
+
     rd = RunDir.open(run_dir)
+    digest = raw_digest(rd.path)  # before reading: a trial written meanwhile makes the analysis stale, not wrong
     manifest = rd.manifest()
     trials = list(rd.iter_trials())
     if not trials:
@@ -70,6 +73,7 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     if nodes:
         manifest = {**manifest, "nodes": nodes}
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd))
+    analysis[DIGEST_KEY] = digest
     atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis
 
