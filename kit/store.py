@@ -38,6 +38,7 @@ WORK = "work"
 ANALYSIS = "analysis.json"
 REPORT = "report"
 BASELINE_ID = "_baseline"
+MAX_TRIAL_BYTES = 64 << 20  # a trial file holds markers and a stderr tail, never this much
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -188,9 +189,42 @@ class RunDir:
                              fix="delete it and run `kit run --resume` to redo that trial") from None
 
     def iter_trials(self) -> Iterator[dict[str, Any]]:
-        """Finished trials in schedule order."""
-        recs = [self.read_trial(p.stem) for p in (self.path / TRIALS).glob("*.json")]
-        yield from sorted(recs, key=lambda r: (r.get("position", 0), r["trial_id"]))
+        """Finished trials in schedule order, each checked against the plan (see ``checked_trials``)."""
+        yield from self.checked_trials()
+
+    def checked_trials(self) -> list[dict[str, Any]]:
+        """Every trial file, refused unless it is one planned trial, once, in a regular file of sane size.
+
+        A copied or crafted file (a second file holding an existing trial id,
+        an id outside the plan, a link) would otherwise be counted: 27 of 26
+        finished, and a paired test on a duplicated block.
+        """
+        import stat as st
+
+        planned = {t.get("trial_id") for t in self.manifest().get("plan", {}).get("trials", [])}
+        fix = "remove the file (kit run --resume re-runs a missing planned trial)"
+        recs: list[dict[str, Any]] = []
+        seen: dict[str, str] = {}
+        for p in sorted((self.path / TRIALS).glob("*.json")):
+            where = str(p)
+            mode = p.lstat().st_mode
+            if not st.S_ISREG(mode):
+                raise StoreError("a trial file is a link or special file", where=where, fix=fix)
+            if p.lstat().st_size > MAX_TRIAL_BYTES:
+                raise StoreError(f"trial file is larger than {MAX_TRIAL_BYTES} bytes", where=where, fix=fix)
+            rec = self.read_trial(p.stem)
+            tid = rec.get("trial_id") if isinstance(rec, dict) else None
+            if not isinstance(tid, str):
+                raise StoreError("trial file holds no trial_id", where=where, fix=fix)
+            if tid in seen:
+                raise StoreError(f"trial {tid} is recorded twice (also in {seen[tid]})", where=where, fix=fix)
+            seen[tid] = p.name
+            if tid != p.stem:
+                raise StoreError(f"file holds trial {tid}, its name says {p.stem}", where=where, fix=fix)
+            if planned and tid not in planned:
+                raise StoreError(f"trial {tid} is not in the run's plan", where=where, fix=fix)
+            recs.append(rec)
+        return sorted(recs, key=lambda r: (r.get("position", 0), r["trial_id"]))
 
     def read_samples(self, name: str) -> pd.DataFrame:
         path = self.samples_path(name)

@@ -252,3 +252,51 @@ def test_a_stale_analysis_is_recomputed_by_compare_history_and_pack(tmp_path: Pa
     write_sums(root)
     with pytest.raises(IntegrityError):
         verify(root, packmod.VerifyOptions(runs_root=tmp_path / "verify-runs"))
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("smallrun")
+    spec = tmp / "calibrated.toml"
+    spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 2"))
+    return start_run(load_spec(spec), RunOptions(runs_root=tmp / "runs")).path
+
+
+def _status_cli(run: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", "status", str(run)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ["duplicate", "unknown", "link"])
+def test_trial_files_outside_the_plan_are_refused(small_run: Path, tmp_path: Path, attack: str) -> None:
+    import shutil
+
+    from kit.analysis.analyze import analyze_run
+    from kit.errors import StoreError
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    trials = sorted((run / "trials").glob("*.json"))
+    assert len(trials) == 6  # 3 blocks x 2 frameworks
+    if attack == "duplicate":  # a copy under another name: the same trial twice
+        bad = run / "trials" / "zz-copy.json"
+        shutil.copy(trials[0], bad)
+        match = r"recorded twice"
+    elif attack == "unknown":  # a trial id the plan never had
+        rec = json.loads(trials[0].read_text())
+        rec["trial_id"] = "b099-pytorch"
+        bad = run / "trials" / "b099-pytorch.json"
+        bad.write_text(json.dumps(rec))
+        match = r"not in the run's plan"
+    else:  # a link to a file outside the run directory
+        outside = tmp_path / "outside.json"
+        shutil.copy(trials[0], outside)
+        trials[0].unlink()
+        bad = trials[0]
+        os.symlink(outside, bad)
+        match = r"link or special file"
+    with pytest.raises(StoreError, match=match) as info:
+        analyze_run(run)
+    assert str(bad) in str(info.value)
+    proc = _status_cli(run)
+    assert proc.returncode == 2 and bad.name in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
