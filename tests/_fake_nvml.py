@@ -69,9 +69,11 @@ class FakeGpu:
 class FakeNvml:
     """Implements the NVML functions the kit uses, over a list of FakeGpu."""
 
-    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None) -> None:
+    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None,
+                 init_exc: BaseException | None = None) -> None:
         self.gpus = gpus
         self.init_error = init_error
+        self.init_exc = init_exc  # any exception nvmlInit raises (e.g. pynvml.NVMLLibraryMismatchError)
         self.inits = 0
         self.shutdowns = 0
 
@@ -89,6 +91,8 @@ class FakeNvml:
 
     # -- system ------------------------------------------------------------
     def nvmlInit(self) -> None:
+        if self.init_exc is not None:
+            raise self.init_exc
         if self.init_error is not None:
             raise err(self.init_error)
         self.inits += 1
