@@ -13,7 +13,6 @@ import pytest
 
 from kit.backends.local import LocalBackend
 from kit.errors import KitError
-from kit.gpus import DevicePlan, Inventory, allowed_gpus, gpus_per_trial, nvml_inventory
 from kit.harness import REQUEST_FILE
 from kit.plan import Trial
 from kit.runner import RunEvents, RunOptions, start_run
@@ -35,6 +34,8 @@ def _spec(tmp_path: Path, device: str, extra: str = "", **telemetry: Any) -> Any
 # -- the resolution itself ------------------------------------------------------------
 
 def test_auto_resolves_to_gpu_on_the_eight_gpu_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.gpus import DevicePlan, gpus_per_trial, nvml_inventory
+
     install(monkeypatch, eight_gpu_host())
     inv = nvml_inventory()
     assert [g.name for g in inv.gpus] == [H100] * 4 + [L40S] * 4 and inv.gpus[3].uuid.startswith("GPU-00000003-")
@@ -57,6 +58,8 @@ def test_auto_resolves_to_gpu_on_the_eight_gpu_host(monkeypatch: pytest.MonkeyPa
 
 
 def test_auto_is_cpu_and_gpu_is_refused_without_an_allowed_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.gpus import DevicePlan, Inventory, allowed_gpus, nvml_inventory
+
     install(monkeypatch, FakeNvml([], init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
     plan = DevicePlan.build("all")
     assert plan.resolve({"device": "auto"}).device == "cpu"
@@ -72,6 +75,8 @@ def test_auto_is_cpu_and_gpu_is_refused_without_an_allowed_gpu(monkeypatch: pyte
 
 
 def test_inventory_survives_a_lost_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.gpus import DevicePlan, nvml_inventory
+
     install(monkeypatch, FakeNvml([FakeGpu(lost=True), FakeGpu(temp_c=20)]))
     inv = nvml_inventory()
     assert [g.index for g in inv.gpus] == [1] and "GPU 0 left out" in inv.note
