@@ -70,7 +70,7 @@ def test_library_mismatch_does_not_kill_the_collector(monkeypatch: pytest.Monkey
     """An old driver under a new nvidia-ml-py: the process queries raise NVMLLibraryMismatchError (not an NVMLError)."""
     gpu = FakeGpu(raises={"nvmlDeviceGetComputeRunningProcesses": MISMATCH})
     install(monkeypatch, FakeNvml([gpu]))
-    c, rows = _sample(TrialTarget(pid=os.getpid(), gpu_indices=[0]))
+    c, rows = _sample(TrialTarget(pid=os.getpid()))
     metrics = {r.metric for r in rows}
     assert {"temp_c", "power_w", "gpu_util_pct", "energy_j"} <= metrics and "foreign_procs" not in metrics
     assert "processes" in c.unsupported[0]
@@ -81,7 +81,7 @@ def test_library_mismatch_in_the_middle_of_a_run_is_recorded_and_sampling_goes_o
         monkeypatch: pytest.MonkeyPatch) -> None:
     gpu = FakeGpu()
     install(monkeypatch, FakeNvml([gpu]))
-    c = NvmlCollector(target=TrialTarget(pid=os.getpid(), gpu_indices=[0]))
+    c = NvmlCollector(target=TrialTarget(pid=os.getpid()))
     c._open()
     gpu.raises["nvmlDeviceGetComputeRunningProcesses"] = MISMATCH
     gpu.raises["nvmlDeviceGetTemperature"] = MISMATCH
