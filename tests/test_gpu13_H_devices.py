@@ -103,7 +103,8 @@ def test_run_on_the_eight_gpu_host_gives_each_trial_one_gpu(tmp_path: Path, monk
 
     def spy(self: LocalBackend, arm: str, work: Path, data_dir: Path, timeout_s: float, target: Any,
             on_start: Any = None) -> Any:
-        seen.append((json.loads((work / REQUEST_FILE).read_text()), self.trial_env(target.gpu_indices)))
+        env = self.trial_env(target.gpu_indices) if hasattr(self, "trial_env") else {}
+        seen.append((json.loads((work / REQUEST_FILE).read_text()), env))
         return real_run(self, arm, work, data_dir, timeout_s, target, on_start)
 
     monkeypatch.setattr(LocalBackend, "run_trial", spy)
@@ -111,6 +112,18 @@ def test_run_on_the_eight_gpu_host_gives_each_trial_one_gpu(tmp_path: Path, monk
     rd = start_run(spec, RunOptions(runs_root=tmp_path / "runs", collectors=("nvml",), max_trials=2), _Heat(fake))
 
     uuid0 = "GPU-00000000-0000-4000-8000-abababababab"
+    recs = list(rd.iter_trials())
+    assert len(recs) == 2
+    for rec in recs:
+        # telemetry of the trial's GPU only: not the mean of eight, no foreign process of GPU 5
+        samples = rd.read_samples(rec["trial_id"])
+        nvml = samples[samples["source"] == "nvml"]
+        assert len(nvml) and set(nvml["device"]) == {"0"}
+        assert set(nvml[nvml["metric"] == "foreign_procs"]["value"]) == {0.0}
+        # the cool-down did not wait for the hot GPU 5, which the trial does not use
+        assert rec["cooldown"]["reached"] and rec["cooldown"]["waited_s"] < 1.0
+        assert "gpu5" not in rec["cooldown"]["start_temps"] and "gpu0" in rec["cooldown"]["start_temps"]
+        assert rec["device"] == "gpu" and rec["gpus"] == [{"index": 0, "uuid": uuid0, "name": H100}]
     req, env = seen[0]
     assert req["device"] == "gpu" and req["device_requested"] == "auto"
     assert req["gpu_indices"] == [0] and req["gpu_uuids"] == [uuid0]
@@ -119,17 +132,6 @@ def test_run_on_the_eight_gpu_host_gives_each_trial_one_gpu(tmp_path: Path, monk
     assert man["devices"]["resolved"] == ["gpu"] and man["devices"]["allowed"] == list(range(8))
     assert len(man["devices"]["host_gpus"]) == 8
     assert man["baseline"]["gpu_indices"] == list(range(8))  # the baseline samples every allowed GPU, and says so
-    recs = list(rd.iter_trials())
-    assert len(recs) == 2
-    for rec in recs:
-        assert rec["device"] == "gpu" and rec["gpus"] == [{"index": 0, "uuid": uuid0, "name": H100}]
-        # the cool-down did not wait for the hot GPU 5, which the trial does not use
-        assert rec["cooldown"]["reached"] and rec["cooldown"]["waited_s"] < 1.0
-        assert "gpu5" not in rec["cooldown"]["start_temps"] and "gpu0" in rec["cooldown"]["start_temps"]
-        samples = rd.read_samples(rec["trial_id"])
-        nvml = samples[samples["source"] == "nvml"]
-        assert len(nvml) and set(nvml["device"]) == {"0"}
-        assert set(nvml[nvml["metric"] == "foreign_procs"]["value"]) == {0.0}
 
 
 def test_gpu_on_a_gpu_less_host_is_refused_before_anything_is_written(
@@ -150,12 +152,12 @@ def test_cpu_run_on_the_gpu_host_tells_the_trial_no_gpu(tmp_path: Path, monkeypa
 
     def spy(self: LocalBackend, arm: str, work: Path, data_dir: Path, timeout_s: float, target: Any,
             on_start: Any = None) -> Any:
-        envs.append(self.trial_env(target.gpu_indices))
+        envs.append(self.trial_env(target.gpu_indices) if hasattr(self, "trial_env") else {})
         return real_run(self, arm, work, data_dir, timeout_s, target, on_start)
 
     monkeypatch.setattr(LocalBackend, "run_trial", spy)
     rd = start_run(_spec(tmp_path, "cpu"), RunOptions(runs_root=tmp_path / "runs", collectors=("nvml",), max_trials=1))
     (rec,) = list(rd.iter_trials())
     assert rec["status"] == "ok", rec.get("error")
-    assert rec["device"] == "cpu" and rec["gpus"] == [] and envs[0]["CUDA_VISIBLE_DEVICES"] == ""
     assert len(rd.read_samples(rec["trial_id"])) == 0  # a CPU trial: no GPU rows
+    assert rec["device"] == "cpu" and rec["gpus"] == [] and envs[0]["CUDA_VISIBLE_DEVICES"] == ""
