@@ -4,6 +4,7 @@ on a fake 8-GPU node (tests/_fake_nvml.py: two models, a foreign process on GPU 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pynvml
 import pytest
@@ -12,7 +13,7 @@ import kit.collectors.nvml as nvml_module
 from kit.collectors import make_collectors
 from kit.collectors.base import TrialTarget
 from kit.collectors.nvml import NvmlCollector, gpu_inventory, nvml_probe
-from kit.collectors.thermal import wait_for_cooldown
+from kit.collectors.thermal import TemperatureReader, wait_for_cooldown
 from tests._fake_nvml import FOREIGN_PID, FakeGpu, FakeNvml, eight_gpu_host, install
 
 MISMATCH = pynvml.NVMLLibraryMismatchError(
@@ -120,3 +121,12 @@ def test_cooldown_waits_only_on_the_cpu_and_the_trials_gpus() -> None:
     res5 = wait_for_cooldown(baseline, 3.0, 60.0, read=lambda: dict(hot5), sleep=sleep, clock=lambda: now[0],
                              sensors=["cpu", "gpu5"])
     assert not res5.reached and "gpu5 85.0 C" in res5.note  # the trial on GPU 5 does wait for it
+
+
+def test_temperature_reader_survives_a_library_mismatch_and_a_lost_gpu(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """The cool-down's reader must not take the run down on an old driver (or one lost GPU)."""
+    install(monkeypatch, FakeNvml([FakeGpu()], init_exc=MISMATCH))
+    assert TemperatureReader(tmp_path)() == {}
+    install(monkeypatch, FakeNvml([FakeGpu(raises={"nvmlDeviceGetHandleByIndex": MISMATCH}), FakeGpu(temp_c=44)]))
+    assert TemperatureReader(tmp_path)() == {"gpu1": 44.0}

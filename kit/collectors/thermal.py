@@ -60,14 +60,18 @@ class TemperatureReader:
             if self.nvml:
                 try:
                     pynvml.nvmlInit()
-                except (pynvml.NVMLError, OSError):
-                    self.nvml = False  # no NVML here: do not try again at every poll
+                except Exception:  # NVMLError, OSError, NVMLLibraryMismatchError: no NVML here
+                    self.nvml = False  # do not try again at every poll
                     return self._handles
                 try:
                     n = pynvml.nvmlDeviceGetCount()
-                    self._handles = [(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(n)]
-                except pynvml.NVMLError:
-                    self._handles = []
+                except Exception:
+                    n = 0
+                for i in range(n):
+                    try:
+                        self._handles.append((i, pynvml.nvmlDeviceGetHandleByIndex(i)))
+                    except Exception:  # a lost GPU: the others are still read
+                        continue
         return self._handles
 
     def __call__(self) -> Temps:
@@ -80,7 +84,7 @@ class TemperatureReader:
             for i, h in self._gpu_handles():
                 try:
                     out[f"gpu{i}"] = float(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
-                except pynvml.NVMLError:
+                except Exception:  # NVMLError or a library mismatch
                     continue  # a lost GPU or one without a sensor: left out of this reading
             return out
 
@@ -89,7 +93,7 @@ class TemperatureReader:
             if self._handles is not None and self.nvml:
                 try:
                     pynvml.nvmlShutdown()
-                except pynvml.NVMLError:
+                except Exception:
                     pass
             self._handles = None
 
