@@ -31,6 +31,7 @@ from kit.backends.base import Backend, TrialOutcome
 from kit.collectors.base import Collector, Row, TrialTarget
 from kit.datasets import ResolvedDataset, resolve
 from kit.errors import KitError, PlanError, StoreError
+from kit.gpus import DevicePlan, TrialDevice
 from kit.harness import REQUEST_FILE
 from kit.plan import Plan, Trial, arm_framework, make_plan
 from kit.provenance import host_provenance, kit_provenance
@@ -74,10 +75,17 @@ class Interrupted(KitError):
 
 # -- building blocks ----------------------------------------------------------
 
-def trial_request(spec: Spec, trial: Trial) -> dict[str, Any]:
-    """The harness's request.json for ``trial`` (plain data, no host paths)."""
+def trial_request(spec: Spec, trial: Trial, device: TrialDevice | None = None) -> dict[str, Any]:
+    """The harness's request.json for ``trial`` (plain data, no host paths).
+
+    ``device`` is the host's resolution (:mod:`kit.gpus`): ``device`` is then
+    "cpu" or "gpu", never "auto", and ``gpu_indices`` / ``gpu_uuids`` name the
+    GPUs the trial is given. Without it the spec's value is passed through.
+    """
     wl = spec.workload_for(trial.config).flat()
     ds = spec.dataset_for(trial.config)
+    fields = device.request_fields() if device is not None else {
+        "device": wl["device"], "device_requested": wl["device"], "gpu_indices": [], "gpu_uuids": []}
     return {
         "schema": 1,
         "trial_id": trial.trial_id,
@@ -86,7 +94,7 @@ def trial_request(spec: Spec, trial: Trial) -> dict[str, Any]:
         "workload": wl,
         "dataset": dataclasses.asdict(ds) if ds is not None else None,
         "seed": trial.seed,
-        "device": wl["device"],
+        **fields,
         "threads": wl["threads"],
     }
 
@@ -179,6 +187,10 @@ class _Context:
     temp_reader: Any = None
     only: frozenset[str] | None = None  # a chunk's trials (cluster job); None: the whole plan
     shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
+    devices: DevicePlan | None = None  # this host's GPUs as the spec allows them (None: not resolved)
+
+    def trial_device(self, trial: Trial) -> TrialDevice | None:
+        return self.devices.resolve(self.spec.workload_for(trial.config).flat()) if self.devices else None
 
 
 def dataset_key(name: str, source: str) -> str:
@@ -206,21 +218,42 @@ def _trial_data_dir(ctx: _Context, trial: Trial) -> Path:
     return ctx.datasets[dataset_key(ds.name, ds.source)].directory
 
 
-def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents,
-                      arms: tuple[str, ...]) -> tuple[Backend, ResolvedDataset, dict[str, Any]]:
+@dataclass
+class _Checked:
+    """What the checks before the run found: the backend, the dataset, the devices."""
+
+    backend: Backend
+    dataset: ResolvedDataset
+    prepared: dict[str, Any]
+    devices: DevicePlan
+    device_summary: dict[str, Any]
+
+
+def resolve_devices(spec: Spec, plan: Plan) -> tuple[DevicePlan, dict[str, Any]]:
+    """Resolve every configuration's device on this host (KitError for "gpu" without an allowed GPU)."""
+    devices = DevicePlan.build(spec.container.gpus)
+    configs = {json.dumps(t.config, sort_keys=True): t.config for t in plan.trials}
+    summary = devices.check(spec.workload_for(c).flat() for c in configs.values())
+    return devices, summary
+
+
+def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents, plan: Plan) -> _Checked:
     """Every check that can fail before anything is written."""
+    arms = plan.arms
     _check_arms(spec, opts, arms)
+    devices, summary = resolve_devices(spec, plan)
     dataset = _dataset(spec, opts, events)
     options = dict(opts.backend_options)
     if opts.backend != "local":
         options.setdefault("container", spec.container)
     backend = make_backend(opts.backend, **options)
+    backend.device = "gpu" if "gpu" in summary["resolved"] else "cpu"
     probe = backend.available()
     if not probe.ok:
         raise KitError(f"backend {opts.backend} is not usable here: {probe.detail}", where="--backend",
                        fix=probe.fix or "see `kit doctor`")
     prepared = backend.prepare(arms, dataset.directory)
-    return backend, dataset, prepared
+    return _Checked(backend, dataset, prepared, devices, summary)
 
 
 def _check_arms(spec: Spec, opts: RunOptions, arms: tuple[str, ...]) -> None:
@@ -255,7 +288,8 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     """Check, create the run directory, and run the whole plan."""
     events = events or RunEvents()
     plan = make_plan(spec, seed=opts.seed, arms=opts.arms)
-    backend, dataset, prepared = _check_everything(spec, opts, events, plan.arms)
+    checked = _check_everything(spec, opts, events, plan)
+    backend, dataset, prepared = checked.backend, checked.dataset, checked.prepared
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
     spec_text = Path(spec.path).read_text(encoding="utf-8") if spec.path and Path(spec.path).is_file() else ""
     manifest = {
@@ -272,6 +306,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "dataset": dataset.as_dict(),
         **({"datasets": {k: d.as_dict() for k, d in datasets.items()}} if datasets else {}),
         "collectors": _probe_collectors(spec, opts),
+        "devices": checked.device_summary,
         "plan": plan.as_dict(),
         "plan_digest": plan.digest(),
         "executor": _executor_manifest(spec, plan, opts),
@@ -285,7 +320,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     if opts.executor == "slurm":
         _submit(rd, manifest["executor"], list(range(len(manifest["executor"]["chunks"]))), opts, events)
         return rd
-    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets)
+    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets, devices=checked.devices)
     _execute(ctx)
     return rd
 
@@ -342,9 +377,10 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
     executor = man.get("executor", {"name": "local"})
     if opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local":
         return _resubmit(rd, plan, executor, opts, events)
-    backend, dataset, _prepared = _check_everything(spec, opts, events, plan.arms)
+    checked = _check_everything(spec, opts, events, plan)
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
-    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets)
+    ctx = _Context(spec, plan, rd, checked.backend, checked.dataset, opts, events, datasets=datasets,
+                   devices=checked.devices)
     if opts.chunk is not None:
         chunks = executor.get("chunks") or []
         if not 0 <= opts.chunk < len(chunks):
@@ -355,7 +391,7 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
         ctx.shared = True
         rd.log_event("chunk_start", chunk=opts.chunk, **_job_identity())
     else:
-        rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend)
+        rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend, devices=checked.device_summary)
         rd.update_manifest(status="running")
     _execute(ctx)
     return rd
@@ -453,7 +489,9 @@ def _baseline(ctx: _Context) -> None:
         ctx.baseline = ctx.rd.manifest().get("baseline", {}).get("temps_c", {})
         return
     ctx.events.message(f"recording {secs:g} s of idle baseline telemetry")
-    target = TrialTarget()
+    # every GPU the trials may get (all NVML sees when none is allowed): the cool-down's reference per GPU
+    allowed = [g.index for g in ctx.devices.allowed] if ctx.devices and ctx.devices.allowed else None
+    target = TrialTarget(gpu_indices=allowed)
     collectors = make_collectors(ctx.spec, ctx.opts, target)
     t0 = time.time()
     with sampling(collectors):
@@ -462,7 +500,8 @@ def _baseline(ctx: _Context) -> None:
     ctx.rd.write_samples(name, rows)
     temps = _idle_temps(rows)
     ctx.baseline = temps
-    info = {"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports, "samples": name}
+    info = {"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports, "samples": name,
+            "gpu_indices": allowed if allowed is not None else "all"}
     if ctx.shared:
         ctx.rd.log_event("baseline", host=socket.gethostname(), chunk=ctx.opts.chunk, **info)
     else:
@@ -482,9 +521,17 @@ def _idle_temps(rows: list[Row]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in by.items() if v}
 
 
-def _cooldown(ctx: _Context) -> dict[str, Any]:
-    """Wait (bounded) until temperatures are back near the idle baseline.
+def cooldown_sensors(gpu_indices: list[int] | None) -> list[str] | None:
+    """The sensors a trial's cool-down waits on: the CPU and the trial's own GPUs (None: every sensor)."""
+    if gpu_indices is None:
+        return None
+    return ["cpu", *(f"gpu{i}" for i in gpu_indices)]
 
+
+def _cooldown(ctx: _Context, gpu_indices: list[int] | None = None) -> dict[str, Any]:
+    """Wait (bounded) until the CPU and the trial's GPUs are back near their idle baseline.
+
+    A hot GPU the trial does not use (another user's job) is not waited for.
     Also records the temperatures the trial starts at, which the validity
     rules compare between frameworks.
     """
@@ -495,7 +542,8 @@ def _cooldown(ctx: _Context) -> dict[str, Any]:
 
     if ctx.temp_reader is None:
         ctx.temp_reader = TemperatureReader()
-    return wait_for_cooldown(ctx.baseline, tel.cooldown_band_c, tel.cooldown_max_s, read=ctx.temp_reader).as_dict()
+    return wait_for_cooldown(ctx.baseline, tel.cooldown_band_c, tel.cooldown_max_s, read=ctx.temp_reader,
+                             sensors=cooldown_sensors(gpu_indices)).as_dict()
 
 
 def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
@@ -504,10 +552,12 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     work = rd.work_dir(trial.trial_id)
     shutil.rmtree(work, ignore_errors=True)  # leftovers of a killed attempt
     work.mkdir(parents=True)
-    (work / REQUEST_FILE).write_text(json.dumps(trial_request(ctx.spec, trial), indent=1), encoding="utf-8")
+    device = ctx.trial_device(trial)
+    (work / REQUEST_FILE).write_text(json.dumps(trial_request(ctx.spec, trial, device), indent=1), encoding="utf-8")
 
-    cooldown = _cooldown(ctx)
-    target = TrialTarget()
+    indices = device.indices if device is not None else None
+    cooldown = _cooldown(ctx, indices)
+    target = TrialTarget(gpu_indices=indices)  # the backend exposes, and the collectors sample, only these GPUs
     collectors = make_collectors(ctx.spec, ctx.opts, target)
     started = time.time()
     with sampling(collectors):
@@ -515,7 +565,7 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
                                         target)
     ended = time.time()
     rows, reports = drain(collectors)
-    record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name)
+    record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name, device)
     if ctx.shared:
         record["executor"] = {"name": "slurm", "chunk": ctx.opts.chunk, **_job_identity()}
     rd.write_trial(record, rows)
@@ -524,10 +574,12 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
 
 
 def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: float,
-                 collectors: list[dict[str, Any]], cooldown: dict[str, Any], backend: str) -> dict[str, Any]:
+                 collectors: list[dict[str, Any]], cooldown: dict[str, Any], backend: str,
+                 device: TrialDevice | None = None) -> dict[str, Any]:
     result = outcome.result or {}
     return {
         **trial.as_dict(),
+        **(device.record_fields() if device is not None else {}),
         "status": outcome.status,
         "exit_code": outcome.exit_code,
         "started": started,

@@ -48,6 +48,7 @@ class FakeGpu:
     temp_c: int = 64
     power_mw: int = 312_500
     power_avg_mw: int | None = 300_000
+    power_instant_mw: int | None = None  # NVML_FI_DEV_POWER_INSTANT; None: the driver lacks the field
     energy_mj: int = 5_000_000
     sm_mhz: int = 1980
     mem_mhz: int = 2619
@@ -61,19 +62,25 @@ class FakeGpu:
     unsupported: set[str] = field(default_factory=set)
     lost: bool = False
     fail_once: dict[str, int] = field(default_factory=dict)  # method -> NVML error code, raised once
+    raises: dict[str, BaseException] = field(default_factory=dict)  # method -> exception raised at every call
+    uuid: str | None = None  # None: GPU-<index>-fake
 
 
 class FakeNvml:
     """Implements the NVML functions the kit uses, over a list of FakeGpu."""
 
-    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None) -> None:
+    def __init__(self, gpus: list[FakeGpu], *, init_error: int | None = None,
+                 init_exc: BaseException | None = None) -> None:
         self.gpus = gpus
         self.init_error = init_error
+        self.init_exc = init_exc  # any exception nvmlInit raises (e.g. pynvml.NVMLLibraryMismatchError)
         self.inits = 0
         self.shutdowns = 0
 
     # -- plumbing ----------------------------------------------------------
     def _gpu(self, h: FakeGpu, method: str) -> FakeGpu:
+        if method in h.raises:
+            raise h.raises[method]
         if h.lost:
             raise err(pynvml.NVML_ERROR_GPU_IS_LOST)
         if method in h.fail_once:
@@ -84,6 +91,8 @@ class FakeNvml:
 
     # -- system ------------------------------------------------------------
     def nvmlInit(self) -> None:
+        if self.init_exc is not None:
+            raise self.init_exc
         if self.init_error is not None:
             raise err(self.init_error)
         self.inits += 1
@@ -132,10 +141,12 @@ class FakeNvml:
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         for i, fid in enumerate(field_ids):
             values[i].fieldId = fid
-            if fid == pynvml.NVML_FI_DEV_POWER_AVERAGE and g.power_avg_mw is not None:
+            mw = {pynvml.NVML_FI_DEV_POWER_AVERAGE: g.power_avg_mw,
+                  pynvml.NVML_FI_DEV_POWER_INSTANT: g.power_instant_mw}.get(fid)
+            if mw is not None:
                 values[i].nvmlReturn = pynvml.NVML_SUCCESS
                 values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                values[i].value.uiVal = g.power_avg_mw
+                values[i].value.uiVal = mw
             else:
                 values[i].nvmlReturn = NOT_SUPPORTED
         return values
@@ -175,11 +186,15 @@ class FakeNvml:
         return []
 
     # -- inventory ---------------------------------------------------------
+    def _index(self, h: FakeGpu) -> int:
+        return next(i for i, g in enumerate(self.gpus) if g is h)
+
     def nvmlDeviceGetUUID(self, h: FakeGpu) -> str:
-        return f"GPU-{self.gpus.index(h):08d}-fake"
+        g = self._gpu(h, "nvmlDeviceGetUUID")
+        return g.uuid or f"GPU-{self._index(h):08d}-fake"
 
     def nvmlDeviceGetPciInfo(self, h: FakeGpu) -> Any:
-        return SimpleNamespace(busId=b"00000000:17:00.0")
+        return SimpleNamespace(busId=f"00000000:{0x17 + 0x10 * self._index(h):02X}:00.0".encode())
 
     def nvmlDeviceGetVbiosVersion(self, h: FakeGpu) -> str:
         return "96.00.74.00.01"
@@ -221,6 +236,25 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeGpu) -> int:
         return 16
+
+
+H100, L40S = "NVIDIA H100 80GB HBM3", "NVIDIA L40S"
+FOREIGN_PID = 424242  # a process of another user, on a GPU the trial does not use
+
+
+def eight_gpu_host() -> FakeNvml:
+    """A fake 8-GPU node: GPUs 0-3 H100, 4-7 L40S, each at its own temperature and power; GPU 5 runs a
+    foreign process; instantaneous power (NVML_FI_DEV_POWER_INSTANT) on the H100s only."""
+    gpus = []
+    for i in range(8):
+        h100 = i < 4
+        gpus.append(FakeGpu(
+            name=H100 if h100 else L40S, temp_c=30 + 5 * i, util_gpu=10 * i, power_mw=100_000 + 10_000 * i,
+            power_instant_mw=(150_000 + 10_000 * i) if h100 else None, energy_mj=1_000_000 * (i + 1),
+            mem_total=(80 if h100 else 48) * 2**30, limit_mw=700_000 if h100 else 350_000,
+            procs=[(FOREIGN_PID, 2**30)] if i == 5 else [], uuid=f"GPU-{i:08x}-0000-4000-8000-{'ab' * 6}",
+        ))
+    return FakeNvml(gpus)
 
 
 def _unexpected(name: str) -> Any:

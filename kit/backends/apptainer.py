@@ -3,8 +3,11 @@
 It runs the same :class:`~kit.backends.container.TrialContainer` as the
 Docker backend, translated into a command line: ``--containall --cleanenv``
 (no host environment, home or /tmp), the same three bind mounts, the same
-environment (``--env``), ``--nv`` (or ``--nvccli``) for GPUs with
-``CUDA_VISIBLE_DEVICES`` selecting indices (Apptainer shows every GPU),
+environment (``--env``), ``--nv`` (or ``--nvccli``) for GPUs: under ``--nv`` Apptainer shows every
+GPU and ``CUDA_VISIBLE_DEVICES`` (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so
+CUDA's numbers are NVML's) selects the trial's; under ``--nvccli`` with
+``--containall`` only the GPUs in ``NVIDIA_VISIBLE_DEVICES`` are bound,
+renumbered from 0, so ``CUDA_VISIBLE_DEVICES`` counts from 0,
 ``--net --network none`` unless the spec allows the network, and the CPU set
 and memory limit as Apptainer's cgroup flags. The outcome follows the shared
 rule; Apptainer cannot say whether the kernel's OOM killer struck, so a
@@ -57,8 +60,10 @@ def exec_command(tc: TrialContainer, sif: Path, apptainer: str = "apptainer", gp
     env = dict(tc.env)
     if tc.gpus != []:
         cmd.append(gpu_flag)
-        if tc.gpus:  # every GPU is visible under --nv: select by CUDA index
+        if tc.gpus and gpu_flag == "--nv":  # every GPU is visible under --nv: select by CUDA index (PCI order)
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, tc.gpus))
+        elif tc.gpus:  # --nvccli binds only NVIDIA_VISIBLE_DEVICES' GPUs, numbered from 0
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(len(tc.gpus))))
     for key in sorted(env):
         cmd += ["--env", f"{key}={env[key]}"]
     if not tc.network:
@@ -129,11 +134,17 @@ class ApptainerBackend(Backend):
 
         exe = self.exe()
         gpus = host_gpus()
-        self._use_gpus = bool(gpus) and self.spec.gpu_indices() != []
+        # the runner resolved the device (kit.gpus); used alone, "auto" on this host: GPU when one is allowed
+        self._use_gpus = self.device == "gpu" if self.device is not None else bool(gpus) and self.spec.gpu_indices() != []
         device = "cuda" if self._use_gpus else "cpu"
         results = []
         for arm, row in choose_rows(arms, device, self.overrides).items():
             fw = arm_framework(arm)
+            if self._use_gpus and row.device != "cuda":
+                raise ImageError(f"image {row.name} is a CPU image, but the trials of {arm} compute on the GPU",
+                                 where=f"--image {fw}={row.name}",
+                                 fix="give a CUDA row of the matrix (kit images list), or set [workload] device = "
+                                     "\"cpu\" to measure the CPU on purpose")
             sif = find_sif(row)
             tc = probe_container(fw, self.spec, str(sif["path"]), self._use_gpus and row.device == "cuda")
             reported = _run_probe(exec_command(tc, Path(sif["path"]), exe, self.gpu_flag), host_env(tc), row.name)
@@ -154,7 +165,12 @@ class ApptainerBackend(Backend):
             raise BackendError(f"no image prepared for {arm}", where="backend apptainer",
                                fix="call prepare() before run_trial() (kit run does)")
         img = self._images[arm]
-        tc = trial_container(arm, work, data_dir, self.spec, img["path"], self._use_gpus and img["device"] == "cuda")
+        use = self._use_gpus and img["device"] == "cuda"
+        if target.gpu_indices and not use:
+            raise BackendError(f"the trial was given GPU(s) {target.gpu_indices}, but its container gets none "
+                               f"(image {img.get('row')} is a {img['device']} image, or GPUs are off for this run)",
+                               where="backend apptainer", fix="give a CUDA image row, or set [workload] device = \"cpu\"")
+        tc = trial_container(arm, work, data_dir, self.spec, img["path"], use, gpu_indices=target.gpu_indices)
         prepare_work(work)
         cmd = exec_command(tc, Path(img["path"]), self.exe(), self.gpu_flag)
         t0 = time.monotonic()

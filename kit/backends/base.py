@@ -43,6 +43,10 @@ class Backend(ABC):
     """A way to run one trial's harness."""
 
     name: ClassVar[str] = "backend"
+    # The run's resolved device ("gpu" when any trial computes on a GPU, else "cpu"), set by the runner
+    # before prepare() (kit.gpus); None: not resolved (a backend used alone decides from the host).
+    # Each trial's own GPUs arrive in run_trial's ``target.gpu_indices`` ([] for a CPU trial).
+    device: str | None = None
 
     @abstractmethod
     def available(self) -> Probe:

@@ -64,10 +64,14 @@ def container_name(work: Path) -> str:
 
 
 def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image: str,
-                    use_gpus: bool, kit_root: Path = KIT_ROOT) -> TrialContainer:
-    """The container that runs one trial's harness (shared by every container backend)."""
+                    use_gpus: bool, kit_root: Path = KIT_ROOT, *, gpu_indices: list[int] | None = None) -> TrialContainer:
+    """The container that runs one trial's harness (shared by every container backend).
+
+    ``gpu_indices`` are the trial's GPUs (NVML indices, from ``TrialTarget.gpu_indices``); None: the
+    spec's ``container.gpus`` (all of them when "all"). Without ``use_gpus`` the trial gets none.
+    """
     framework = arm_framework(arm)
-    indices = spec.gpu_indices() if use_gpus else []
+    indices = (list(gpu_indices) if gpu_indices is not None else spec.gpu_indices()) if use_gpus else []
     env = _env(framework, indices)
     mounts = (
         Mount(kit_root / "kit", f"{KIT_MOUNT}/kit", True),
@@ -82,8 +86,9 @@ def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image
 
 
 def _env(framework: str, indices: list[int] | None) -> dict[str, str]:
+    """The trial's environment: CUDA numbers GPUs in PCI bus order (NVML's), the engine attaches ``indices``."""
     env = {"PYTHONPATH": KIT_MOUNT, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "KIT_FRAMEWORK": framework}
+           "TF_CPP_MIN_LOG_LEVEL": "2", "KIT_FRAMEWORK": framework, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     if indices is None:
         env["NVIDIA_VISIBLE_DEVICES"] = "all"
     elif indices:  # the engine attaches only these; Apptainer (all GPUs visible) adds CUDA_VISIBLE_DEVICES

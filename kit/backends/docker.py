@@ -4,7 +4,12 @@ The container is the shared :class:`~kit.backends.container.TrialContainer`
 translated into docker SDK arguments: bind mounts, no network (``none``)
 unless the spec allows it, shared-memory size, CPU set and memory limit
 (swap included, so an over-limit trial is OOM-killed rather than swapping),
-and GPUs through a device request (NVIDIA toolkit on Docker, CDI on Podman).
+and GPUs through a device request (NVIDIA toolkit on Docker, CDI on Podman)
+for exactly the trial's GPUs (``TrialTarget.gpu_indices``, NVML indices, the
+numbering ``device_ids`` use), so inside the trial its first GPU is GPU 0.
+When the trials compute on the GPU and the engine cannot attach GPUs, or an
+arm's image row is a CPU image, the run is refused before any trial: a silent
+CPU run would compare CPU with GPU.
 Once it runs, its PID and cgroup go to the collectors; when it ends, its exit
 code, OOM-killed flag and log tail go to the trial file, and it is removed.
 """
@@ -80,12 +85,26 @@ class DockerBackend(Backend):
         eng = self.engine()
         self._support = gpu_support(eng)
         gpus = host_gpus()
-        self._use_gpus = bool(gpus) and self._support.ok and self.spec.gpu_indices() != []
-        device = "cuda" if self._use_gpus else "cpu"
+        # the runner resolved the device (kit.gpus); used alone, "auto" on this host: GPU when one is allowed
+        want_gpu = self.device == "gpu" if self.device is not None else bool(gpus) and self.spec.gpu_indices() != []
+        if want_gpu and not self._support.ok:
+            raise BackendError(
+                f"the trials compute on the GPU ({len(gpus)} on this host), but {eng.kind} cannot attach GPUs to "
+                f"containers: {self._support.detail}; the trials would silently run on the CPU",
+                where=f"backend docker ({eng.url})",
+                fix=f"{self._support.fix or 'install the NVIDIA Container Toolkit (Docker) or a CDI spec (Podman)'}; "
+                    "or run with --backend local, or set [workload] device = \"cpu\" to measure the CPU on purpose")
+        self._use_gpus = want_gpu
+        device = "cuda" if want_gpu else "cpu"
         rows = choose_rows(arms, device, self.overrides)
         results = []
         for arm, row in rows.items():
             fw = arm_framework(arm)
+            if want_gpu and row.device != "cuda":
+                raise ImageError(f"image {row.name} is a CPU image, but the trials of {arm} compute on the GPU",
+                                 where=f"--image {fw}={row.name}",
+                                 fix="give a CUDA row of the matrix (kit images list), or set [workload] device = "
+                                     "\"cpu\" to measure the CPU on purpose")
             built = find_built(eng, row)
             if built is None:
                 raise ImageError(f"image {row.name} ({fw}, {device}) is not built for its current recipe on {eng.kind}",
@@ -105,9 +124,11 @@ class DockerBackend(Backend):
                 "gpu_support": {"ok": self._support.ok, "mechanism": self._support.mechanism,
                                 "detail": self._support.detail}}
 
-    def _device_requests(self) -> list[Any]:
+    def _device_requests(self, indices: list[int] | None = None) -> list[Any]:
+        """Device requests for ``indices`` (NVML indices; None: the spec's container.gpus)."""
         support = self._support or gpu_support(self.engine())
-        return device_requests(self.engine().kind, support.mechanism, self.spec.gpu_indices())
+        return device_requests(self.engine().kind, support.mechanism,
+                               indices if indices is not None else self.spec.gpu_indices())
 
     # -- one trial ------------------------------------------------------------
 
@@ -130,6 +151,16 @@ class DockerBackend(Backend):
             kwargs["device_requests"] = gpu_requests
         return kwargs
 
+    def trial_container(self, arm: str, work: Path, data_dir: Path, img: dict[str, Any],
+                        target: TrialTarget) -> TrialContainer:
+        """The trial's container with the trial's GPUs; a GPU trial this backend cannot serve is an error."""
+        use = self._use_gpus and img["device"] == "cuda"
+        if target.gpu_indices and not use:
+            raise BackendError(f"the trial was given GPU(s) {target.gpu_indices}, but its container gets none "
+                               f"(image {img.get('row')} is a {img['device']} image, or GPUs are off for this run)",
+                               where="backend docker", fix="give a CUDA image row, or set [workload] device = \"cpu\"")
+        return trial_container(arm, work, data_dir, self.spec, img["tag"], use, gpu_indices=target.gpu_indices)
+
     def run_trial(self, arm: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,
                   on_start: Callable[[], None] | None = None) -> TrialOutcome:
         import docker
@@ -140,10 +171,10 @@ class DockerBackend(Backend):
                                fix="call prepare() before run_trial() (kit run does)")
         img = self._images[arm]
         eng = self.engine()
-        tc = trial_container(arm, work, data_dir, self.spec, img["tag"], self._use_gpus and img["device"] == "cuda")
+        tc = self.trial_container(arm, work, data_dir, img, target)
         prepare_work(work)
         self._remove_leftover(tc.name)
-        gpu_reqs = self._device_requests() if tc.gpus != [] else None
+        gpu_reqs = self._device_requests(tc.gpus) if tc.gpus != [] else None
         try:
             container = eng.client.containers.create(**self.container_kwargs(tc, gpu_reqs))
         except docker.errors.ImageNotFound:

@@ -4,6 +4,11 @@ A fresh process per trial keeps imports, JIT caches and allocator state from
 leaking between trials. The child dies with the parent (``KIT_PARENT_PID``,
 see ``kit.harness``), so killing ``kit run`` never leaves a trial running
 behind a resumed run.
+
+GPUs: the child sees only the trial's GPUs (``TrialTarget.gpu_indices``, NVML
+indices) through ``CUDA_VISIBLE_DEVICES`` with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``,
+so CUDA numbers GPUs as NVML does and the trial's first GPU is ``cuda:0``; a
+CPU trial gets ``CUDA_VISIBLE_DEVICES=""``.
 """
 
 from __future__ import annotations
@@ -56,9 +61,13 @@ class LocalBackend(Backend):
             )
         return {}
 
-    def _env(self) -> dict[str, str]:
+    def trial_env(self, gpu_indices: list[int] | None = None) -> dict[str, str]:
+        """The child's environment; ``gpu_indices`` None leaves CUDA_VISIBLE_DEVICES as it is (not resolved)."""
         env = dict(os.environ)
         env.update(self.env)
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's default is "fastest first", not NVML's order
+        if gpu_indices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices)
         path = env.get("PYTHONPATH", "")
         env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + path if path else "")
         env["KIT_PARENT_PID"] = str(os.getpid())
@@ -83,7 +92,7 @@ class LocalBackend(Backend):
         stderr = (work / "stderr.log").open("wb")
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=self._env(), cwd=work, start_new_session=True)
+            proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=self.trial_env(target.gpu_indices), cwd=work, start_new_session=True)
         except OSError as exc:
             stdout.close()
             stderr.close()
@@ -108,7 +117,7 @@ class LocalBackend(Backend):
         result = read_result(work / RESULT_FILE)
         err = (work / "stderr.log").read_text(encoding="utf-8", errors="replace")
         code = proc.returncode
-        detail: dict[str, Any] = {"pid": proc.pid}
+        detail: dict[str, Any] = {"pid": proc.pid, "gpus": target.gpu_indices if target.gpu_indices is not None else "all"}
         if code is not None and code < 0:
             detail["signal"] = signal.Signals(-code).name
             if -code == signal.SIGKILL and not timed_out:

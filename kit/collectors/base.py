@@ -70,12 +70,16 @@ class TrialTarget:
 
     ``pid`` is the harness process on this host (local backend) or the
     container's init process; ``cgroup`` the container's cgroup directory
-    when the engine reports one.
+    when the engine reports one. ``gpu_indices`` (set by the runner before the
+    trial starts) are the NVML indices of the GPUs the trial is given: the
+    backend exposes only these and the NVML collector samples only these
+    ([] for a CPU trial; None: not resolved, every GPU).
     """
 
     pid: int | None = None
     cgroup: Path | None = None
     container_id: str | None = None
+    gpu_indices: list[int] | None = None
 
 
 class Collector(ABC):

@@ -1,15 +1,22 @@
 """NVML collector (nvidia-ml-py): per-GPU telemetry, the GPU inventory and the NVML probe.
 
 Rows ``nvml/<index>/<metric>``: ``gpu_util_pct``, ``mem_util_pct``,
-``mem_used_bytes``, ``temp_c``, ``power_w`` (nvmlDeviceGetPowerUsage; on
-Ampere and newer the driver itself averages it over about a second),
-``power_avg_w`` (field NVML_FI_DEV_POWER_AVERAGE where the driver has it),
-``energy_j`` (nvmlDeviceGetTotalEnergyConsumption, Volta+, a cumulative
+``mem_used_bytes``, ``temp_c``, ``power_w`` (nvmlDeviceGetPowerUsage: on
+Ampere and newer the driver's own moving average over about one second, so
+the power of a phase shorter than a few seconds is partly the previous
+phase's; use ``energy_j`` differences or ``power_instant_w`` for short
+phases), ``power_instant_w`` (field NVML_FI_DEV_POWER_INSTANT, the
+instantaneous reading, where the driver has it), ``power_avg_w`` (field
+NVML_FI_DEV_POWER_AVERAGE where the driver has it), ``energy_j`` (nvmlDeviceGetTotalEnergyConsumption, Volta+, a cumulative
 counter since the driver loaded), ``sm_clock_mhz``, ``mem_clock_mhz``,
 ``throttle_reasons`` (bitmask), ``pstate``, ``pcie_tx_kbs`` / ``pcie_rx_kbs``,
 ``fan_pct``, ``power_limit_w``, ``foreign_procs`` (processes on the GPU outside
 the trial's process tree) and ``trial_mem_used_bytes`` (GPU memory of the
 trial's own processes, once the trial has started and where NVML reports it).
+
+Only the GPUs the trial was given are sampled (``TrialTarget.gpu_indices``,
+else the collector's ``gpu_indices``, else every GPU), so utilisation, power,
+energy and ``foreign_procs`` describe the trial's GPUs, not the host's.
 
 Each query is tried once when the collector opens; one the GPU or driver
 does not support is dropped silently (listed in ``unsupported``) rather than
@@ -20,7 +27,11 @@ reading would cost up to 40 ms per GPU.
 A GPU that is lost mid-run (GPU_IS_LOST, RESET_REQUIRED, GPU_NOT_FOUND) gives
 one ``gpu_lost`` = 1 row and an error entry, and is not read again; other GPUs
 go on. pynvml exceptions never leave this module: they become
-:class:`kit.errors.NVMLError` (or a failed :class:`Probe`).
+:class:`kit.errors.NVMLError` (or a failed :class:`Probe`). That includes
+``pynvml.NVMLLibraryMismatchError``, which is *not* an ``NVMLError``: pynvml
+raises it where nvidia-ml-py is newer than the driver's library (e.g. the
+process queries on a 550-series driver); the query is dropped, recorded with
+its fix, and the other queries go on.
 """
 
 from __future__ import annotations
@@ -60,11 +71,22 @@ _FIXES: dict[int, str] = {
     pynvml.NVML_ERROR_RESET_REQUIRED: "reset the GPU (nvidia-smi -r) or reboot",
 }
 DEFAULT_FIX = "check that `nvidia-smi` works on this host"
+MISMATCH_FIX = (
+    "nvidia-ml-py is newer than this driver's NVML library: install the nvidia-ml-py release of the driver's "
+    "branch (`nvidia-smi` prints the driver version; e.g. driver 550.x: pip install 'nvidia-ml-py<12.551'), "
+    "or update the NVIDIA driver"
+)
+LIBRARY_MISMATCH = getattr(pynvml, "NVMLLibraryMismatchError", ())
+POWER_INSTANT_FIELD = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", 186)
 NO_GPU_FIX = "check `nvidia-smi -L`; without GPUs, leave 'nvml' out of telemetry.collectors"
 
 
 def nvml_error(exc: BaseException, where: str) -> NVMLError:
-    """Translate a pynvml exception into the kit's error tree (cause, where, fix)."""
+    """Translate a pynvml exception (an NVMLError or not) into the kit's error tree (cause, where, fix)."""
+    if LIBRARY_MISMATCH and isinstance(exc, LIBRARY_MISMATCH):
+        return NVMLError(f"NVML library mismatch: {exc}", where=where, fix=MISMATCH_FIX)
+    if not isinstance(exc, pynvml.NVMLError):
+        return NVMLError(f"NVML: {type(exc).__name__}: {exc}", where=where, fix=DEFAULT_FIX)
     code = getattr(exc, "value", None)
     fix = _FIXES.get(code, DEFAULT_FIX) if isinstance(code, int) else DEFAULT_FIX
     return NVMLError(f"NVML: {exc}", where=where, fix=fix)
@@ -105,43 +127,52 @@ def _indices(gpu_indices: Iterable[int] | None) -> list[int]:
     return wanted
 
 
+NO_TRIAL_GPU = "the trial was given no GPU (a CPU trial): no GPU to sample"
+
+
 def nvml_probe(gpu_indices: Iterable[int] | None = None) -> Probe:
     """Can NVML be used here, and on which GPUs? Never raises."""
+    if gpu_indices is not None and not list(gpu_indices):
+        return Probe(False, NO_TRIAL_GPU)
     try:
         pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        err = nvml_error(exc, "nvmlInit")
-        return Probe(False, err.cause, err.fix or "")
     except OSError as exc:  # a broken library file
         return Probe(False, f"cannot load NVML: {exc}", DEFAULT_FIX)
+    except Exception as exc:  # NVMLError, NVMLLibraryMismatchError, anything else pynvml raises
+        err = nvml_error(exc, "nvmlInit")
+        return Probe(False, err.cause, err.fix or "")
     try:
         idx = _indices(gpu_indices)
         if not idx:
             return Probe(False, "NVML works but reports no GPU", NO_GPU_FIX)
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        names = [f"{i}: {_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)))}" for i in idx]
-        return Probe(True, f"driver {driver}; {len(idx)} GPU(s): {', '.join(names)}")
+        driver = _try(pynvml.nvmlSystemGetDriverVersion)
+        names = [f"{i}: {_text(n) if (n := _try(_name_of, i)) is not None else '?'}" for i in idx]
+        return Probe(True, f"driver {_text(driver) if driver is not None else '?'}; {len(idx)} GPU(s): {', '.join(names)}")
     except NVMLError as err:
         return Probe(False, err.cause, err.fix or "")
-    except pynvml.NVMLError as exc:
+    except Exception as exc:
         err = nvml_error(exc, "nvml probe")
         return Probe(False, err.cause, err.fix or "")
     finally:
         _shutdown_quietly()
 
 
+def _name_of(index: int) -> Any:
+    return pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+
+
 def _shutdown_quietly() -> None:
     try:
         pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
+    except Exception:
         pass
 
 
 def _try(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call an NVML getter; None when it fails (unsupported, no permission...)."""
+    """Call an NVML getter; None when it fails (unsupported, no permission, library mismatch...)."""
     try:
         return fn(*args)
-    except pynvml.NVMLError:
+    except Exception:
         return None
 
 
@@ -197,7 +228,7 @@ def gpu_inventory(gpu_indices: Iterable[int] | None = None) -> list[dict[str, An
     """
     try:
         pynvml.nvmlInit()
-    except (pynvml.NVMLError, OSError):
+    except Exception:  # NVMLError, OSError, NVMLLibraryMismatchError...
         return []
     try:
         idx = _indices(gpu_indices)
@@ -213,9 +244,12 @@ def gpu_inventory(gpu_indices: Iterable[int] | None = None) -> list[dict[str, An
             if h is None:
                 out.append({"index": i, "error": "no handle (GPU lost?)", **common})
                 continue
-            out.append({**_inventory_one(i, h), **common})
+            try:
+                out.append({**_inventory_one(i, h), **common})
+            except Exception as exc:  # what one GPU cannot tell does not hide the others
+                out.append({"index": i, "error": str(nvml_error(exc, f"GPU {i}")), **common})
         return out
-    except (NVMLError, pynvml.NVMLError):
+    except Exception:
         return []
     finally:
         _shutdown_quietly()
@@ -251,11 +285,20 @@ def _power(h: Any) -> Reading:
     return [("power_w", pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0, "W")]
 
 
-def _power_avg(h: Any) -> Reading:
-    fv = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_POWER_AVERAGE])[0]
+def _power_field(h: Any, field_id: int) -> float:
+    """A power field value in W; raises pynvml.NVMLError with the field's own return code."""
+    fv = pynvml.nvmlDeviceGetFieldValues(h, [field_id])[0]
     if fv.nvmlReturn != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(fv.nvmlReturn)
-    return [("power_avg_w", _field_value(fv) / 1000.0, "W")]
+    return _field_value(fv) / 1000.0
+
+
+def _power_avg(h: Any) -> Reading:
+    return [("power_avg_w", _power_field(h, pynvml.NVML_FI_DEV_POWER_AVERAGE), "W")]
+
+
+def _power_instant(h: Any) -> Reading:
+    return [("power_instant_w", _power_field(h, POWER_INSTANT_FIELD), "W")]
 
 
 def _energy(h: Any) -> Reading:
@@ -322,6 +365,11 @@ READERS: dict[str, Callable[[Any], Reading]] = {
     "fan": _fan,
     "power_limit": _power_limit,
 }
+# Newer driver fields, absent on many drivers: tried once, kept where they answer, else listed in
+# ``missing_fields`` (not in ``unsupported``, which lists the queries every NVIDIA GPU is expected to answer).
+OPTIONAL_READERS: dict[str, Callable[[Any], Reading]] = {"power_instant": _power_instant}
+# Field queries: a driver that does not know the field answers with some error code; any of them drops it.
+FIELD_READERS = frozenset({"power_avg", *OPTIONAL_READERS})
 
 
 class NvmlCollector(Collector):
@@ -345,6 +393,7 @@ class NvmlCollector(Collector):
         self.pcie_every = pcie_every
         self.gpus: list[_Gpu] = []
         self.unsupported: dict[int, list[str]] = {}
+        self.missing_fields: dict[int, list[str]] = {}
         self._n_reads = 0
         self._procs_ok: dict[int, bool] = {}
         self.tree = TreeCache()
@@ -354,24 +403,30 @@ class NvmlCollector(Collector):
     def build(cls, period_s: float, target: TrialTarget, sysfs_root: Path, **options: Any) -> NvmlCollector:
         return cls(period_s, target, gpu_indices=options.get("gpu_indices"))
 
+    def wanted(self) -> list[int] | None:
+        """The GPUs to sample: the collector's own list, else the trial's, else None (every GPU)."""
+        return self.gpu_indices if self.gpu_indices is not None else self.target.gpu_indices
+
     def probe(self) -> Probe:
-        return nvml_probe(self.gpu_indices)
+        return nvml_probe(self.wanted())
 
     def _open(self) -> None:
         try:
             pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
+        except Exception as exc:
             raise nvml_error(exc, "nvmlInit") from exc
         self._initialised = True
         try:
-            indices = _indices(self.gpu_indices)
-        except pynvml.NVMLError as exc:
+            indices = _indices(self.wanted())
+        except NVMLError:
+            raise
+        except Exception as exc:
             raise nvml_error(exc, "nvml open") from exc
         self.gpus = []
         for i in indices:
             try:
                 self.gpus.append(self._open_gpu(i))
-            except pynvml.NVMLError as exc:  # one GPU already gone: record it, sample the others
+            except Exception as exc:  # one GPU already gone: record it, sample the others
                 self.note_error(str(nvml_error(exc, f"GPU {i}")) + " (not sampled)")
         self._n_reads = 0
 
@@ -391,19 +446,44 @@ class NvmlCollector(Collector):
                         _throttle_legacy(h)
                         readers[key] = _throttle_legacy
                         continue
-                    except pynvml.NVMLError:
+                    except Exception:
                         pass
-                if _code(exc) in UNSUPPORTED_CODES:
+                if _code(exc) in UNSUPPORTED_CODES or key in FIELD_READERS:
                     dropped.append(key)
                     continue
                 self.note_error(str(nvml_error(exc, f"GPU {index} {key}")))
+            except Exception as exc:  # NVMLLibraryMismatchError and the like: will not heal, so dropped
+                dropped.append(key)
+                self.note_error(str(nvml_error(exc, f"GPU {index} {key}")) + " (query dropped)")
+                continue
             readers[key] = fn
+        missing: list[str] = []
+        for key, fn in OPTIONAL_READERS.items():
+            try:
+                fn(h)
+            except pynvml.NVMLError as exc:
+                if _code(exc) in LOST_CODES:
+                    raise
+                missing.append(key)
+                continue
+            except Exception:
+                missing.append(key)
+                continue
+            readers[key] = fn
+        self.missing_fields[index] = missing
         try:
             _gpu_processes(h)
             self._procs_ok[index] = True
-        except pynvml.NVMLError:
+        except pynvml.NVMLError as exc:
+            if _code(exc) in LOST_CODES:
+                raise
             self._procs_ok[index] = False
             dropped.append("processes")
+        except Exception as exc:  # e.g. the library mismatch of nvmlDeviceGetComputeRunningProcesses on old drivers
+            self._procs_ok[index] = False
+            dropped.append("processes")
+            self.note_error(str(nvml_error(exc, f"GPU {index} processes")) +
+                            " (foreign processes and the trial's GPU memory not measured)")
         self.unsupported[index] = dropped
         return _Gpu(index, h, readers)
 
@@ -426,6 +506,8 @@ class NvmlCollector(Collector):
                         if _code(exc) in LOST_CODES:
                             raise
                         self.note_error(str(nvml_error(exc, f"GPU {gpu.index} {key}")))
+                    except Exception as exc:  # not an NVMLError (library mismatch...): recorded, reading goes on
+                        self.note_error(str(nvml_error(exc, f"GPU {gpu.index} {key}")))
                 if self._procs_ok.get(gpu.index):
                     rows += self._process_rows(gpu, t)
             except pynvml.NVMLError as exc:  # only the lost codes get here
@@ -441,6 +523,9 @@ class NvmlCollector(Collector):
         except pynvml.NVMLError as exc:
             if _code(exc) in LOST_CODES:
                 raise
+            self.note_error(str(nvml_error(exc, f"GPU {gpu.index} processes")))
+            return []
+        except Exception as exc:
             self.note_error(str(nvml_error(exc, f"GPU {gpu.index} processes")))
             return []
         pid = self.target.pid

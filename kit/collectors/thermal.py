@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,14 +60,18 @@ class TemperatureReader:
             if self.nvml:
                 try:
                     pynvml.nvmlInit()
-                except (pynvml.NVMLError, OSError):
-                    self.nvml = False  # no NVML here: do not try again at every poll
+                except Exception:  # NVMLError, OSError, NVMLLibraryMismatchError: no NVML here
+                    self.nvml = False  # do not try again at every poll
                     return self._handles
                 try:
                     n = pynvml.nvmlDeviceGetCount()
-                    self._handles = [(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(n)]
-                except pynvml.NVMLError:
-                    self._handles = []
+                except Exception:
+                    n = 0
+                for i in range(n):
+                    try:
+                        self._handles.append((i, pynvml.nvmlDeviceGetHandleByIndex(i)))
+                    except Exception:  # a lost GPU: the others are still read
+                        continue
         return self._handles
 
     def __call__(self) -> Temps:
@@ -80,7 +84,7 @@ class TemperatureReader:
             for i, h in self._gpu_handles():
                 try:
                     out[f"gpu{i}"] = float(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU))
-                except pynvml.NVMLError:
+                except Exception:  # NVMLError or a library mismatch
                     continue  # a lost GPU or one without a sensor: left out of this reading
             return out
 
@@ -89,7 +93,7 @@ class TemperatureReader:
             if self._handles is not None and self.nvml:
                 try:
                     pynvml.nvmlShutdown()
-                except pynvml.NVMLError:
+                except Exception:
                     pass
             self._handles = None
 
@@ -168,14 +172,25 @@ def wait_for_cooldown(
     read: ReadFn = read_temperatures,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    sensors: Iterable[str] | None = None,
 ) -> CooldownResult:
     """Wait until every baseline sensor is within ``band_c`` °C above its baseline, or ``max_wait_s`` passed.
 
-    A sensor missing from a reading (a GPU lost since the baseline) is not
-    waited for. ``max_wait_s`` = 0 takes one reading and does not wait.
+    ``sensors`` limits the wait (and what is recorded) to those keys, e.g.
+    ``["cpu", "gpu3"]`` for a trial on GPU 3: a hot GPU the trial does not use
+    is neither waited for nor recorded. A sensor missing from a reading (a GPU
+    lost since the baseline) is not waited for. ``max_wait_s`` = 0 takes one
+    reading and does not wait.
     """
     if band_c < 0 or max_wait_s < 0 or poll_s <= 0:
         raise ValueError("band_c and max_wait_s must be >= 0, poll_s > 0")
+    if sensors is not None:
+        keep = set(sensors)
+        baseline = {k: v for k, v in baseline.items() if k in keep}
+        raw_read = read
+
+        def read() -> Temps:
+            return {k: v for k, v in raw_read().items() if k in keep}
     t0 = clock()
     temps = read()
     initial = dict(temps)
