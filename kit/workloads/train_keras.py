@@ -24,8 +24,8 @@ import tensorflow as tf
 
 from kit.workloads import nets
 from kit.workloads.common import Markers, WorkloadError
-from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
 from kit.workloads.device import min_phase_s, repeat_phase
+from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
 from kit.workloads.tf_env import device_sync, is_oom, reset_optimizer, setup, tf_env, train_step
 
 __all__ = ["build", "is_oom", "run"]

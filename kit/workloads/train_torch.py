@@ -22,8 +22,8 @@ from torch.nn import functional as F
 
 from kit.workloads import nets
 from kit.workloads.common import Markers, WorkloadError
-from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
 from kit.workloads.device import min_phase_s, repeat_phase
+from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
 from kit.workloads.torch_env import device_sync, is_oom, setup, torch_env
 
 __all__ = ["build", "is_oom", "run"]
