@@ -102,15 +102,19 @@ def unusable(framework: str, version: str, built_cuda: str | None, driver: cuda_
         else:
             steps.append("install tensorflow[and-cuda] (CUDA 12 wheels, driver >= 525) instead of tensorflow / "
                          "tensorflow-cpu, or use an images/matrix.toml CUDA row")
-    elif drv is not None and _version_tuple(built_cuda) > _version_tuple(drv):
+    elif drv is not None and _version_tuple(built_cuda)[:1] > _version_tuple(drv)[:1]:
         steps.append(f"this {framework} wheel is built for CUDA {built_cuda} and needs a driver {min_driver(built_cuda)}; "
                      f"this driver supports CUDA {drv}: upgrade the driver, or install a build for CUDA <= {drv}")
         if framework == "pytorch":
             steps.append("e.g. pip install torch==<version> --index-url https://download.pytorch.org/whl/cu126 "
-                         "(cu126 and cu128 run on drivers >= 525/570; a cu130 wheel needs a driver for CUDA 13, >= 580)")
+                         "(cu126/cu128 wheels run on CUDA 12 drivers, >= 525; a cu130 wheel needs a CUDA 13 driver, >= 580)")
         steps.append(f"or run the arm in the images/matrix.toml row whose cuda is <= {drv}")
     else:
-        steps.append(f"the wheel's CUDA {built_cuda} fits the driver's CUDA {drv or '?'}: check that the framework "
+        if drv is not None and _version_tuple(built_cuda) > _version_tuple(drv):
+            steps.append(f"the wheel's CUDA {built_cuda} is newer than the driver's {drv}: CUDA minor-version "
+                         f"compatibility usually covers it, but kernels JIT-compiled from PTX need a driver that "
+                         f"supports CUDA {built_cuda}; try a build for CUDA <= {drv} or a newer driver")
+        steps.append(f"the wheel's CUDA {built_cuda} and the driver's CUDA {drv or '?'}: check that the framework "
                      "finds its CUDA libraries (TensorFlow: pip install tensorflow[and-cuda]; LD_LIBRARY_PATH), "
                      "that CUDA_VISIBLE_DEVICES names the trial's GPU, and the framework's own log lines")
     if want == "auto":
