@@ -8,9 +8,12 @@ It imports nothing from the host side of the kit: only the standard library,
 numpy, ``kit.workloads`` and the one framework the trial needs.
 
 Exit codes: 0 ok, 3 out of memory, 4 bad request, 5 skipped by design
-(``SkipTrial``: the trial cannot run on this host, with the reason), 1 any
-other error. The
-result file says the same in words, with the traceback's last lines.
+(``SkipTrial``: the trial cannot run on this host, with the reason), 6 the
+device asked for cannot be used (``DeviceUnavailable``: a GPU the framework
+cannot reach, or not the GPU the kit gave the trial; status ``error``, never a
+silent CPU run), 1 any other error. The result file says the same in words,
+with the traceback's last lines (and for 6 ``error_kind = "device"`` with the
+cause and the fix).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_ERROR, EXIT_OOM, EXIT_BAD_REQUEST, EXIT_SKIPPED = 0, 1, 3, 4, 5
+EXIT_OK, EXIT_ERROR, EXIT_OOM, EXIT_BAD_REQUEST, EXIT_SKIPPED, EXIT_DEVICE = 0, 1, 3, 4, 5, 6
 REQUEST_FILE, RESULT_FILE, MARKERS_FILE = "request.json", "result.json", "markers.jsonl"
 
 
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_result(out, {"status": "error", "error": f"bad request: {exc!r}", "started": started})
         return EXIT_BAD_REQUEST
 
-    from kit.workloads.common import Markers, SkipTrial
+    from kit.workloads.common import DeviceUnavailable, Markers, SkipTrial
 
     markers = Markers(out / MARKERS_FILE)
     markers.event("harness_start", pid=os.getpid(), python=sys.version.split()[0])
@@ -82,6 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         mod = importlib.import_module(mod_name)
         markers.event("imported", module=mod_name)
         results, env = mod.run(req, args.data, markers)
+    except DeviceUnavailable as exc:
+        markers.event("harness_end", status="error", error_kind="device")
+        markers.close()
+        _write_result(out, {"status": "error", "error_kind": "device",
+                            "error": f"DeviceUnavailable: {exc}"[:2000], "cause": exc.cause, "fix": exc.fix,
+                            "traceback_tail": "".join(traceback.format_exception(exc))[-4000:],
+                            "started": started, "ended": time.time()})
+        print(f"kit.harness: device unavailable: {exc.cause}\n  fix: {exc.fix}", file=sys.stderr)
+        return EXIT_DEVICE
     except SkipTrial as exc:
         markers.event("harness_end", status="skipped")
         markers.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import math
 import tomllib
 import types
 import typing
@@ -26,6 +27,7 @@ SPEC_SCHEMA = 1
 PHASES: tuple[str, ...] = ("warmup", "train", "infer")
 BLOCKING = ("interleaved", "sequential")
 DEVICES = ("auto", "cpu", "gpu")
+TF32_MODES = ("native", "off", "on")  # kit.workloads.device.TF32_MODES (not imported: the host reads no workload code)
 COLLECTOR_NAMES = ("cpu", "memory", "hwmon", "nvml", "rapl")
 
 
@@ -123,6 +125,11 @@ class Workload:
     warmup_steps: int = 10
     device: str = "auto"
     threads: int | None = None
+    # TF32 for float32 matmuls/convolutions, applied alike in both frameworks: native = each framework's default
+    # (PyTorch: matmul off, cuDNN conv on; TensorFlow: both on), off, on
+    tf32: str = "native"
+    # a timed inference phase shorter than this repeats its full pass until it lasts this long (0 = one pass)
+    min_phase_s: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)  # the workload's own keys (see kit.workloads.Param)
 
     def check(self, p: str) -> None:
@@ -145,6 +152,11 @@ class Workload:
             raise _Invalid(f"{p}.device", f"one of {', '.join(DEVICES)}", self.device)
         if self.threads is not None and self.threads < 1:
             raise _Invalid(f"{p}.threads", "an integer >= 1, or leave it out", self.threads)
+        if self.tf32 not in TF32_MODES:
+            raise _Invalid(f"{p}.tf32", f"one of {', '.join(TF32_MODES)} (native: each framework's default)", self.tf32)
+        if not math.isfinite(self.min_phase_s) or self.min_phase_s < 0:
+            raise _Invalid(f"{p}.min_phase_s", "a finite number of seconds >= 0 (0: one pass per phase)",
+                           self.min_phase_s)
         declared = WORKLOADS[self.name].params
         for key, val in self.params.items():
             prm = declared[key]

@@ -119,6 +119,19 @@ def glorot_uniform(shape: tuple[int, ...], fan_in: int, fan_out: int, rng: np.ra
     return rng.uniform(-limit, limit, size=shape).astype(np.float32)
 
 
+class DeviceUnavailable(WorkloadError):
+    """The trial asked for a GPU (or was given one) and cannot compute on it as asked.
+
+    Never a silent CPU run: the harness records status ``error`` with this
+    message and exits with its own code (6), so the runner and the report say
+    *why* the arm has no data. ``cause`` says what is wrong, ``fix`` what to do.
+    """
+
+    def __init__(self, cause: str, fix: str) -> None:
+        self.cause, self.fix = cause, fix
+        super().__init__(f"{cause} | fix: {fix}")
+
+
 class SkipTrial(Exception):
     """A trial that cannot run on this host by design (e.g. DataParallel without two GPUs).
 

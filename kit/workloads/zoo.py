@@ -43,35 +43,86 @@ SEQ_SIZES: dict[str, dict[str, dict[str, int]]] = {
                     "tiny": {"freq": 33, "channels": 4, "hidden": 16, "layers": 2, "classes": 29}},
 }
 
-# Dense peak FLOP/s of known GPUs by the name NVML/CUDA reports (vendor data sheets, without sparsity).
-# "fp32" is the CUDA-core peak; "tf32" the tensor-core peak both frameworks use for fp32 convolutions by default.
+# Dense peak FLOP/s of known GPU models (vendor data sheets, without sparsity), by exact model (see gpu_model).
+# "fp32" is the CUDA-core peak (an fp32 run with TF32 off); "tf32" the tensor-core peak of an fp32 run with TF32
+# on (Ampere and newer); "bf16"/"fp16" tensor cores with fp32 accumulation. A precision a GPU lacks is absent.
 GPU_PEAK_FLOPS: dict[str, dict[str, float]] = {
-    "H200": {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12},
+    "H200 SXM": {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12},
+    "H200 NVL": {"fp32": 60e12, "tf32": 417.5e12, "bf16": 835.5e12, "fp16": 835.5e12},
     "H100 SXM": {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12},
-    "H100 80GB HBM3": {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12},
     "H100 PCIe": {"fp32": 51.2e12, "tf32": 378e12, "bf16": 756e12, "fp16": 756e12},
-    "H100 NVL": {"fp32": 60e12, "tf32": 417.5e12, "bf16": 835e12, "fp16": 835e12},
-    "A100": {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},
+    "H100 NVL": {"fp32": 60e12, "tf32": 417.5e12, "bf16": 835.5e12, "fp16": 835.5e12},
+    "GH200": {"fp32": 67e12, "tf32": 494.7e12, "bf16": 989.4e12, "fp16": 989.4e12},
+    "A100": {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},  # SXM4 and PCIe alike
     "L40S": {"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp16": 362e12},
+    "L40": {"fp32": 90.5e12, "tf32": 90.5e12, "bf16": 181e12, "fp16": 181e12},
     "L4": {"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12},
     "A10": {"fp32": 31.2e12, "tf32": 62.5e12, "bf16": 125e12, "fp16": 125e12},
-    "V100": {"fp32": 15.7e12, "fp16": 125e12},
+    "V100 SXM2": {"fp32": 15.7e12, "fp16": 125e12},
+    "V100 PCIe": {"fp32": 14e12, "fp16": 112e12},
     "T4": {"fp32": 8.1e12, "fp16": 65e12},
     "RTX 2080 Ti": {"fp32": 13.4e12, "fp16": 53.8e12},  # the paper's GPU (Patel et al.)
     "RTX 4090": {"fp32": 82.6e12, "tf32": 82.6e12, "bf16": 165.2e12, "fp16": 165.2e12},
 }
+# Models a name can denote whose peaks no vendor data sheet gives: named, so they are not mistaken for a neighbour.
+GPU_NO_DATASHEET: dict[str, str] = {
+    "A10G": "the A10G (AWS) has no NVIDIA data sheet; its tensor-core peaks differ from the A10's",
+}
+
+
+def _tokens(name: str) -> list[str]:
+    """A GPU name in lower-case tokens, vendor words dropped: "NVIDIA A100-SXM4-80GB" -> [a100, sxm4, 80gb]."""
+    out = []
+    for tok in name.lower().replace("-", " ").replace("_", " ").replace(",", " ").split():
+        if tok not in ("nvidia", "tesla", "geforce", "quadro"):
+            out.append(tok)
+    return out
+
+
+def gpu_model(device_name: str) -> str | None:
+    """The exact model (a key of GPU_PEAK_FLOPS or GPU_NO_DATASHEET) of a name NVML/CUDA reports, or None.
+
+    The first token names the chip exactly (``l4`` is never ``l40``, ``a10`` never
+    ``a10g``); the form factor comes from the remaining tokens (``pcie``,
+    ``nvl``; HBM3/SXM otherwise), as NVML spells the variants.
+    """
+    tok = _tokens(device_name)
+    if not tok:
+        return None
+    chip, rest = tok[0], set(tok[1:])
+    if chip == "rtx" and len(tok) >= 2:
+        key = "RTX " + " ".join("Ti" if t == "ti" else t.upper() for t in tok[1:])
+        return key if key in GPU_PEAK_FLOPS else None
+    if chip in ("h100", "h200"):
+        if "nvl" in rest:
+            return f"{chip.upper()} NVL"
+        if "pcie" in rest:
+            return "H100 PCIe" if chip == "h100" else None
+        return f"{chip.upper()} SXM"
+    if chip == "v100" or chip == "v100s":
+        if chip == "v100s":
+            return None
+        return "V100 PCIe" if "pcie" in rest else "V100 SXM2"
+    exact = {k.lower(): k for k in (*GPU_PEAK_FLOPS, *GPU_NO_DATASHEET)}
+    return exact.get(chip)
 
 
 def gpu_peak_flops(device_name: str, precision: str) -> tuple[float | None, str]:
-    """(peak FLOP/s, where it comes from) of a GPU by its reported name; (None, why) if unknown."""
-    for key in sorted(GPU_PEAK_FLOPS, key=len, reverse=True):  # most specific name first
-        if key.lower() in device_name.lower():
-            table = GPU_PEAK_FLOPS[key]
-            want = ("tf32", "fp32") if precision == "fp32" else (precision, "fp16")
-            for p in want:
-                if p in table:
-                    return table[p], f"data sheet: {key} dense {p}"
-    return None, f"no peak known for {device_name!r}"
+    """(peak FLOP/s, where it comes from) of the precision actually used; (None, why) if unknown.
+
+    ``precision``: ``fp32`` (TF32 off: the CUDA-core peak), ``tf32`` (an fp32
+    run with TF32 on), ``bf16`` or ``fp16``. The model is matched exactly
+    (:func:`gpu_model`), never by substring.
+    """
+    model = gpu_model(device_name or "")
+    if model is None:
+        return None, f"no peak known for {device_name!r} (model not in the table)"
+    if model in GPU_NO_DATASHEET:
+        return None, f"no peak known for {device_name!r}: {GPU_NO_DATASHEET[model]}"
+    table = GPU_PEAK_FLOPS[model]
+    if precision not in table:
+        return None, f"no {precision} peak for {model} ({device_name!r}): the GPU has no such tensor-core mode"
+    return table[precision], f"data sheet: {model} dense {precision}"
 
 
 def cpu_peak_flops(threads: int) -> tuple[float | None, str]:

@@ -18,9 +18,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from kit.workloads import device as devmod
+from kit.workloads import zoo
 from kit.workloads.common import Markers
-from kit.workloads.torch_env import device_sync, torch_env
-from kit.workloads.zoo_dist_torch import _inputs, train_loop
+from kit.workloads.torch_env import apply_tf32, device_sync, torch_env
+from kit.workloads.zoo_dist_torch import _inputs, train_loop, used_uuids
 from kit.workloads.zoo_torch import build
 
 
@@ -34,6 +36,8 @@ def main(req_path: str, out_path: str) -> None:
     else:
         torch.set_num_threads(1)
         device = torch.device("cpu")
+    mode = devmod.tf32_mode(req)
+    flags = apply_tf32(mode)  # every rank computes in the same precision
     dist.init_process_group("nccl" if kind == "gpu" else "gloo")
     torch.manual_seed(int(req["seed"]))  # the same initial weights on every rank (DDP also broadcasts them)
     model = build(wl["model"], int(wl["num_classes"]), bool(wl["tiny"]), int(wl["seq_len"])).to(device)
@@ -46,7 +50,8 @@ def main(req_path: str, out_path: str) -> None:
     if rank == 0:
         assert markers is not None
         markers.close()
-        env = torch_env(device)
+        env = torch_env(device, devmod.tf32_record(mode, flags["matmul"], flags["conv"], kind == "gpu"), "fp32",
+                        conv_dominant=wl["model"] in zoo.VISION, uuids=used_uuids(kind, dist.get_world_size(), req))
         env["world_size"] = dist.get_world_size()
         tmp = Path(out_path + ".tmp")
         tmp.write_text(json.dumps({"steps": steps, "env": env}), encoding="utf-8")

@@ -21,7 +21,7 @@ from kit.workloads.common import Markers, SkipTrial
 
 
 def is_oom(exc: BaseException) -> bool:
-    from kit.workloads.zoo_keras import is_oom as keras_oom
+    from kit.workloads.zoo_keras import is_oom as keras_oom  # tf_env.is_oom once TensorFlow is loaded
 
     return keras_oom(exc)
 
@@ -40,8 +40,20 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    gpus = tf.config.list_physical_devices("GPU")
+    from kit.workloads import cuda_driver, tf_env
+    from kit.workloads import device as devmod
+
     want = wl["dist_device"]
+    if want == "auto" and devmod.requested(req) == "cpu":  # a CPU trial never takes GPUs
+        want = "cpu"
+    gpus = tf.config.list_physical_devices("GPU") if want != "cpu" else []
+    if want != "cpu":
+        driver = cuda_driver.probe()
+        tf_env._STATE["driver"] = driver
+        if driver.count > len(gpus):  # a GPU TensorFlow cannot use: an error, never a silent CPU run
+            raise devmod.unusable("tensorflow", tf.__version__, tf_env.build_cuda(), driver,
+                                  "gpu" if want == "gpu" else "auto",
+                                  f"TensorFlow lists {len(gpus)} GPU(s), the CUDA driver {driver.count}")
     if want == "gpu" and len(gpus) < n_dev:
         raise SkipTrial(f"strategy {strategy_name} on {n_dev} GPU(s) asked for, TensorFlow lists {len(gpus)}")
     # auto: GPUs only when every strategy can have them (the one-device baseline on the same kind of device)
@@ -57,9 +69,12 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         for g in gpus:
             tf.config.experimental.set_memory_growth(g, True)
         names = [d.name for d in tf.config.list_logical_devices("GPU")][:n_dev]
+    tf_env._STATE["tf32"] = tf_env.apply_tf32(devmod.tf32_mode(req), kind == "gpu")
+    if kind == "gpu":
+        for i in range(n_dev):
+            devmod.check_uuid(devmod.expected_uuids(req), tf_env.gpu_uuid(i), "tensorflow", req.get("gpu_indices"))
     import keras
 
-    from kit.workloads import tf_env
     from kit.workloads.zoo_keras import build
 
     markers.sync = tf_env.device_sync
@@ -104,7 +119,9 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
                "train_throughput_ips": global_batch * len(steps) / sum(steps), "phase_s": total,
                "param_count": int(sum(int(v.shape.num_elements()) for v in model.trainable_weights)),
                "tf_strategy": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync}
-    env = tf_env.tf_env(names[0] if kind == "gpu" else "/CPU:0")
+    # the device KIND decides the env fields (a full TF name such as /job:.../device:GPU:0 is no kind)
+    env = tf_env.tf_env("/GPU:0" if kind == "gpu" else "/CPU:0", "fp32", conv_dominant=wl["model"] in zoo.VISION,
+                        devices_used=names if kind == "gpu" else None)
     env["devices_used"] = names
     return results, env
 

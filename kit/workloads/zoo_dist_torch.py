@@ -22,15 +22,31 @@ from typing import Any
 import torch
 from torch import nn
 
-from kit.workloads import zoo
+from kit.workloads import cuda_driver, zoo
+from kit.workloads import device as devmod
 from kit.workloads.common import Markers, SkipTrial, WorkloadError
-from kit.workloads.torch_env import device_sync, torch_env
-from kit.workloads.zoo_torch import build, is_oom, param_count  # noqa: F401  (is_oom: the harness's hook)
+from kit.workloads.torch_env import apply_tf32, device_sync, gpu_uuid, is_oom, torch_env
+from kit.workloads.zoo_torch import build, param_count
+
+__all__ = ["dist_device", "is_oom", "run", "train_loop"]
 
 
-def dist_device(want: str, devices: int, strategy: str) -> str:
-    """'gpu' or 'cpu' for this trial, or SkipTrial with the reason."""
-    n_gpu = torch.cuda.device_count()
+def dist_device(want: str, devices: int, strategy: str, trial_device: str = "auto") -> str:
+    """'gpu' or 'cpu' for this trial, SkipTrial with the reason, or DeviceUnavailable.
+
+    ``trial_device`` is the request's (resolved) device: a CPU trial never
+    takes GPUs. A GPU the CUDA driver lists but PyTorch cannot use is an
+    error, never a silent CPU run.
+    """
+    if trial_device == "cpu" and want == "auto":
+        want = "cpu"
+    n_gpu = torch.cuda.device_count() if want != "cpu" and torch.cuda.is_available() else 0
+    if want != "cpu":
+        driver = cuda_driver.probe()
+        if driver.count > n_gpu:
+            raise devmod.unusable("pytorch", torch.__version__, torch.version.cuda, driver,
+                                  "gpu" if want == "gpu" else "auto",
+                                  f"PyTorch sees {n_gpu} CUDA device(s), the driver {driver.count}")
     need = 1 if strategy == "single" else devices
     if want == "gpu" and n_gpu < need:
         raise SkipTrial(f"strategy {strategy} on {need} GPU(s) asked for, this host has {n_gpu}")
@@ -86,9 +102,10 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     wl, seed = req["workload"], int(req["seed"])
     zoo.check_params(wl)
     strategy, n_dev, bs = wl["strategy"], int(wl["devices"]), int(wl["batch_size"])
-    kind = dist_device(wl["dist_device"], n_dev, strategy)
+    kind = dist_device(wl["dist_device"], n_dev, strategy, devmod.requested(req))
     if strategy == "single":
         n_dev = 1
+    tf32 = apply_tf32(devmod.tf32_mode(req))
     torch.manual_seed(seed)
     results: dict[str, Any] = {"strategy": strategy, "devices": n_dev, "device_kind": kind,
                                "per_device_batch": bs, "global_batch": bs * n_dev}
@@ -105,11 +122,23 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
             model = nn.DataParallel(model, device_ids=list(range(n_dev)))
         x, y = _inputs(wl, bs * n_dev, seed, device)
         steps = train_loop(model, x, y, wl, device, markers)
-        env = torch_env(device)
+        uuids = used_uuids(kind, n_dev, req)
+        env = torch_env(device, devmod.tf32_record(devmod.tf32_mode(req), tf32["matmul"], tf32["conv"], kind == "gpu"),
+                        "fp32", conv_dominant=wl["model"] in zoo.VISION, uuids=uuids)
     total = sum(steps)
     results.update(train_step_s=steps, train_time_s=total, train_throughput_ips=bs * n_dev * len(steps) / total)
     env["dist_backend"] = {"ddp": "nccl" if kind == "gpu" else "gloo"}.get(strategy)
     return results, env
+
+
+def used_uuids(kind: str, n_dev: int, req: dict[str, Any]) -> list[str] | None:
+    """The UUIDs of cuda:0..n_dev-1, each checked against the GPUs the kit gave the trial."""
+    if kind != "gpu":
+        return None
+    uuids = [gpu_uuid(torch.device(f"cuda:{i}")) for i in range(n_dev)]
+    for u in uuids:
+        devmod.check_uuid(devmod.expected_uuids(req), u, "pytorch", req.get("gpu_indices"))
+    return [u for u in uuids if u]
 
 
 def _run_ddp(req: dict[str, Any], markers: Markers, n_dev: int, kind: str) -> tuple[list[float], dict[str, Any]]:
@@ -124,7 +153,7 @@ def _run_ddp(req: dict[str, Any], markers: Markers, n_dev: int, kind: str) -> tu
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=None)
     if proc.returncode != 0 or not out_path.exists():
         tail = (proc.stdout + proc.stderr)[-3000:]
-        if "out of memory" in tail.lower():
+        if any(t in tail.lower() for t in ("out of memory", "outofmemoryerror", "cannot allocate memory")):
             raise torch.cuda.OutOfMemoryError(f"a DDP rank ran out of memory: {tail[-500:]}")
         raise WorkloadError(f"torchrun exited with {proc.returncode}: {tail}")
     out = json.loads(out_path.read_text(encoding="utf-8"))

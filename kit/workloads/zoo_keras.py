@@ -20,23 +20,30 @@ import numpy as np
 
 from kit.workloads import zoo
 from kit.workloads.common import Markers, SkipTrial, apply_memory_cap, oom_text
+from kit.workloads.device import min_phase_s
+
+
+def image_shape(keras: Any, size: int) -> tuple[int, int, int]:
+    """The input shape of a vision model in Keras' current data format: (3, s, s) channels_first, else (s, s, 3)."""
+    return (3, size, size) if keras.backend.image_data_format() == "channels_first" else (size, size, 3)
 
 
 def _resnet18(keras: Any, size: int, classes: int) -> Any:
     """ResNet-18 from Keras layers: keras.applications has none; same layers as torchvision's resnet18."""
     L = keras.layers
+    ch = 1 if keras.backend.image_data_format() == "channels_first" else -1  # the channel axis
 
     def block(x: Any, filters: int, stride: int) -> Any:
         y = L.Conv2D(filters, 3, stride, padding="same", use_bias=False)(x)
-        y = L.ReLU()(L.BatchNormalization(epsilon=1e-5)(y))
-        y = L.BatchNormalization(epsilon=1e-5)(L.Conv2D(filters, 3, 1, padding="same", use_bias=False)(y))
-        if stride != 1 or x.shape[-1] != filters:
-            x = L.BatchNormalization(epsilon=1e-5)(L.Conv2D(filters, 1, stride, use_bias=False)(x))
+        y = L.ReLU()(L.BatchNormalization(axis=ch, epsilon=1e-5)(y))
+        y = L.BatchNormalization(axis=ch, epsilon=1e-5)(L.Conv2D(filters, 3, 1, padding="same", use_bias=False)(y))
+        if stride != 1 or x.shape[ch] != filters:
+            x = L.BatchNormalization(axis=ch, epsilon=1e-5)(L.Conv2D(filters, 1, stride, use_bias=False)(x))
         return L.ReLU()(L.Add()([x, y]))
 
-    inp = keras.Input((size, size, 3))
+    inp = keras.Input(image_shape(keras, size))
     x = L.Conv2D(64, 7, 2, padding="same", use_bias=False)(inp)
-    x = L.MaxPooling2D(3, 2, padding="same")(L.ReLU()(L.BatchNormalization(epsilon=1e-5)(x)))
+    x = L.MaxPooling2D(3, 2, padding="same")(L.ReLU()(L.BatchNormalization(axis=ch, epsilon=1e-5)(x)))
     for filters, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
         x = block(block(x, filters, stride), filters, 1)
     x = L.Dense(classes)(L.GlobalAveragePooling2D()(x))
@@ -63,7 +70,7 @@ def build(keras: Any, model: str, num_classes: int, tiny: bool, seq_len: int, im
         return _resnet18(keras, image_size, num_classes)
     if model in zoo.VISION:
         cls = getattr(keras.applications, zoo.VISION[model][1])
-        return cls(weights=None, classes=num_classes, input_shape=(image_size, image_size, 3),
+        return cls(weights=None, classes=num_classes, input_shape=image_shape(keras, image_size),
                    classifier_activation=None)
     s = zoo.seq_sizes(model, tiny)
     if model == "lstm_lm":
@@ -93,10 +100,25 @@ def build(keras: Any, model: str, num_classes: int, tiny: bool, seq_len: int, im
 
 
 def is_oom(exc: BaseException) -> bool:
-    tf = sys.modules.get("tensorflow")
-    if tf is not None and isinstance(exc, tf.errors.ResourceExhaustedError):
-        return True
+    """tf_env.is_oom (the one TensorFlow test), without importing TensorFlow when the trial never did."""
+    tf_env = sys.modules.get("kit.workloads.tf_env")
+    if tf_env is not None:
+        return bool(tf_env.is_oom(exc))
     return isinstance(exc, MemoryError) or oom_text(exc)
+
+
+def _cpu_nchw_ok(tf: Any) -> bool:
+    """Whether this TensorFlow runs a channels_first convolution and pooling on the CPU (Keras 3 does)."""
+    import keras
+
+    try:
+        with tf.device("/CPU:0"):
+            x = tf.zeros((1, 3, 8, 8))
+            y = keras.layers.Conv2D(2, 3, data_format="channels_first")(x)
+            keras.layers.MaxPooling2D(2, data_format="channels_first")(y)
+        return True
+    except Exception:
+        return False
 
 
 def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -111,14 +133,14 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     tf = tf_env.tf
     import keras
 
-    device = tf_env.configure(wl.get("device") or req.get("device", "auto"), req.get("threads") or wl.get("threads"))
+    device = tf_env.setup(req, req.get("threads") or wl.get("threads"))
     markers.sync = tf_env.device_sync
     name, bs, size = wl["model"], int(wl["batch_size"]), int(wl["image_size"])
     tiny, seq_len, classes = bool(wl["tiny"]), int(wl["seq_len"]), int(wl["num_classes"])
     repeats, mode, precision = int(wl["repeats"]), wl["mode"], wl.get("precision", "fp32")
     nchw = name in zoo.VISION and wl.get("layout", "native") == "nchw"
-    if nchw and device.startswith("/CPU"):
-        raise SkipTrial("TensorFlow has no NCHW (channels_first) convolution kernels on the CPU")
+    if nchw and device.startswith("/CPU") and not _cpu_nchw_ok(tf):
+        raise SkipTrial("this TensorFlow has no NCHW (channels_first) convolution kernels on the CPU")
     keras.utils.set_random_seed(seed)
     keras.backend.set_image_data_format("channels_first" if nchw else "channels_last")
     policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(precision, "float32")
@@ -188,19 +210,23 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
             results.update(train_time_s=train_s, train_step_s=steps, train_throughput_ips=bs * repeats / train_s,
                            train_items_per_s=items * repeats / train_s)
         steps = []
+        min_s, passes = min_phase_s(req), 0
         markers.start("infer")
-        for _ in range(repeats):
-            xb, _ = next_batch()
-            t0 = time.perf_counter()
-            out = infer(xb)
-            _ = out.numpy() if device.startswith("/CPU") else tf_env.device_sync()
-            steps.append(time.perf_counter() - t0)
-        infer_s = markers.end("infer", images=bs * repeats)
+        t_phase = time.perf_counter()
+        while passes == 0 or time.perf_counter() - t_phase < min_s:  # one pass = `repeats` forward passes
+            for _ in range(repeats):
+                xb, _ = next_batch()
+                t0 = time.perf_counter()
+                out = infer(xb)
+                _ = out.numpy() if device.startswith("/CPU") else tf_env.device_sync()
+                steps.append(time.perf_counter() - t0)
+            passes += 1
+        infer_s = markers.end("infer", images=bs * repeats * passes, passes=passes) / passes
     results.update(infer_time_s=infer_s, infer_step_s=steps, infer_throughput_ips=bs * repeats / infer_s,
-                   infer_latency_per_image_s=infer_s / (bs * repeats))
-    env = tf_env.tf_env(device)
+                   infer_latency_per_image_s=infer_s / (bs * repeats), infer_passes=passes)
+    env = tf_env.tf_env(device, precision, conv_dominant=name in zoo.VISION)
     threads = int(env.get("threads") or os.cpu_count() or 1)
-    peak, source = (zoo.gpu_peak_flops(env["device_name"], precision) if device.startswith("/GPU")
+    peak, source = (zoo.gpu_peak_flops(env["device_name"], env["precision"]) if device.startswith("/GPU")
                     else zoo.cpu_peak_flops(threads))
     results.update(peak_flops=peak, peak_source=source, precision=precision, layout="NCHW" if nchw else "NHWC",
                    execution=execution, input_pipeline=pipeline, mixed_precision_policy=policy)

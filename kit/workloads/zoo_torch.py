@@ -18,8 +18,11 @@ import torch
 from torch import nn
 
 from kit.workloads import zoo
-from kit.workloads.common import Markers, apply_memory_cap, oom_text
-from kit.workloads.torch_env import device_sync, pick_device, torch_env
+from kit.workloads.common import Markers, apply_memory_cap
+from kit.workloads.device import min_phase_s
+from kit.workloads.torch_env import device_sync, is_oom, setup, torch_env
+
+__all__ = ["build", "flops_per_example", "is_oom", "param_count", "run"]
 
 
 class LstmLM(nn.Module):
@@ -112,17 +115,13 @@ def flops_per_example(model: str, num_classes: int, tiny: bool, seq_len: int, im
         return None
 
 
-def is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or oom_text(exc)
-
-
 def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
     wl, seed = req["workload"], int(req["seed"])
     zoo.check_params(wl)
     if req.get("threads") or wl.get("threads"):
         torch.set_num_threads(int(req.get("threads") or wl["threads"]))
     torch.manual_seed(seed)
-    device = pick_device(wl.get("device") or req.get("device", "auto"))
+    device, tf32 = setup(req)
     markers.sync = lambda: device_sync(device)
     name, bs, size = wl["model"], int(wl["batch_size"]), int(wl["image_size"])
     tiny, seq_len, classes = bool(wl["tiny"]), int(wl["seq_len"]), int(wl["num_classes"])
@@ -211,20 +210,24 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
                        train_items_per_s=items * repeats / train_s)
     model.eval()
     steps = []
+    min_s, passes = min_phase_s(req), 0
     markers.start("infer")
-    for _ in range(repeats):
-        xb, _ = next(it)
-        t0 = time.perf_counter()
-        infer(xb)
-        device_sync(device)
-        steps.append(time.perf_counter() - t0)
-    infer_s = markers.end("infer", images=bs * repeats)
+    t_phase = time.perf_counter()
+    while passes == 0 or time.perf_counter() - t_phase < min_s:  # one pass = `repeats` forward passes
+        for _ in range(repeats):
+            xb, _ = next(it)
+            t0 = time.perf_counter()
+            infer(xb)
+            device_sync(device)
+            steps.append(time.perf_counter() - t0)
+        passes += 1
+    infer_s = markers.end("infer", images=bs * repeats * passes, passes=passes) / passes
     results.update(infer_time_s=infer_s, infer_step_s=steps, infer_throughput_ips=bs * repeats / infer_s,
-                   infer_latency_per_image_s=infer_s / (bs * repeats))
-    env = torch_env(device)
+                   infer_latency_per_image_s=infer_s / (bs * repeats), infer_passes=passes)
+    env = torch_env(device, tf32, precision, conv_dominant=name in zoo.VISION)
     flops = flops_per_example(name, classes, tiny, seq_len, size)
     if device.type == "cuda":
-        peak, source = zoo.gpu_peak_flops(env["device_name"], precision)
+        peak, source = zoo.gpu_peak_flops(env["device_name"], env["precision"])
     else:
         peak, source = zoo.cpu_peak_flops(torch.get_num_threads())
     results.update(flops_per_example_fwd=flops, peak_flops=peak, peak_source=source, precision=precision,
