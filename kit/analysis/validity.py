@@ -289,8 +289,29 @@ def synthetic_data(c: Ctx) -> list[Threat]:
                    "put the real files in the cache or pass --data-dir, and run the paper profile")]
 
 
+@rule
+def failed_cells(c: Ctx) -> list[Threat]:
+    """A design cell whose every trial failed is an error of the run; the study analysis says what it skipped."""
+    out = []
+    for name, extra in sorted((c.analysis.get("extras") or {}).items()):
+        failed = (extra or {}).get("failed_cells") if isinstance(extra, dict) else None
+        if not failed:
+            continue
+        cells = "; ".join(f"{f.get('model')} {f.get('case')} {f['arm']}: {f['status']} in {f['trials']} trial(s), "
+                          f"first error: {str(f.get('error') or '').strip().splitlines()[-1] if str(f.get('error') or '').strip() else '?'}"
+                          for f in failed[:5])
+        out.append(Threat("failed_cells", "internal", "high", f"Design cells failed ({name})",
+                          f"{len(failed)} design cell(s) failed in every trial ({cells}{'; ...' if len(failed) > 5 else ''}); "
+                          "the study's factor analysis is not computed on the rest of the design",
+                          "fix the failing workload (see each trial's error and stderr_tail) and re-run those cells",
+                          numbers={"cells": [{k: f.get(k) for k in ("config_id", "case", "model", "arm", "status",
+                                                                     "trials", "trial_id")} for f in failed[:50]]}))
+    return out
+
+
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    import kit.analysis.devices  # noqa: F401  (registers the device and precision rules)
     import kit.analysis.validity_telemetry  # noqa: F401  (registers the telemetry rules)
 
     ctx = Ctx(manifest, trials, values, analysis)
