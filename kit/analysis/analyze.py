@@ -119,9 +119,8 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     configs = manifest["plan"]["configs"]
     use = usable(values)
 
-    from kit.plan import config_label
-
     from kit.analysis.devices import device_summary
+    from kit.plan import config_label
 
     labels = {cid: config_label(cfg) for cid, cfg in configs.items()} if len(configs) > 1 else None
     descriptives = _descriptives(use, arms, labels)

@@ -311,8 +311,9 @@ def failed_cells(c: Ctx) -> list[Threat]:
 
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    import kit.analysis.devices  # noqa: F401  (registers the device and precision rules)
-    import kit.analysis.validity_telemetry  # noqa: F401  (registers the telemetry rules)
+    # importing these registers their rules (device and precision; telemetry)
+    import kit.analysis.devices
+    import kit.analysis.validity_telemetry  # noqa: F401
 
     ctx = Ctx(manifest, trials, values, analysis)
     found: list[Threat] = []
