@@ -298,7 +298,8 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 row["reason"] = comp.get("reason")
             if refusal is not None:
                 row.update(tested=False, not_decided=True,
-                           reason=f"not decided: {refusal}" + (f" (also: {row['reason']})" if row.get("reason") else ""))
+                           reason=f"{refusal}: no hypothesis is decided on arms that ran on different devices"
+                           + (f" (also: {row['reason']})" if row.get("reason") else ""))
             rows.append(row)
     # Holm over the family of hypotheses that were tested
     pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
