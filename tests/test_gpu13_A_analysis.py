@@ -15,6 +15,7 @@ of issue 13 it guards against; each fails on the code before the issue:
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,7 @@ def _true_watts(t: float, iv: dict[str, tuple[float, float]]) -> float:
 def _energy(t: float, t_begin: float, iv: dict[str, tuple[float, float]], e0: float = 1.0e6) -> float:
     """Counter of the trial's GPU: the exact integral of the piecewise-constant true power."""
     edges = sorted({t_begin, t, *[x for ab in iv.values() for x in ab if t_begin < x < t]})
-    return e0 + sum(_true_watts((a + b) / 2, iv) * (b - a) for a, b in zip(edges, edges[1:], strict=False))
+    return e0 + sum(_true_watts((a + b) / 2, iv) * (b - a) for a, b in itertools.pairwise(edges))
 
 
 def gpu_samples(iv: dict[str, tuple[float, float]], t_begin: float, t_end: float, offset: float = 0.0,
