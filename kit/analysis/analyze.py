@@ -274,8 +274,8 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
             }
             if tested_metric != h["metric"]:
-                row["metric_note"] = (f"{METRICS[h['metric']].label} requested; tested on {m.label}, the NVML "
-                                      "energy counter's difference over the phase duration")
+                row["metric_note"] = (f"requested as {h['metric']} (1-s moving average); tested on the NVML "
+                                      "energy counter's difference over the phase")
             if len(configs) > 1:
                 row["config_label"] = config_label(configs[cid])
             missing = _unsampled(values, cid, tested_metric, phase, (a, b)) if m.kind in TELEMETRY_KINDS else {}
