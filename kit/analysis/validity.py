@@ -224,8 +224,10 @@ def cpu_threads(c: Ctx) -> list[Threat]:
     (and a container engine): OpenMP barriers then stall. Seen on the 2-core CI machine: PyTorch
     LeNet training 23-34 s per trial instead of about 1 s in podman with 2 threads."""
     cores = _cpu_count(c.manifest)
-    envs = [e for e in c.analysis.get("trial_env", [])
-            if str(e.get("device_name") or e.get("device") or "").lower().endswith("cpu") and e.get("threads")]
+    from kit.analysis.devices import device_kind
+
+    envs = [e for e in c.analysis.get("trial_env", []) if e.get("threads") and (
+        device_kind(e) == "cpu" or str(e.get("device_name") or e.get("device") or "").lower().endswith("cpu"))]
     if not cores or not envs:
         return []
     crowded = [e for e in envs if int(e["threads"]) >= cores]
