@@ -506,3 +506,18 @@ def test_dai_without_failed_cells_fits_the_factors() -> None:
     d = analyse(_dai_manifest(), _dai_trials(set()), pd.DataFrame())
     assert d["failed_cells"] == [] and d["error"] is None
     assert {f["factor"]: f["status"] for f in d["gap_effects"]["factors"]}["layout"] == "estimated"
+
+
+def test_a_configuration_on_the_cpu_in_every_arm_is_not_a_mismatch() -> None:
+    """Patel et al. time inference on the GPU and on the CPU: devices differ between configurations, not arms."""
+    from kit.analysis.devices import device_summary
+
+    trials = [{"trial_id": f"{cid}-{arm}-{b}", "arm": arm, "config_id": cid, "block": b, "status": "ok",
+               "warmup": False, "env": gpu_env(arm, kind="gpu" if cid == "gpu_cfg" else "cpu")}
+              for cid in ("gpu_cfg", "cpu_cfg") for arm in ("tensorflow", "pytorch") for b in range(3)]
+    d = device_summary(trials, ["tensorflow", "pytorch"])
+    assert d["refusal"] is None and not d["kind_mismatch"] and d["kinds"] == ["cpu", "gpu"]
+    trials[0]["env"] = gpu_env("tensorflow", kind="cpu")  # one TF trial of the GPU configuration fell back
+    d = device_summary(trials, ["tensorflow", "pytorch"])
+    assert d["kind_mismatch"] and d["kind_mismatch_configs"] == [
+        {"config_id": "gpu_cfg", "kinds": {"tensorflow": ["cpu", "gpu"], "pytorch": ["gpu"]}}]

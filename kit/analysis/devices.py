@@ -142,9 +142,16 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
     """Per-arm devices and precisions of the measured trials, and whether the arms are comparable."""
     measured = _measured(trials)
     per_arm = [_arm_facts(a, [t for t in measured if t["arm"] == a]) for a in arms]
-    kinds = {a["arm"]: set(a["kinds"]) for a in per_arm}
-    all_kinds = set().union(*kinds.values()) if kinds else set()
-    kind_mismatch = len(all_kinds) > 1
+    all_kinds = {k for a in per_arm for k in a["kinds"]}
+    # kinds: per configuration (a study may run some configurations on the CPU, in every arm)
+    kinds_bad = []
+    for cid in sorted({t.get("config_id") for t in measured}, key=str):
+        by_arm = {a: sorted({k for t in measured if t.get("config_id") == cid and t["arm"] == a
+                             for k in [_kind_of(t)] if k}) for a in arms}
+        by_arm = {a: v for a, v in by_arm.items() if v}
+        if len({k for v in by_arm.values() for k in v}) > 1:
+            kinds_bad.append({"config_id": cid, "kinds": by_arm})
+    kind_mismatch = bool(kinds_bad)
 
     # GPUs: within a block (one node, one schedule slot) every arm must name the same GPU(s);
     # and the sets per arm must agree (arms that never share a block).
@@ -167,7 +174,7 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
     if kind_mismatch:
         refusal = "the arms ran on different kinds of device (" + "; ".join(
             f"{a['arm']}: " + ", ".join(f"{k} in {n} trial(s)" for k, n in a["kinds"].items()) for a in per_arm
-            if a["kinds"]) + ")"
+            if a["kinds"]) + (f"; in {len(kinds_bad)} configuration(s)" if len(kinds_bad) > 1 else "") + ")"
     elif uuid_mismatch_arms:
         refusal = "the arms ran on different GPUs (" + "; ".join(
             f"{a['arm']}: " + ", ".join(f"{u} in {n} trial(s)" for u, n in a["gpu_uuids"].items()) for a in per_arm
@@ -190,6 +197,7 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
         "arms": per_arm,
         "kinds": sorted(all_kinds),
         "kind_mismatch": kind_mismatch,
+        "kind_mismatch_configs": kinds_bad[:20],
         "gpu_mismatch": uuid_mismatch_arms,
         "gpu_mismatch_blocks": blocks_bad[:20],
         "refusal": refusal,
