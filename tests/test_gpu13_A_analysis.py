@@ -521,3 +521,10 @@ def test_a_configuration_on_the_cpu_in_every_arm_is_not_a_mismatch() -> None:
     d = device_summary(trials, ["tensorflow", "pytorch"])
     assert d["kind_mismatch"] and d["kind_mismatch_configs"] == [
         {"config_id": "gpu_cfg", "kinds": {"tensorflow": ["cpu", "gpu"], "pytorch": ["gpu"]}}]
+
+
+def test_instantaneous_power_missing_says_why(tmp_path: Path) -> None:
+    a = analyze_run(make_run(tmp_path, instant=False).path)
+    m = next(x for x in a["measured"] if x["metric"] == "gpu_power_instant_w")
+    assert not m["measured"] and "NVML_FI_DEV_POWER_INSTANT" in m["reason"]
+    assert next(x for x in a["measured"] if x["metric"] == "gpu_power_phase_w")["measured"]
