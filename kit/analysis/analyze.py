@@ -19,7 +19,7 @@ import pandas as pd
 
 from kit import __version__
 from kit.analysis import stats
-from kit.analysis.metrics import DEFAULT_METRICS, METRICS, VALUE_COLUMNS, trial_metric_rows
+from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
 from kit.errors import AnalysisError
 from kit.store import ANALYSIS, RunDir, atomic_write_json
 
@@ -44,15 +44,21 @@ def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ..
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 
-def load_baseline(rd: RunDir) -> dict[str, Any]:
-    """Idle-baseline facts (CPU load, foreign GPU processes) from samples/_baseline*, if recorded."""
+def load_baseline(rd: RunDir, trials: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Idle-baseline facts (CPU load, foreign GPU processes) from samples/_baseline*, if recorded.
+
+    With ``trials`` whose records name their GPUs, only those GPUs' rows count.
+    """
+    from kit.analysis.telemetry import trial_gpu_indices
     from kit.analysis.validity_telemetry import baseline_facts
     from kit.store import BASELINE_ID, SAMPLES
 
     names = sorted(p.stem for p in (rd.path / SAMPLES).glob(f"{BASELINE_ID}*.parquet"))
     frames = [rd.read_samples(n) for n in names]
     frames = [f for f in frames if not f.empty]
-    return baseline_facts(pd.concat(frames, ignore_index=True) if frames else None)
+    own = [trial_gpu_indices(t) for t in trials or []]
+    indices = None if not own or any(i is None for i in own) else sorted({i for ix in own for i in ix or []})
+    return baseline_facts(pd.concat(frames, ignore_index=True) if frames else None, indices)
 
 
 def analyze_run(run_dir: Any) -> dict[str, Any]:
@@ -72,7 +78,7 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     nodes = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((rd.path / "nodes").glob("*.json"))}
     if nodes:
         manifest = {**manifest, "nodes": nodes}
-    analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd))
+    analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials))
     analysis[DIGEST_KEY] = digest
     atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis
@@ -80,6 +86,8 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
 
 def _metrics_of(manifest: dict[str, Any]) -> tuple[str, ...]:
     wanted = list(DEFAULT_METRICS)
+    if "nvml" in ((manifest["spec"].get("telemetry") or {}).get("collectors") or []):
+        wanted += [m for m in NVML_METRICS if m not in wanted]
     for h in manifest["spec"].get("hypotheses", []):
         if h["metric"] not in wanted:
             wanted.append(h["metric"])
@@ -115,11 +123,14 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     configs = manifest["plan"]["configs"]
     use = usable(values)
 
+    from kit.analysis.devices import device_summary
     from kit.plan import config_label
 
     labels = {cid: config_label(cfg) for cid, cfg in configs.items()} if len(configs) > 1 else None
     descriptives = _descriptives(use, arms, labels)
-    hypotheses = _hypotheses(spec, use, arms, configs, alpha)
+    devices = device_summary(trials, arms)
+    hypotheses = _hypotheses(spec, use, arms, configs, alpha, values=values, refusal=devices["refusal"],
+                             durations=_median_durations(trials))
     equivalence = _equivalence(trials, arms)
     measured = _measured(values, manifest)
     summary = _run_summary(manifest, trials)
@@ -140,6 +151,7 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
         "equivalence": equivalence,
         "measured": measured,
         "trial_env": _trial_env(trials, arms),
+        "devices": devices,
         "trial_telemetry": trial_telemetry or [],
         "baseline": baseline or {"recorded": False},
         "values": values.to_dict(orient="records"),
@@ -216,26 +228,71 @@ def paired_arrays(use: pd.DataFrame, cid: str, metric: str, phase: str, a: str, 
     return wide[a].to_numpy(float), wide[b].to_numpy(float), [int(i) for i in wide.index]
 
 
+TELEMETRY_KINDS = ("telemetry", "energy", "phase_power")
+NOT_DECIDED = "not decided"
+NOT_TESTABLE = "not testable"
+
+
+def _median_durations(trials: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    from kit.analysis.validity_telemetry import phase_durations
+
+    return {k: float(np.median(v)) for k, v in phase_durations(trials).items()}
+
+
+def _unsampled(values: pd.DataFrame | None, cid: str, metric: str, phase: str, arms: tuple[str, str]) -> dict[str, list[int]]:
+    """Per arm: (trials of the phase without a value, measured trials of the phase)."""
+    if values is None or values.empty:
+        return {}
+    v = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok") & (values["config_id"] == cid)
+               & (values["metric"] == metric) & (values["phase"] == phase)]
+    return {a: [int(v.loc[v["arm"] == a, "value"].isna().sum()), int((v["arm"] == a).sum())] for a in arms}
+
+
 def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
-                alpha: float) -> list[dict[str, Any]]:
+                alpha: float, values: pd.DataFrame | None = None, refusal: str | None = None,
+                durations: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
+    """One row per hypothesis, configuration, phase and arm pair; decided by Holm over the tested ones.
+
+    Not decided at all when ``refusal`` says the arms are not comparable (different devices).
+    A hypothesis on telemetry of a phase where some trials got no reading is not testable: the
+    trials that got one are the slower ones, a biased subset. A hypothesis on ``gpu_power_w`` is
+    tested on the energy-counter phase power where the run has it (``metric_tested``).
+    """
+    from kit.analysis.metrics import AVERAGED_POWER_METRIC, preferred_power_metric
     from kit.plan import config_label
 
+    power_metric = preferred_power_metric(values if values is not None else use)
+    period = (spec.get("telemetry") or {}).get("period_s")
     # Two arms: one comparison. More (e.g. `kit run --images A,B,C`): each arm against the first, the
     # baseline, all in one Holm family, rather than silently testing only the first two.
     pairs = [(arms[0], other) for other in arms[1:]]
     rows: list[dict[str, Any]] = []
     for h in spec.get("hypotheses", []):
-        m = METRICS[h["metric"]]
+        tested_metric = power_metric if h["metric"] == AVERAGED_POWER_METRIC else h["metric"]
+        m = METRICS[tested_metric]
         for cid, phase, (a, b) in itertools.product(configs, h["phases"], pairs):
-            xa, xb, blocks = paired_arrays(use, cid, h["metric"], phase, a, b)
+            xa, xb, blocks = paired_arrays(use, cid, tested_metric, phase, a, b)
             row: dict[str, Any] = {
-                "id": h["id"], "question": h["question"], "metric": h["metric"], "label": m.label,
-                "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
+                "id": h["id"], "question": h["question"], "metric": h["metric"], "metric_tested": tested_metric,
+                "label": m.label, "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
                 "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
             }
+            if tested_metric != h["metric"]:
+                row["metric_note"] = (f"requested as {h['metric']} (1-s moving average); tested on the NVML "
+                                      "energy counter's difference over the phase")
             if len(configs) > 1:
                 row["config_label"] = config_label(configs[cid])
-            if len(blocks) == 0:
+            missing = _unsampled(values, cid, tested_metric, phase, (a, b)) if m.kind in TELEMETRY_KINDS else {}
+            gaps = {arm: km for arm, km in missing.items() if km[0] > 0}
+            if gaps and any(km[0] < km[1] for km in missing.values()):
+                dur = "; ".join(f"median {arm} {phase} phase {durations[(arm, phase)]:.3g} s"
+                                for arm in (a, b) if durations and (arm, phase) in durations)
+                row.update(tested=False, comparison=None, not_testable=True, reason=(
+                    f"{', '.join(f'{k} of {n} {arm} trials' for arm, (k, n) in gaps.items())} got no {m.label} "
+                    f"reading in the {phase} phase ({dur}{'; ' if dur else ''}sampling period "
+                    f"{period if period is not None else '?'} s): the trials with readings are a biased subset "
+                    "(the slower ones), so the hypothesis is not tested on them"))
+            elif len(blocks) == 0:
                 row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
                            comparison=None)
             else:
@@ -243,6 +300,10 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 row["comparison"] = comp
                 row["tested"] = comp.get("test") is not None
                 row["reason"] = comp.get("reason")
+            if refusal is not None:
+                row.update(tested=False, not_decided=True,
+                           reason=f"{refusal}: no hypothesis is decided on arms that ran on different devices"
+                           + (f" (also: {row['reason']})" if row.get("reason") else ""))
             rows.append(row)
     # Holm over the family of hypotheses that were tested
     pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
@@ -259,7 +320,8 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
 
 def _decision(r: dict[str, Any], alpha: float) -> dict[str, Any]:
     if not r["tested"]:
-        return {"decision": "not tested", "rejected": None, "effect_text": None, "direction": None}
+        word = NOT_DECIDED if r.get("not_decided") else NOT_TESTABLE if r.get("not_testable") else "not tested"
+        return {"decision": word, "rejected": None, "effect_text": None, "direction": None}
     comp = r["comparison"]
     delta = comp["cliffs_delta"]
     ratio = comp.get("ratio") or {}
@@ -322,13 +384,17 @@ def _measured(values: pd.DataFrame, manifest: dict[str, Any]) -> list[dict[str, 
         reason = None
         if n == 0:
             probe = probes.get(m.source) if m.source else None
-            if m.kind == "energy":
+            if m.kind in ("energy", "phase_power"):
                 src = "nvml" if m.domain_prefix.startswith("gpu") else "rapl"
                 probe = probes.get(src)
             if probe is not None and not probe["ok"]:
                 reason = f"{probe['name']}: {probe['detail']}" + (f" (fix: {probe['fix']})" if probe.get("fix") else "")
             elif probe is None and m.kind != "result":
                 reason = "collector not enabled in this run"
+            elif m.kind == "phase_power":
+                reason = "no NVML energy counter on these GPUs (before Volta?): see the 1-s averaged GPU power"
+            elif m.metric == "power_instant_w":
+                reason = "the driver does not expose NVML_FI_DEV_POWER_INSTANT: see the 1-s averaged GPU power"
             else:
                 reason = "no readings inside the phases (phases shorter than the sampling period?)"
         out.append({"metric": metric, "label": m.label, "unit": m.unit, "measured": n > 0, "n_values": n,

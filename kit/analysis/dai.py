@@ -11,6 +11,14 @@ Type II sums of squares, the share of the gap's variation it explains. The
 same fit on each framework's own log step time says which framework a
 factor speeds up. Factors held constant are reported as not varied; factors
 confounded with others in the design are reported as aliased.
+
+A design cell (configuration x framework) whose every measured trial failed
+(status error or timeout) is an error of the run, not missing data: dropping
+it would fit the factors on an unbalanced remnant of the design and attribute
+the failure's pattern (e.g. every TensorFlow NCHW cell) to a factor. The
+factor fits are then not computed; ``failed_cells`` lists each cell with its
+first error, and the validity rule ``failed_cells`` reports it as high.
+Out-of-memory and skipped cells remain what they are, a result of the design.
 """
 
 from __future__ import annotations
@@ -134,6 +142,28 @@ def trial_pairs(confs: dict[str, dict[str, Any]], trials: list[dict[str, Any]], 
     return out
 
 
+FAILED = frozenset({"error", "timeout"})
+
+
+def failed_cells(confs: dict[str, dict[str, Any]], trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+    """Design cells whose every measured trial failed: (config, arm, status, trials, first error text)."""
+    out = []
+    for cid, c in confs.items():
+        for arm in arms:
+            measured = [t for t in trials if t["config_id"] == cid and t["arm"] == arm and not t.get("warmup")]
+            if measured and all(t["status"] in FAILED for t in measured):
+                first = next((t for t in measured if t.get("error")), measured[0])
+                out.append({"config_id": cid, "case": c.get("case"), "model": c.get("model"), "arm": arm,
+                            "status": "/".join(sorted({t["status"] for t in measured})), "trials": len(measured),
+                            "trial_id": first.get("trial_id"),
+                            "error": str(first.get("error") or first.get("stderr_tail") or "no error text")[:500]})
+    return out
+
+
+def _not_computed(note: str) -> dict[str, Any]:
+    return {"n": 0, "factors": [], "not_computed": True, "note": note}
+
+
 def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
     arms = list(manifest["plan"]["arms"])
     alpha = float(manifest["spec"]["design"]["alpha"])
@@ -153,9 +183,18 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
         row["ratio"] = tf_s / pt_s if tf_s and pt_s else None
         row["log_ratio"] = math.log(row["ratio"]) if row["ratio"] else None
         rows.append(row)
-    obs = trial_pairs(confs, trials, arms)
-    gap = factor_effects(obs, "log_ratio", alpha)
-    per_fw = {arm: factor_effects(obs, f"{arm}_log_step", alpha) for arm in arms}
+    failed = failed_cells(confs, trials, arms)
+    error = None
+    if failed:
+        error = (f"{len(failed)} design cell(s) failed in every trial, so the factor analysis is not computed: "
+                 + "; ".join(f"{f['model']} {f['case']} {f['arm']} ({f['status']}: {f['error'].splitlines()[-1] if f['error'].strip() else ''})"
+                             for f in failed[:5]) + ("; ..." if len(failed) > 5 else ""))
+        gap = _not_computed(error)
+        per_fw = {arm: _not_computed(error) for arm in arms}
+    else:
+        obs = trial_pairs(confs, trials, arms)
+        gap = factor_effects(obs, "log_ratio", alpha)
+        per_fw = {arm: factor_effects(obs, f"{arm}_log_step", alpha) for arm in arms}
     baseline = []
     for model in sorted({r["model"] for r in rows}, key=str):
         rs = [r for r in rows if r["model"] == model and r["ratio"]]
@@ -165,4 +204,4 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
                              "n": len(rs)})
     return {"arms": arms, "alpha": alpha, "rows": rows, "gap_effects": gap, "framework_effects": per_fw,
             "per_model": baseline, "factors": {f: list(v) for f, v in FACTORS.items()},
-            "missing": [r for r in rows if r["ratio"] is None]}
+            "missing": [r for r in rows if r["ratio"] is None], "failed_cells": failed, "error": error}

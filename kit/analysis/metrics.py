@@ -2,8 +2,17 @@
 
 A metric is either a result the harness measured (``time_s`` is the train or
 infer phase duration), a summary of host telemetry over the phase (``cpu_util_pct``
-is the mean of the total CPU utilisation readings inside the phase), or an
-energy difference over the phase. ``trial_values`` turns a run directory into
+is the mean of the total CPU utilisation readings inside the phase), an
+energy difference over the phase, or the phase's power from that energy
+(``gpu_power_phase_w`` = NVML energy-counter difference / phase duration).
+Only the trial's own GPUs count (``telemetry.trial_samples``).
+
+GPU power comes three ways. ``gpu_power_w`` is nvmlDeviceGetPowerUsage, which
+Ampere and newer drivers average over about one second: the reading of a phase
+shorter than a few seconds is mostly the previous phase's. ``gpu_power_phase_w``
+(energy counter, Volta+) is exact to the sampling of the phase boundaries and is
+preferred wherever it exists (``preferred_power_metric``); ``gpu_power_instant_w``
+is the driver's instantaneous field where it has one. ``trial_values`` turns a run directory into
 the long table every statistic is computed from; each row names its trial,
 so every number in a report traces back to a trial file and its samples.
 """
@@ -27,13 +36,13 @@ class MetricDef:
     name: str
     label: str
     unit: str
-    kind: str  # result | telemetry | energy
+    kind: str  # result | telemetry | energy | phase_power
     lower_is_better: bool | None = None
     result_keys: tuple[tuple[str, str], ...] = ()  # (phase, key in results)
     source: str = ""
     metric: str = ""
     device: str | None = None  # None: mean over every device of that source
-    agg: str = "mean"  # mean | max
+    agg: str = "mean"  # mean | max | sum (of the devices' phase means: power of several GPUs adds up)
     domain_prefix: str = ""  # energy: domains starting with this
 
     def result_key(self, phase: str) -> str | None:
@@ -51,7 +60,12 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
     MetricDef("cpu_temp_c", "CPU temperature", "°C", "telemetry", None, source="hwmon", metric="cpu_temp_c", device="cpu"),
     MetricDef("gpu_util_pct", "GPU utilisation", "%", "telemetry", None, source="nvml", metric="gpu_util_pct"),
     MetricDef("gpu_temp_c", "GPU temperature", "°C", "telemetry", None, source="nvml", metric="temp_c"),
-    MetricDef("gpu_power_w", "GPU power", "W", "telemetry", True, source="nvml", metric="power_w"),
+    MetricDef("gpu_power_w", "GPU power (NVML 1-s moving average)", "W", "telemetry", True, source="nvml",
+              metric="power_w", agg="sum"),
+    MetricDef("gpu_power_phase_w", "GPU power (energy counter / phase duration)", "W", "phase_power", True,
+              domain_prefix="gpu"),
+    MetricDef("gpu_power_instant_w", "GPU power (instantaneous, NVML_FI_DEV_POWER_INSTANT)", "W", "telemetry", True,
+              source="nvml", metric="power_instant_w", agg="sum"),
     MetricDef("gpu_mem_used_bytes", "GPU memory used (peak)", "B", "telemetry", True, source="nvml",
               metric="mem_used_bytes", agg="max"),
     MetricDef("host_mem_used_bytes", "host memory used (peak)", "B", "telemetry", True, source="memory",
@@ -69,6 +83,8 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
 DEFAULT_METRICS = ("time_s", "cpu_util_pct", "cpu_temp_c", "gpu_util_pct", "gpu_temp_c", "gpu_power_w",
                    "trial_rss_bytes", "host_mem_used_bytes", "gpu_mem_used_bytes", "gpu_energy_j", "cpu_energy_j",
                    "dram_energy_j", "throughput_ips", "accuracy")
+# Shown as well when the run sampled NVML: GPU power from the energy counter and the instantaneous field.
+NVML_METRICS = ("gpu_power_phase_w", "gpu_power_instant_w")
 
 
 def _telemetry_value(m: MetricDef, summaries: pd.DataFrame, phase: str) -> tuple[float | None, int]:
@@ -80,7 +96,12 @@ def _telemetry_value(m: MetricDef, summaries: pd.DataFrame, phase: str) -> tuple
     sel = sel[sel["n"] > 0]
     if sel.empty:
         return None, 0
-    value = float(sel["max"].max()) if m.agg == "max" else float(sel["mean"].mean())
+    if m.agg == "max":
+        value = float(sel["max"].max())
+    elif m.agg == "sum":
+        value = float(sel["mean"].sum())
+    else:
+        value = float(sel["mean"].mean())
     return value, int(sel["n"].sum())
 
 
@@ -94,10 +115,41 @@ def _energy_value(m: MetricDef, energy: pd.DataFrame, phase: str) -> tuple[float
     return float(sel["energy_j"].sum()), int(sel["n"].sum())
 
 
-def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Every (phase, metric) value of one trial, None where it could not be measured."""
-    from kit.analysis.telemetry import phase_energy, phase_intervals, phase_summaries
+def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: dict[str, tuple[float, float]]) -> tuple[float | None, int]:
+    """Watts of the trial's GPUs over the phase from their energy counters; None unless every GPU has one."""
+    from kit.analysis.telemetry import METHOD_NVML_COUNTER
 
+    if energy.empty or phase not in intervals:
+        return None, 0
+    a, b = intervals[phase]
+    sel = energy[(energy["phase"] == phase) & energy["domain"].astype(str).str.startswith("gpu")]
+    if sel.empty or b <= a or (sel["method"] != METHOD_NVML_COUNTER).any() or sel["energy_j"].isna().any():
+        return None, 0
+    return float(sel["energy_j"].sum()) / (b - a), int(sel["n"].sum())
+
+
+PHASE_POWER_METRIC = "gpu_power_phase_w"
+AVERAGED_POWER_METRIC = "gpu_power_w"
+
+
+def preferred_power_metric(values: pd.DataFrame) -> str:
+    """The GPU power metric tables and hypotheses use: energy-counter phase power where the run has it."""
+    if not values.empty and "metric" in values:
+        ph = values[(values["metric"] == PHASE_POWER_METRIC) & values["value"].notna()]
+        if len(ph):
+            return PHASE_POWER_METRIC
+    return AVERAGED_POWER_METRIC
+
+
+def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every (phase, metric) value of one trial, None where it could not be measured.
+
+    Only the trial's own GPUs count (``telemetry.trial_samples``: the record's
+    ``gpus``; none when the trial computed on another GPU than the one sampled).
+    """
+    from kit.analysis.telemetry import phase_energy, phase_intervals, phase_summaries, trial_samples
+
+    samples = trial_samples(record, samples)
     intervals = phase_intervals(record.get("markers", []))
     summaries = phase_summaries(samples, intervals) if not samples.empty else pd.DataFrame()
     energy = phase_energy(samples, intervals) if not samples.empty else pd.DataFrame()
@@ -117,6 +169,8 @@ def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tu
                 value, n = (float(raw), 1) if raw is not None else (None, 0)
             elif m.kind == "telemetry":
                 value, n = _telemetry_value(m, summaries, phase)
+            elif m.kind == "phase_power":
+                value, n = _phase_power_value(energy, phase, intervals)
             else:
                 value, n = _energy_value(m, energy, phase)
             rows.append({**base, "phase": phase, "metric": name, "value": value, "unit": m.unit, "n_samples": n})

@@ -41,9 +41,13 @@ def node_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], use: p
         return out
     a, b = arms[0], arms[1]
     u = use.assign(host=use["trial_id"].map(host_of))
+    from kit.analysis.metrics import AVERAGED_POWER_METRIC, preferred_power_metric
+
+    power = preferred_power_metric(use)  # as the hypotheses: energy-counter phase power where it exists
     for h in manifest["spec"].get("hypotheses", []):
+        metric = power if h["metric"] == AVERAGED_POWER_METRIC else h["metric"]
         for phase in h["phases"]:
-            for cid, g in u[(u["metric"] == h["metric"]) & (u["phase"] == phase)].groupby("config_id"):
+            for cid, g in u[(u["metric"] == metric) & (u["phase"] == phase)].groupby("config_id"):
                 wide = g.pivot_table(index=["block", "host"], columns="arm", values="value", aggfunc="first")
                 if a not in wide or b not in wide:
                     continue
@@ -53,7 +57,7 @@ def node_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], use: p
                 if len(groups) < 2:
                     continue
                 res = sps.kruskal(*groups)
-                out["effects"].append({"id": h["id"], "metric": h["metric"], "phase": phase, "config_id": cid,
+                out["effects"].append({"id": h["id"], "metric": metric, "phase": phase, "config_id": cid,
                                        "method": "Kruskal-Wallis on per-block differences by node",
                                        "statistic": float(res.statistic), "p": float(res.pvalue),
                                        "nodes": len(groups), "n": int(sum(len(x) for x in groups))})

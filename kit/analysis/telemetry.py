@@ -62,6 +62,46 @@ METHOD_NVML_POWER = "nvml_power_integral"
 METHOD_RAPL = "rapl_counter"
 
 
+def trial_gpu_indices(record: Mapping[str, Any]) -> list[int] | None:
+    """NVML indices of the GPUs the host gave the trial and sampled (``record["gpus"]``).
+
+    None for an old record without the field: every GPU in its samples counts as
+    the trial's (what the collectors sampled then). ``[]`` for a trial given no GPU.
+    """
+    gpus = record.get("gpus")
+    if gpus is None:
+        return None
+    return sorted({int(g["index"]) for g in gpus if isinstance(g, Mapping) and g.get("index") is not None})
+
+
+def trial_samples(record: Mapping[str, Any], samples: pd.DataFrame) -> pd.DataFrame:
+    """The samples that describe this trial: NVML rows of its own GPUs only.
+
+    A record with ``gpus`` keeps the NVML rows whose device is one of those
+    indices (a trial on GPU 3 of an 8-GPU node is not averaged with the other
+    seven, nor blamed for their processes). A trial whose GPU, as reported from
+    inside, is not the one the host sampled (``kit.analysis.devices.uuid_mismatch``)
+    keeps no NVML row at all: its GPU telemetry is of another device. Rows of
+    other sources (CPU, memory, RAPL) are kept.
+    """
+    from kit.analysis.devices import uuid_mismatch
+
+    if samples is None or samples.empty or "source" not in samples.columns:
+        return samples
+    indices = trial_gpu_indices(record)
+    wrong = uuid_mismatch(record) is not None
+    if indices is None and not wrong:
+        return samples
+    nvml = samples["source"] == "nvml"
+    if not nvml.any():
+        return samples
+    if wrong:
+        keep = ~nvml
+    else:
+        keep = ~nvml | samples["device"].astype(str).isin({str(i) for i in indices or []})
+    return samples[keep]
+
+
 def phase_intervals(markers: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
     """{phase: (start_t, end_t)} from the harness markers, in order of start.
 

@@ -224,8 +224,10 @@ def cpu_threads(c: Ctx) -> list[Threat]:
     (and a container engine): OpenMP barriers then stall. Seen on the 2-core CI machine: PyTorch
     LeNet training 23-34 s per trial instead of about 1 s in podman with 2 threads."""
     cores = _cpu_count(c.manifest)
-    envs = [e for e in c.analysis.get("trial_env", [])
-            if str(e.get("device_name") or e.get("device") or "").lower().endswith("cpu") and e.get("threads")]
+    from kit.analysis.devices import device_kind
+
+    envs = [e for e in c.analysis.get("trial_env", []) if e.get("threads") and (
+        device_kind(e) == "cpu" or str(e.get("device_name") or e.get("device") or "").lower().endswith("cpu"))]
     if not cores or not envs:
         return []
     crowded = [e for e in envs if int(e["threads"]) >= cores]
@@ -289,9 +291,31 @@ def synthetic_data(c: Ctx) -> list[Threat]:
                    "put the real files in the cache or pass --data-dir, and run the paper profile")]
 
 
+@rule
+def failed_cells(c: Ctx) -> list[Threat]:
+    """A design cell whose every trial failed is an error of the run; the study analysis says what it skipped."""
+    out = []
+    for name, extra in sorted((c.analysis.get("extras") or {}).items()):
+        failed = (extra or {}).get("failed_cells") if isinstance(extra, dict) else None
+        if not failed:
+            continue
+        cells = "; ".join(f"{f.get('model')} {f.get('case')} {f['arm']}: {f['status']} in {f['trials']} trial(s), "
+                          f"first error: {str(f.get('error') or '').strip().splitlines()[-1] if str(f.get('error') or '').strip() else '?'}"
+                          for f in failed[:5])
+        out.append(Threat("failed_cells", "internal", "high", f"Design cells failed ({name})",
+                          f"{len(failed)} design cell(s) failed in every trial ({cells}{'; ...' if len(failed) > 5 else ''}); "
+                          "the study's factor analysis is not computed on the rest of the design",
+                          "fix the failing workload (see each trial's error and stderr_tail) and re-run those cells",
+                          numbers={"cells": [{k: f.get(k) for k in ("config_id", "case", "model", "arm", "status",
+                                                                     "trials", "trial_id")} for f in failed[:50]]}))
+    return out
+
+
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    import kit.analysis.validity_telemetry  # noqa: F401  (registers the telemetry rules)
+    # importing these registers their rules (device and precision; telemetry)
+    import kit.analysis.devices
+    import kit.analysis.validity_telemetry  # noqa: F401
 
     ctx = Ctx(manifest, trials, values, analysis)
     found: list[Threat] = []

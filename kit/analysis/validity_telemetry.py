@@ -7,6 +7,11 @@ numbers; ``compute_analysis`` stores them in analysis.json
 in the analysis and a stored run is re-assessed without its samples. The
 rules then read only those facts and the trial records (start temperatures
 from the thermal control).
+
+Only the trial's own GPUs count: a record with ``gpus`` (the NVML indices the
+host gave the trial) has its NVML rows and its GPU start temperatures cut to
+those devices, so a foreign process or a hot GPU elsewhere on an 8-GPU node
+is not blamed on it; old records without ``gpus`` keep every GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kit.analysis.telemetry import LIMITING_REASONS, attribute_phases, phase_intervals, trial_interval
+from kit.analysis.telemetry import (
+    LIMITING_REASONS,
+    attribute_phases,
+    phase_intervals,
+    trial_gpu_indices,
+    trial_interval,
+    trial_samples,
+)
 from kit.analysis.validity import Ctx, Threat, rule
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*)
@@ -44,10 +56,11 @@ def _series(samples: pd.DataFrame, source: str, metric: str) -> pd.DataFrame:
 def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame) -> dict[str, Any]:
     """Throttling, foreign GPU processes and SM clocks of one trial (None where not sampled)."""
     out: dict[str, Any] = {k: record.get(k) for k in ("trial_id", "arm", "position", "warmup", "status")}
+    samples = trial_samples(record, samples)
     intervals = phase_intervals(record.get("markers", []))
     span = trial_interval(intervals)
     cool = record.get("cooldown") or {}
-    out["start_temps_c"] = dict(cool.get("start_temps") or {})
+    out["start_temps_c"] = own_start_temps(record)
     out["cooldown_reached"] = cool.get("reached")
     out["cooldown_waited_s"] = cool.get("waited_s")
     out.update(throttle_n=0, throttle_frac_limited=None, throttle_bits=None, foreign_procs_max=None,
@@ -79,8 +92,23 @@ def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame) -> dict[str, A
     return out
 
 
-def baseline_facts(samples: pd.DataFrame | None) -> dict[str, Any]:
-    """Idle load before the trials: CPU utilisation and load average, foreign GPU processes."""
+def own_start_temps(record: Mapping[str, Any]) -> dict[str, float]:
+    """The start temperatures of the cool-down, GPU sensors ("gpu<i>") cut to the trial's GPUs."""
+    temps = dict(((record.get("cooldown") or {}).get("start_temps")) or {})
+    indices = trial_gpu_indices(record)
+    if indices is None:
+        return temps
+    own = {f"gpu{i}" for i in indices}
+    return {s: v for s, v in temps.items() if not (str(s).startswith("gpu") and s not in own)}
+
+
+def baseline_facts(samples: pd.DataFrame | None, gpu_indices: list[int] | None = None) -> dict[str, Any]:
+    """Idle load before the trials: CPU utilisation and load average, foreign GPU processes.
+
+    ``gpu_indices``: the GPUs the trials used (None: every GPU in the samples).
+    """
+    if samples is not None and gpu_indices is not None and not samples.empty:
+        samples = trial_samples({"gpus": [{"index": i} for i in gpu_indices]}, samples)
     out: dict[str, Any] = {"recorded": samples is not None and not samples.empty, "cpu_util_mean_pct": None,
                            "cpu_util_max_pct": None, "load1_median": None, "foreign_procs_max": None}
     if not out["recorded"]:
@@ -113,7 +141,7 @@ def start_temperature(c: Ctx) -> list[Threat]:
     for t in c.trials:
         if t.get("warmup") or t.get("status") != "ok":
             continue
-        for sensor, temp in ((t.get("cooldown") or {}).get("start_temps") or {}).items():
+        for sensor, temp in own_start_temps(t).items():
             if temp is not None:
                 by.setdefault(sensor, {}).setdefault(t["arm"], []).append(float(temp))
     if not by:
@@ -247,3 +275,79 @@ def sensors(c: Ctx) -> list[Threat]:
                           "temperatures are neither controlled nor compared", "enable the hwmon or nvml collectors",
                           numbers={"trials_without_sensor": no_temp}))
     return out
+
+
+SHORT_PHASE_PERIODS = 10  # a phase shorter than this many sampling periods is poorly sampled
+TELEMETRY_KINDS = ("telemetry", "energy", "phase_power")
+
+
+def phase_durations(trials: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+    """(arm, phase) -> durations (s) of the measured phases of the measured trials, from the markers."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for t in trials:
+        if t.get("warmup") or t.get("status") != "ok":
+            continue
+        for phase, (a, b) in phase_intervals(t.get("markers", [])).items():
+            if phase in MEASURED_PHASES:
+                out.setdefault((str(t["arm"]), phase), []).append(b - a)
+    return out
+
+
+def trials_without_samples(values: pd.DataFrame, arm: str, phase: str) -> dict[str, int]:
+    """Per telemetry metric the run measured at all: measured trials of (arm, phase) that got no value."""
+    from kit.analysis.metrics import METRICS
+
+    if values is None or values.empty or "metric" not in values:
+        return {}
+    v = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok")]
+    out = {}
+    for metric, g in v.groupby("metric", sort=True):
+        m = METRICS.get(str(metric))
+        if m is None or m.kind not in TELEMETRY_KINDS or g["value"].notna().sum() == 0:
+            continue
+        sel = g[(g["arm"] == arm) & (g["phase"] == phase)]
+        k = int(sel["value"].isna().sum())
+        if k:
+            out[str(metric)] = k
+    return out
+
+
+@rule
+def short_phases(c: Ctx) -> list[Threat]:
+    """Phases shorter than ~10 sampling periods: few or no telemetry readings, and those biased to the slower arm."""
+    from kit.analysis.metrics import METRICS
+
+    tel = c.manifest.get("spec", {}).get("telemetry") or {}
+    period = tel.get("period_s")
+    if not period or not tel.get("collectors"):
+        return []
+    threshold = SHORT_PHASE_PERIODS * float(period)
+    rows = []
+    for (arm, phase), ds in sorted(phase_durations(c.trials).items()):
+        med = float(np.median(ds))
+        if med < threshold:
+            rows.append({"arm": arm, "phase": phase, "trials": len(ds), "median_s": round(med, 6),
+                         "periods": round(med / float(period), 3),
+                         "trials_without_samples": trials_without_samples(c.values, arm, phase)})
+    numbers: dict[str, Any] = {"period_s": float(period), "threshold_s": threshold, "phases": rows}
+    if not rows:
+        return [Threat("short_phases", "construct", "info", "Phases long enough for the telemetry",
+                       f"every measured phase lasts at least {SHORT_PHASE_PERIODS} sampling periods "
+                       f"({threshold:g} s) in median", "phase length checked against telemetry.period_s",
+                       status="mitigated", numbers=numbers)]
+    short = {r["phase"] for r in rows}
+    hyps = [h for h in c.analysis.get("hypotheses", []) if h["phase"] in short and
+            METRICS.get(h.get("metric_tested") or h["metric"], METRICS["time_s"]).kind in TELEMETRY_KINDS]
+    numbers["hypotheses"] = sorted({f"{h['id']} ({h['phase']}): {h['decision']}" for h in hyps})
+    text = "; ".join(f"{r['arm']} {r['phase']}: median {r['median_s']:.3g} s = {r['periods']:.2g} periods"
+                     + (", trials without samples " + ", ".join(f"{m} {k} of {r['trials']}"
+                                                              for m, k in r["trials_without_samples"].items())
+                        if r["trials_without_samples"] else "") for r in rows)
+    return [Threat("short_phases", "construct", "high" if hyps else "medium",
+                   "Phases shorter than the telemetry can resolve",
+                   f"{text} (sampling period {float(period):g} s; {SHORT_PHASE_PERIODS} periods = {threshold:g} s): "
+                   "the telemetry of these phases has few or no readings, and a trial gets a reading more often "
+                   "the slower it is" + ("; telemetry hypotheses on them are not testable" if hyps else ""),
+                   f"set [workload] min_phase_s = {threshold:g} (the workload repeats the measured operation until "
+                   "the phase lasts that long; time is still reported per pass), or shorten telemetry.period_s",
+                   numbers=numbers)]

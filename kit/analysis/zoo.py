@@ -162,6 +162,9 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
     arms = list(manifest["plan"]["arms"])
     alpha = float(manifest["spec"]["design"]["alpha"])
     infos = config_info(manifest)
+    from kit.analysis.metrics import METRICS, preferred_power_metric
+
+    power_metric = preferred_power_metric(values)  # energy counter / phase duration where the GPU has it
     cells = []
     for cid, info in infos.items():
         for arm in arms:
@@ -170,10 +173,10 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
             train = info["mode"] == "train_infer"
             c["mfu_train"] = mfu(c.get("flops_per_example_fwd"), c.get("train_throughput_ips"), c.get("peak_flops"), True)
             c["mfu_infer"] = mfu(c.get("flops_per_example_fwd"), c.get("infer_throughput_ips"), c.get("peak_flops"), False)
-            for metric in ("gpu_power_w", "gpu_energy_j"):
+            for key, metric in (("gpu_power_w", power_metric), ("gpu_energy_j", "gpu_energy_j")):
                 for phase in ("train", "infer") if train else ("infer",):
                     v = _telemetry(values, cid, arm, metric, phase) if not values.empty else []
-                    c[f"{phase}_{metric}"] = v
+                    c[f"{phase}_{key}"] = v
             cells.append(c)
     # FLOPs are a property of the model and shape: the PyTorch count serves both frameworks' MFU
     for c in cells:
@@ -225,4 +228,5 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
     return {"arms": arms, "alpha": alpha, "cells": slim, "ratios": ratios, "param_pairs": param_pairs(cells, arms),
             "curves": curves, "missing": missing, "power_measured": any(c.get("train_gpu_power_w") or
                                                                        c.get("infer_gpu_power_w") for c in cells),
-            "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))}}
+            "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+            "power_metric": power_metric, "power_source": METRICS[power_metric].label}

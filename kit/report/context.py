@@ -18,6 +18,11 @@ from kit.report import figures
 from kit.report.sections import extra_sections
 
 PHASE_WORD = {"train": "learning (training)", "infer": "inference"}
+POWER_NOTE = ("GPU power: 'NVML 1-s moving average' is nvmlDeviceGetPowerUsage, which Ampere and newer drivers "
+              "average over about one second (a phase shorter than a few seconds mostly shows the previous one); "
+              "'energy counter / phase duration' is the NVML total-energy counter's difference over the phase "
+              "divided by its duration, used for the hypotheses where the GPU has the counter; 'instantaneous' is "
+              "the driver's NVML_FI_DEV_POWER_INSTANT field where it exists.")
 
 
 def _when(t: float | None) -> str:
@@ -40,7 +45,7 @@ def finding_text(h: dict[str, Any]) -> str:
     if h.get("config_label"):
         phase = f"{phase}, {h['config_label']}"
     if not h.get("tested"):
-        return f"{h['id']} ({h['label']}, {phase}): not tested — {h.get('reason') or 'no data'}."
+        return f"{h['id']} ({h['label']}, {phase}): {h.get('decision') or 'not tested'} — {h.get('reason') or 'no data'}."
     comp = h["comparison"]
     a, b = h["arm_a"], h["arm_b"]
     ma, mb = comp["a"]["median"], comp["b"]["median"]
@@ -94,6 +99,54 @@ def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list
     return rows
 
 
+def _counted(counts: dict[str, int] | None) -> str:
+    """{"gpu": 10} -> "gpu"; several values: each with its number of trials."""
+    if not counts:
+        return "–"
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{k} ({n} trials)" for k, n in counts.items())
+
+
+DEVICE_COLUMNS = ["arm", "kind", "device", "GPU UUID (inside the trial)", "GPU sampled by the host (index: UUID)",
+                  "TF32 (mode, matmul, conv)", "precision", "trials"]
+
+
+def device_rows(analysis: dict[str, Any]) -> list[list[str]]:
+    """Per arm: the device kind, name and GPU UUID its trials reported, the GPU(s) the host sampled,
+    TF32 and precision (``analysis["devices"]``; an analysis from before issue 13 has none)."""
+    rows = []
+    for a in (analysis.get("devices") or {}).get("arms", []):
+        tf32 = _counted(a.get("tf32")) if a.get("tf32") else "not recorded"
+        rows.append([a["arm"], _counted(a.get("kinds")), _counted(a.get("names")), _counted(a.get("gpu_uuids")),
+                     ", ".join(a.get("host_gpus") or []) or "–", tf32, _counted(a.get("precision")),
+                     str(a.get("n_trials", "–"))])
+    return rows
+
+
+def _numbers_text(numbers: dict[str, Any] | None) -> str:
+    if not numbers:
+        return ""
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in numbers.items())
+
+
+def selftest_context(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The host self-test recorded in the manifest (``kit.selftest.host_selftest``), or None."""
+    st = manifest.get("selftest")
+    if not isinstance(st, dict):
+        return None
+    checks = st.get("checks") or []
+    summary = ("passed" if st.get("ok") else "FAILED") + (
+        "" if st.get("gpu") else " (CPU path only: the GPU checks were skipped)")
+    failed = [c.get("name") for c in checks if c.get("status") == "fail"]
+    if failed:
+        summary += f"; failed: {', '.join(str(f) for f in failed)}"
+    return {"ok": bool(st.get("ok")), "gpu": bool(st.get("gpu")), "summary": summary,
+            "columns": ["check", "status", "detail", "numbers"],
+            "rows": [[str(c.get("name", "?")), str(c.get("status", "?")), str(c.get("detail") or ""),
+                      _numbers_text(c.get("numbers"))] for c in checks]}
+
+
 def raw_index(run_path: Path) -> list[dict[str, Any]]:
     out = []
     for name in ("manifest.json", "trials", "samples", "events.jsonl", "analysis.json"):
@@ -115,9 +168,11 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
     cfgs = manifest["plan"]["configs"]
     cfg_labels = ({cid: config_label(cfg) for cid, cfg in cfgs.items()} if len(cfgs) > 1 else None)
     hyp_metrics = []
-    for h in spec.get("hypotheses", []):
-        if h["metric"] not in hyp_metrics:
-            hyp_metrics.append(h["metric"])
+    tested = [h.get("metric_tested") or h["metric"] for h in analysis.get("hypotheses", [])] or \
+        [h["metric"] for h in spec.get("hypotheses", [])]
+    for metric in tested:
+        if metric not in hyp_metrics:
+            hyp_metrics.append(metric)
     for metric in hyp_metrics:
         for phase in ("train", "infer"):
             if any(v["metric"] == metric and v["phase"] == phase for v in measured_values):
@@ -167,6 +222,10 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "equivalence": analysis.get("equivalence", {}),
         "threats": analysis.get("validity", []),
         "environment": environment_rows(manifest, analysis),
+        "devices": {"columns": DEVICE_COLUMNS, "rows": device_rows(analysis),
+                    "refusal": (analysis.get("devices") or {}).get("refusal")},
+        "selftest": selftest_context(manifest),
+        "power_note": POWER_NOTE if any(v["metric"].startswith("gpu_power") for v in values) else None,
         "reproduce": reproduce,
         "images": images,
         "command": command,

@@ -62,14 +62,34 @@ def _effect_rows(res: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def failed_section(d: dict[str, Any]) -> dict[str, Any]:
+    """The design cells whose every trial failed, with the first error of each: an error of the run."""
+    failed = d["failed_cells"]
+    rows = [[f.get("model"), f.get("case"), f["arm"], f["status"], f["trials"], f.get("trial_id") or "–",
+             (str(f.get("error") or "").strip().splitlines() or ["–"])[-1][:200]] for f in failed]
+    return {"id": "dai-failed", "title": "Dai et al.: failed design cells (the factor analysis is not computed)",
+            "paragraphs": [
+                f"{len(failed)} design cell(s) failed in every trial. A failed cell is an error of the run, not "
+                "missing data: fitting the factors on the rest of the design would attribute the failure's "
+                "pattern to a factor, so no factor effect is reported. Fix the failing workload (each trial's "
+                "record has the full error and stderr) and re-run the cells."],
+            "tables": [{"caption": "Failed design cells and the first error of each",
+                        "columns": ["network", "run", "framework", "status", "trials", "first failed trial",
+                                    "first error (last line)"], "rows": rows}]}
+
+
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
     d = analysis.get("extras", {}).get("dai_factors")
     if not d:
         return []
     arms, gap, out = d["arms"], d["gap_effects"], []
+    if d.get("failed_cells"):
+        out.append(failed_section(d))
     est = sorted([f for f in gap.get("factors", []) if f.get("status") == "estimated" and f.get("share") is not None],
                  key=lambda f: -f["share"])
-    if est:
+    if gap.get("not_computed"):
+        verdict = "The factor analysis is not computed: " + str(gap.get("note") or "design cells failed") + "."
+    elif est:
         words = "; ".join(f"{f['label']}: {_share(f['share'])} (TF/PT × {f['ratio_multiplier']:.3f} from "
                           f"{f['low']} to {f['high']}{', p = ' + format(f['p'], '.3g') if f.get('p') is not None else ''})"
                           for f in est)

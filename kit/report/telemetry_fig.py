@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.analysis.telemetry import phase_intervals
+from kit.analysis.telemetry import phase_intervals, trial_samples
 from kit.report import figures
 from kit.store import RunDir
 
@@ -24,7 +24,7 @@ PANELS = (
     ("hwmon", "cpu", "cpu_temp_c", "cpu_temp", "CPU temp. (°C)", 1.0),
     ("memory", "trial", "rss_bytes", "rss", "trial RSS (MiB)", 1 / 2**20),
     ("nvml", None, "gpu_util_pct", "gpu_util", "GPU util. (%)", 1.0),
-    ("nvml", None, "power_w", "gpu_power", "GPU power (W)", 1.0),
+    ("nvml", None, "power_w", "gpu_power", "GPU power, 1-s avg. (W)", 1.0),
     ("nvml", None, "temp_c", "gpu_temp", "GPU temp. (°C)", 1.0),
 )
 MAX_TRIALS_PER_ARM = 8
@@ -55,7 +55,7 @@ def telemetry_figure(run_path: Path, arms: list[str]) -> dict[str, Any] | None:
         if "train" not in iv:
             continue
         t0, t_end = iv["train"][0], max(b for _, b in iv.values())
-        s = rd.read_samples(t["trial_id"])
+        s = trial_samples(t, rd.read_samples(t["trial_id"]))  # the trial's own GPUs only
         if s.empty:
             continue
         for source, device, metric, key, _label, scale in PANELS:

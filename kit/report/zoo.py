@@ -150,7 +150,8 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     pfig = batch_figure(curves, "power_w", "mean GPU power (W)", "GPU power vs batch size", logy=False)
     efig = batch_figure(curves, "energy_j", "GPU energy of the training phase (J)", "GPU energy vs batch size")
     out.append({"id": "zoo-power", "title": "GPU power and energy against batch size (Fig. 5)",
-                "paragraphs": ["Mean NVML power over the training phase (inference phase for inference-only cases) "
+                "paragraphs": [f"GPU power over the training phase (inference phase for inference-only cases), "
+                               f"{d.get('power_source') or 'NVML 1-s moving average'}, "
                                "and the GPU energy counter of the training phase. The paper found that batch size "
                                "did not significantly affect power; the Kruskal-Wallis test across batch sizes "
                                "(trial means) checks that per curve." if d["power_measured"] else
