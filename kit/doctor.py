@@ -303,6 +303,11 @@ def check_driver(driver: str | None = None, cudas: dict[str, str | None] | None 
                                 _fit_fix(fw, driver), optional=False))
             continue
         ok, why = driver_fits(driver, cuda)
+        ga = CUDA_TOOLKIT_DRIVER.get(_cuda_key(cuda))
+        if ok and fw == "tensorflow" and ga and version_tuple(driver) < version_tuple(ga):
+            why += (f"; but TensorFlow ships only PTX (compute_90) for Hopper and newer GPUs, which the driver must "
+                    f"JIT-compile, and minor-version compatibility does not cover PTX: on those GPUs use a driver "
+                    f">= {ga}")
         out.append(_finding(f"{fw} build vs driver", ok, f"built for CUDA {cuda}: {why}", _fit_fix(fw, driver),
                             optional=False))
     choice = torch_choice(driver)
@@ -320,7 +325,7 @@ def _fit_fix(framework: str, driver: str) -> str:
         return (f"pip install{idx} 'torch==<version>' (the {c['flavour']} build; `make setup` on this host picks it), "
                 f"or run in an image row that fits (kit images list)")
     return ("pip install 'tensorflow[and-cuda]' (CUDA 12 wheels, driver >= 525.60.13), or update the driver; "
-            "images: tensorflow-2.21-cu12")
+            "images: tensorflow-2.21-cu125")
 
 
 def _main(argv: list[str]) -> int:
