@@ -142,6 +142,7 @@ CUDA_MINOR_COMPAT_DRIVER: dict[int, str] = {  # CUDA major -> the oldest driver 
 TORCH_INDEX = "https://download.pytorch.org/whl"
 TORCH_FLAVOURS: tuple[str, ...] = ("cu130", "cu128", "cu126")
 TORCH_PYPI_FLAVOUR = "cu130"
+TF_CUDA = "12.5.1"  # tensorflow[and-cuda] 2.21 (its wheel's build_info; the pip CUDA libraries are >= 12.5)
 
 
 def version_tuple(v: str) -> tuple[int, ...]:
@@ -347,7 +348,10 @@ def _main(argv: list[str]) -> int:
             print(f"--index-url {choice['index_url']}")
         return 0
     print(f"kit: NVIDIA driver {driver}: {choice['reason']}", file=sys.stderr)
-    return 0 if choice["ok"] else 1
+    tf_ok, tf_why = driver_fits(driver, TF_CUDA)
+    print(f"kit: NVIDIA driver {driver}: tensorflow[and-cuda] 2.21 (CUDA {TF_CUDA}): "
+          + (tf_why if tf_ok else f"cannot run: {tf_why}"), file=sys.stderr)
+    return 0 if choice["ok"] and tf_ok else 1
 
 
 def _smi_driver() -> str | None:
