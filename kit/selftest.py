@@ -58,7 +58,7 @@ CLOCK_EVENT_REASONS = {
 }
 
 
-def check(name: str, status: str, detail: str, **numbers: Any) -> Check:
+def check(name: str, status: str, detail: str, /, **numbers: Any) -> Check:
     assert status in ("pass", "fail", "skip", "info"), status
     return {"name": name, "status": status, "detail": detail, "numbers": numbers}
 
