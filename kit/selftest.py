@@ -171,10 +171,12 @@ def nvml_gpus(gpu_indices: list[int] | None) -> tuple[list[int], str]:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         return [], nvml_error(exc, "nvmlInit").cause
-    except OSError as exc:
-        return [], f"cannot load NVML: {exc}"
+    except Exception as exc:  # a broken library (OSError), or a driver/library mismatch some versions raise oddly
+        return [], f"cannot use NVML: {type(exc).__name__}: {exc}"
     try:
         idx = _indices(gpu_indices)
+    except pynvml.NVMLError as exc:
+        return [], nvml_error(exc, "nvmlDeviceGetCount").cause
     finally:
         _shutdown()
     if not idx:

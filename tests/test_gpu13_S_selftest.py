@@ -294,3 +294,12 @@ def test_cli_selftest_for_real_on_this_host(tmp_path: Path) -> None:
         assert checks["framework pytorch"]["status"] == "pass"
         assert checks["framework tensorflow"]["status"] == "pass"
         assert checks["GPU busy-wait"]["status"] == "skip"
+
+
+def test_an_nvml_init_error_outside_the_nvml_tree_means_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom() -> None:
+        raise RuntimeError("Driver/library version mismatch")
+
+    monkeypatch.setattr(pynvml, "nvmlInit", boom)
+    rec = st.host_selftest(None, 0.1, window_s=0.3)
+    assert rec["gpu"] is False and "version mismatch" in _by_name(rec)["GPU checks"]["detail"]
