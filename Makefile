@@ -2,7 +2,8 @@
 #   make reproduce   set up .venv and run the main study (quick profile without a GPU), then its report
 #                    (HTML and LaTeX; PDF too where latexmk is installed, else a line says it was skipped)
 #   make test        set up .venv and run the test suite
-# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS.
+#   make selftest    check that this host measures what the kit says (kit selftest) before a long study
+# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, DRIVER, TORCH_INDEX.
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -18,13 +19,19 @@ BACKEND ?= auto
 FRAMEWORKS := $(if $(HAVE_GPU),gpu,cpu)
 # torch and torchvision are pinned as a matching pair (torchvision's C++ ops need the exact torch).
 TORCH_PAIR ?= torch==2.14.1 torchvision==0.29.1
+# On an NVIDIA host the driver decides which CUDA build of torch can run: PyPI's torch 2.14 wheel is built for
+# CUDA 13.0 (driver >= 580); older drivers get a CUDA 12 build from PyTorch's index. kit/doctor.py holds the
+# driver table (python3 -m kit.doctor driver-check says what it chose and why). Without a GPU nothing changes.
+DRIVER ?= $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1))
+TORCH_INDEX ?= $(if $(DRIVER),$(shell $(PYTHON) -m kit.doctor torch-index $(DRIVER)))
 
-.PHONY: setup reproduce test test-fast lint report images doctor clean distclean
+.PHONY: setup reproduce test test-fast lint report images doctor selftest clean distclean
 
 $(STAMP): pyproject.toml
+	$(if $(HAVE_GPU),$(PYTHON) -m kit.doctor driver-check $(DRIVER))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH_PAIR)
+	$(PY) -m pip install -q $(TORCH_INDEX) $(TORCH_PAIR)
 	$(PY) -m pip install -q -e ".[$(FRAMEWORKS),dev]"
 	touch $(STAMP)
 
@@ -54,6 +61,9 @@ images: setup
 
 doctor: setup
 	$(VENV)/bin/kit doctor
+
+selftest: setup
+	$(VENV)/bin/kit selftest
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info

@@ -65,6 +65,38 @@ def doctor(
     out.print(table)
 
 
+@app.command()
+def selftest(
+    gpu: Annotated[int | None, typer.Option(help="NVML index of the GPU to test (default: the first; PCI bus order).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the record as JSON here.")] = None,
+    backend: Annotated[str, typer.Option(help="local (this venv's frameworks) or docker (each image, via the engine).")] = "local",
+    images: Annotated[str | None, typer.Option(help="With --backend docker: matrix rows to test, e.g. pytorch-2.14-cu130,tensorflow-2.21-cu125 (default: the host's default rows).")] = None,
+    period_s: Annotated[float, typer.Option(help="Sampling period whose rate the collectors must reach.")] = 0.1,
+) -> None:
+    """Check that this host measures what the kit says (GPU by UUID, timers, sampling rate, energy counter, TF32, clocks); exit 1 if a check fails."""
+    import json
+
+    from kit.selftest import run_selftest
+
+    res = run_selftest(gpu=gpu, backend=backend, images=images.split(",") if images else None, period_s=period_s,
+                       on_progress=lambda s: console.print(f"[dim]{s}[/]", highlight=False))
+    style = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]", "info": "[cyan]info[/]"}
+    table = Table(title=f"kit selftest ({res['backend']}, " + (f"GPU {res['gpu_index']})" if res["gpu"] else "no GPU)"))
+    for col in ("check", "status", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in res["checks"]:
+        table.add_row(c["name"], style[c["status"]], c["detail"])
+    out.print(table)
+    if json_out:
+        json_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
+        out.print(f"written: {json_out}")
+    failed = [c["name"] for c in res["checks"] if c["status"] == "fail"]
+    if failed:
+        console.print(f"[red]self-test failed[/]: {', '.join(failed)}")
+        raise typer.Exit(1)
+    out.print("self-test passed" + ("" if res["gpu"] else " (CPU path; GPU checks skipped)"))
+
+
 # -- run / report -------------------------------------------------------------
 
 @app.command()

@@ -114,11 +114,11 @@ def build_cmd(names: Names = None, all_: AllRows = False, framework: Framework =
 
 @images_app.command("verify")
 def verify_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None) -> None:
-    """Start each image and check from inside that framework, CUDA and cuDNN versions match the matrix."""
+    """Start each image and check from inside that framework, CUDA and cuDNN versions match the matrix; a CUDA row must see a GPU and run one real GPU op per framework (TensorFlow: also an XLA-compiled one)."""
     from kit.errors import ImageError
     from kit.images.commands import verify_rows
     from kit.images.matrix import load_matrix
-    from kit.images.verify import mismatch_error
+    from kit.images.verify import mismatch_error, table_rows
 
     only_built = not names
     rows = _rows(names, all_ or not (names or framework or device), framework, device)
@@ -126,16 +126,10 @@ def verify_cmd(names: Names = None, all_: AllRows = False, framework: Framework 
     table = Table(title="Image verification")
     for col in ("image", "check", "matrix", "inside the image", "ok"):
         table.add_column(col, overflow="fold")
+    matrix = load_matrix()
     for v in results:
-        row = {"python": v.reported.get("python"), "framework_version": v.reported.get("framework_version"),
-               "cuda": v.reported.get("cuda"), "cudnn": v.reported.get("cudnn")}
-        bad = {m.key for m in v.mismatches}
-        expected = load_matrix().get(v.row).expected()
-        for key, got in row.items():
-            table.add_row(v.row, key, expected.get(key) or "none", str(got) if got not in (None, "") else "none",
-                          "[red]NO[/]" if key in bad else "[green]yes[/]")
-        for note in v.notes:
-            table.add_row(v.row, "note", "", note, "")
+        for check, want, got, ok in table_rows(v, matrix.get(v.row)):
+            table.add_row(v.row, check, want, got, "" if ok is None else ("[green]yes[/]" if ok else "[red]NO[/]"))
     out.print(table)
     if skipped:
         out.print(f"not built here (skipped): {', '.join(skipped)}")

@@ -60,7 +60,8 @@ def test_shipped_matrix_has_the_required_rows() -> None:
     m = load_matrix()
     torch_gpu = [r for r in m.rows if r.framework == "pytorch" and r.device == "cuda"]
     tf_gpu = [r for r in m.rows if r.framework == "tensorflow" and r.device == "cuda"]
-    assert len({r.cuda for r in torch_gpu}) >= 2 and all(r.cuda.startswith("12.") for r in torch_gpu)
+    assert len({r.cuda for r in torch_gpu}) >= 2 and all(r.cuda.startswith(("12.", "13.")) for r in torch_gpu)
+    assert any(r.cuda.startswith("12.") for r in torch_gpu)  # a row for drivers older than 580 (CUDA 13 needs >= 580)
     assert len(tf_gpu) >= 2 and all(r.cuda.startswith("12.") for r in tf_gpu)
     assert all(any("and-cuda" in q for q in r.requirements) for r in tf_gpu)  # CUDA 12 pip libraries
     for fw in ("pytorch", "tensorflow"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import shlex
 import tarfile
 from dataclasses import dataclass
@@ -80,6 +81,38 @@ def image_labels(row: ImageRow, lock_sha256: str, base: str, pinned: bool) -> di
     }
 
 
+def cuda_env(row: ImageRow, lock_text: str) -> dict[str, str]:
+    """Run-time environment a TensorFlow CUDA row needs to find its pip-installed CUDA ({} for other rows).
+
+    TensorFlow's ``[and-cuda]`` wheels put the CUDA libraries under ``site-packages/nvidia/<lib>/lib``, where the
+    dynamic loader does not look: ``LD_LIBRARY_PATH`` lists them (one directory per ``nvidia-*-cuNN`` pin of the
+    lock). XLA compiles PTX with ``ptxas`` and links ``libdevice``, both in the ``nvidia-cuda-nvcc`` wheel:
+    ``XLA_FLAGS=--xla_gpu_cuda_data_dir`` points at it and its ``bin`` goes on ``PATH``. The driver library
+    (libcuda) stays the one the container toolkit injects from the host.
+    """
+    if row.framework != "tensorflow" or row.device != "cuda":
+        return {}
+    from kit.images.lock import parse_lock
+
+    major, minor = row.python.split(".")[:2]
+    nvidia = f"/opt/venv/lib/python{major}.{minor}/site-packages/nvidia"
+    libs, nvcc = [], False
+    for pin in parse_lock(lock_text, row.lock):
+        m = re.match(r"^nvidia-(.+)-cu\d+$", pin.key)
+        if not m:
+            continue
+        name = m.group(1).replace("-", "_")
+        if name == "cuda_nvcc":
+            nvcc = True
+            continue
+        libs.append(f"{nvidia}/{name}/lib")
+    env = {"LD_LIBRARY_PATH": ":".join(sorted(libs))}
+    if nvcc:
+        env["XLA_FLAGS"] = f"--xla_gpu_cuda_data_dir={nvidia}/cuda_nvcc"
+        env["NVCC_BIN"] = f"{nvidia}/cuda_nvcc/bin"
+    return env
+
+
 def _device_text(row: ImageRow) -> str:
     return "CPU only" if row.device == "cpu" else f"CUDA {row.cuda}, cuDNN {row.cudnn}"
 
@@ -109,6 +142,7 @@ def render(row: ImageRow, kind: str = "dockerfile", base: str | None = None, tem
     text = _env(templates).get_template(TEMPLATES[kind]).render(
         row=row, base_ref=effective, labels=labels, uid=IMAGE_UID, device_text=_device_text(row),
         index_options=" ".join(shlex.quote(x) for x in index), bootstrap=bootstrap,
+        cuda_env=cuda_env(row, lock_text),
     )
     return Recipe(row, kind, text, lock_text, effective, pinned)
 

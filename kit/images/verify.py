@@ -5,8 +5,11 @@ reports Python, framework, CUDA and cuDNN versions as the framework itself
 sees them. Versions are compared component by component over the parts both
 sides give (TensorFlow reports cuDNN's major version only; the matrix may give
 more), after dropping a local version label (``2.13.0+cpu`` is 2.13.0). CPU
-rows must report no CUDA at all. Any mismatch is an :class:`ImageError`
-listing every difference.
+rows must report no CUDA at all. A CUDA row is started with the host's GPUs
+attached and must see at least one; then it runs one real operation per
+framework on it (TensorFlow: an eager matmul and an XLA-compiled function, which
+needs the ptxas and libdevice of the pip-installed CUDA), and any that fails is a
+mismatch. Any mismatch is an :class:`ImageError` listing every difference.
 """
 
 from __future__ import annotations
@@ -82,13 +85,24 @@ def compare(row: ImageRow, reported: dict[str, Any]) -> tuple[list[Mismatch], li
             notes.append(f"{key}: the image reports only {got_text!r}; compared with {want!r} on that part")
     if reported.get("uid") == 0:
         bad.append(Mismatch("user", "an unprivileged user", "root (uid 0)"))
+    if row.device == "cuda":
+        gpus = reported.get("gpus") or []
+        if not gpus:
+            bad.append(Mismatch("gpu", "at least one GPU visible (a CUDA row)", "none: the framework sees no GPU"))
+        for op in reported.get("gpu_ops") or []:
+            if not op.get("ok"):
+                bad.append(Mismatch(f"gpu op: {op.get('op')}", "runs on the GPU", str(op.get("detail"))))
     if reported.get("cudnn_error"):
         notes.append(f"cuDNN could not be queried: {reported['cudnn_error']}")
     return bad, notes
 
 
-def run_probe(engine: Engine, image: str, framework: str, device_requests: list[Any] | None = None) -> dict[str, Any]:
-    """Run the probe in ``image`` (no network, removed afterwards) and return its report."""
+def run_probe(engine: Engine, image: str, framework: str, device_requests: list[Any] | None = None,
+              args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the probe in ``image`` (no network, removed afterwards) and return its report.
+
+    ``args`` are the probe's options (``--gpu-ops``, ``--selftest SECONDS``).
+    """
     import docker
     import requests
 
@@ -96,8 +110,8 @@ def run_probe(engine: Engine, image: str, framework: str, device_requests: list[
     container = None
     try:
         container = engine.client.containers.create(
-            image, ["python3", "-c", source, framework], network_mode="none", device_requests=device_requests or None,
-            labels={"io.kit.role": "probe"}, environment={"TF_CPP_MIN_LOG_LEVEL": "2"})
+            image, ["python3", "-c", source, framework, *args], network_mode="none", device_requests=device_requests or None,
+            labels={"io.kit.role": "probe"}, environment={"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
         container.start()
         status = container.wait(timeout=PROBE_TIMEOUT_S)
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
@@ -122,18 +136,56 @@ def run_probe(engine: Engine, image: str, framework: str, device_requests: list[
     return json.loads(lines[-1])
 
 
+def gpu_requests(engine: Engine) -> tuple[list[Any] | None, str]:
+    """Device requests that attach every host GPU to a probe container, or (None, why not)."""
+    from kit.engine import device_requests, gpu_support, host_gpus
+
+    if not host_gpus():
+        return None, "this host has no NVIDIA GPU (NVML sees none)"
+    support = gpu_support(engine)
+    if not support.ok:
+        return None, f"the engine cannot attach GPUs: {support.detail}" + (f" (fix: {support.fix})" if support.fix else "")
+    return device_requests(engine.kind, support.mechanism, None), ""
+
+
 def verify_row(engine: Engine, row: ImageRow) -> Verification:
-    """Probe the current image of ``row`` and compare; records the outcome in the images lock."""
+    """Probe the current image of ``row`` and compare; records the outcome in the images lock.
+
+    A CUDA row runs with the host's GPUs attached and its real GPU operations (``--gpu-ops``).
+    """
     built = find_built(engine, row)
     if built is None:
         raise ImageError(f"image {row.name} is not built for its current recipe on this engine", where=engine.url,
                          fix=f"kit images build {row.name}")
-    reported = run_probe(engine, built["tag"], row.framework)
+    reqs, why_not = gpu_requests(engine) if row.device == "cuda" else (None, "")
+    args = ("--gpu-ops",) if row.device == "cuda" else ()
+    reported = run_probe(engine, built["tag"], row.framework, reqs, args)
     bad, notes = compare(row, reported)
+    if why_not:
+        notes.append(f"no GPU attached: {why_not}")
     v = Verification(row.name, built["tag"], built["id"], reported, bad, notes)
     record("images", row.name, {"verified": {"t": now_iso(), "ok": v.ok, "reported": reported,
                                              "mismatches": [m.__dict__ for m in bad]}})
     return v
+
+
+def table_rows(v: Verification, row: ImageRow) -> list[tuple[str, str, str, bool | None]]:
+    """(check, matrix, inside the image, ok) for `kit images verify`'s table: versions, GPU, GPU operations, notes."""
+    bad = {m.key: m for m in v.mismatches}
+    out: list[tuple[str, str, str, bool | None]] = []
+    for key, want in row.expected().items():
+        got = v.reported.get(key)
+        out.append((key, want or "none", str(got) if got not in (None, "") else "none", key not in bad))
+    if row.device == "cuda":
+        gpus = v.reported.get("gpus") or []
+        out.append(("gpu", "a GPU visible", ", ".join(map(str, gpus)) or "none", "gpu" not in bad))
+        for op in v.reported.get("gpu_ops") or []:
+            out.append((f"gpu op: {op.get('op')}", "runs on the GPU", str(op.get("detail")), bool(op.get("ok"))))
+    for m in v.mismatches:
+        if m.key not in {r[0] for r in out}:
+            out.append((m.key, m.expected, m.reported, False))
+    out.extend(("note", "", n, None) for n in v.notes)
+    return out
 
 
 def mismatch_error(results: list[Verification]) -> ImageError | None:
@@ -143,4 +195,5 @@ def mismatch_error(results: list[Verification]) -> ImageError | None:
         return None
     lines = [f"{v.row}: {m.key} expected {m.expected}, image reports {m.reported}" for v in bad for m in v.mismatches]
     return ImageError("image(s) do not match the matrix: " + "; ".join(lines), where="images/matrix.toml",
-                      fix="rebuild the image (kit images build --no-cache NAME) or correct the row's versions")
+                      fix="rebuild the image (kit images build --no-cache NAME) or correct the row's versions; a CUDA "
+                          "row needs a host GPU the engine can attach (kit doctor) and a driver that fits its CUDA")

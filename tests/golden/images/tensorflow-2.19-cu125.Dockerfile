@@ -26,6 +26,10 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
+# TensorFlow's pip-installed CUDA: its libraries (LD_LIBRARY_PATH), ptxas (PATH) and libdevice (XLA_FLAGS) for XLA.
+ENV LD_LIBRARY_PATH="/opt/venv/lib/python3.11/site-packages/nvidia/cublas/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cuda_cupti/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cuda_nvrtc/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cufft/lib:/opt/venv/lib/python3.11/site-packages/nvidia/curand/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cusolver/lib:/opt/venv/lib/python3.11/site-packages/nvidia/cusparse/lib:/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib:/opt/venv/lib/python3.11/site-packages/nvidia/nvjitlink/lib" \
+    XLA_FLAGS="--xla_gpu_cuda_data_dir=/opt/venv/lib/python3.11/site-packages/nvidia/cuda_nvcc" \
+    PATH="/opt/venv/lib/python3.11/site-packages/nvidia/cuda_nvcc/bin:${PATH}"
 LABEL org.opencontainers.image.title="kit tensorflow-2.19-cu125" \
       org.opencontainers.image.description="tensorflow 2.19.1 (CUDA 12.5.1, cuDNN 9.3) for the kit trial harness" \
       org.opencontainers.image.version="2.19.1" \
