@@ -204,12 +204,15 @@ def harness_trial(
     from kit.errors import BackendError
     from kit.harness import REQUEST_FILE
     from kit.plan import make_plan
-    from kit.runner import trial_request
+    from kit.runner import resolve_devices, trial_request
     from kit.spec import load_spec
 
     spec = load_spec(spec_path, profile)
-    trial = next(t for t in make_plan(spec).trials if t.framework == framework and not t.warmup)
-    request = trial_request(spec, trial)
+    plan = make_plan(spec)
+    trial = next(t for t in plan.trials if t.framework == framework and not t.warmup)
+    devices, _ = resolve_devices(spec, plan)  # the same resolution as `kit run`: GPU where NVML sees one
+    device = devices.resolve(spec.workload_for(trial.config).flat())
+    request = trial_request(spec, trial, device)
     data = (resolve(spec.dataset.name, spec.dataset.source, data_dir=data_dir, download=False).directory
             if spec.dataset is not None else Path(tempfile.mkdtemp()))
     backend = LocalBackend()
@@ -219,7 +222,7 @@ def harness_trial(
         with tempfile.TemporaryDirectory(prefix="kit-bench-") as tmp:
             work = Path(tmp)
             (work / REQUEST_FILE).write_text(json.dumps(request), encoding="utf-8")
-            target = TrialTarget()
+            target = TrialTarget(gpu_indices=list(device.indices))  # only the trial's GPUs, as in `kit run`
             collectors = make_collectors(names, period_s, target) if collectors_on else []
             for c in collectors:
                 c.__enter__()

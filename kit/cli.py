@@ -429,7 +429,7 @@ def verify_cmd(
     for col in ("id", "phase", "decision (original)", "decision (re-run)", "ratio (original)", "ratio (re-run)", "reproduced"):
         table.add_column(col, overflow="fold")
     for c in res["claims"]:
-        dec = "rejected" if c["rejected"] else ("not rejected" if c["tested"] else "not tested")
+        dec = "rejected" if c["rejected"] else ("not rejected" if c["tested"] else (c.get("decision") or "not tested"))
         new = "rejected" if c.get("new_rejected") else "not rejected"
         table.add_row(c["id"], c["phase"], dec, new, _fmt_p(c["ratio"]), _fmt_p(c.get("new_ratio")),
                       "[green]yes[/]" if c["reproduced"] else f"[red]no[/] {c['why']}")

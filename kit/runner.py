@@ -307,6 +307,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         **({"datasets": {k: d.as_dict() for k, d in datasets.items()}} if datasets else {}),
         "collectors": _probe_collectors(spec, opts),
         "devices": checked.device_summary,
+        "selftest": _host_selftest(spec, checked.devices),
         "plan": plan.as_dict(),
         "plan_digest": plan.digest(),
         "executor": _executor_manifest(spec, plan, opts),
@@ -323,6 +324,16 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets, devices=checked.devices)
     _execute(ctx)
     return rd
+
+
+def _host_selftest(spec: Spec, devices: DevicePlan) -> dict[str, Any]:
+    """The host self-test (timers, sampler rates, GPU state, energy counter) on the GPUs the run may use."""
+    from kit.selftest import host_selftest
+
+    try:
+        return host_selftest([g.index for g in devices.allowed], spec.telemetry.period_s)
+    except KitError as err:  # recorded, not fatal: the trials still check their own device
+        return {"schema": 1, "ok": False, "gpu": bool(devices.allowed), "error": str(err), "checks": []}
 
 
 def _slurm_options(spec: Spec, opts: RunOptions) -> Any:

@@ -237,7 +237,7 @@ def cpuset_size(cpuset: str) -> int:
 
 @dataclass(frozen=True)
 class Container:
-    """Resource settings for container backends (ignored by the local backend)."""
+    """Resource settings for container backends; ``gpus`` also selects the local backend's GPUs."""
 
     gpus: str = "all"  # "all", "none", or comma-separated indices such as "0,1"
     shm_size: str = "2g"

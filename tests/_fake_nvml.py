@@ -218,6 +218,9 @@ class FakeNvml:
     def nvmlDeviceGetPersistenceMode(self, h: FakeGpu) -> int:
         return pynvml.NVML_FEATURE_ENABLED
 
+    def nvmlDeviceGetMigMode(self, h: FakeGpu) -> list[int]:
+        return [0, 0]  # (current, pending): MIG disabled
+
     def nvmlDeviceGetEccMode(self, h: FakeGpu) -> list[int]:
         self._gpu(h, "nvmlDeviceGetEccMode")
         return [1, 1]

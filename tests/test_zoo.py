@@ -46,7 +46,7 @@ def test_mfu_counts_training_as_three_forwards() -> None:
 def test_peak_flops_tables() -> None:
     peak, src = zoo_models.gpu_peak_flops("NVIDIA H100 80GB HBM3", "bf16")
     assert peak == 989.4e12 and "H100" in src
-    assert zoo_models.gpu_peak_flops("NVIDIA H100 PCIe", "fp32")[0] == 378e12  # TF32 tensor cores for fp32
+    assert zoo_models.gpu_peak_flops("NVIDIA H100 PCIe", "tf32")[0] == 378e12  # TF32 tensor cores (fp32 with TF32 on)
     assert zoo_models.gpu_peak_flops("Tesla V100-SXM2-16GB", "fp32")[0] == 15.7e12  # no TF32 on Volta
     assert zoo_models.gpu_peak_flops("Mystery GPU", "fp32")[0] is None
     cpu, why = zoo_models.cpu_peak_flops(2)

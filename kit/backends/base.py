@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from kit.collectors.base import Probe, TrialTarget
 
 STDERR_TAIL_CHARS = 4000
-HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 5: "skipped", 1: "error"}
+HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 5: "skipped", 1: "error", 6: "error"}  # 6: device unavailable
 
 
 @dataclass

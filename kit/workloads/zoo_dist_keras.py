@@ -44,8 +44,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     from kit.workloads import device as devmod
 
     want = wl["dist_device"]
-    if want == "auto" and devmod.requested(req) == "cpu":  # a CPU trial never takes GPUs
-        want = "cpu"
+    if want == "auto" and devmod.requested(req) in ("cpu", "gpu"):
+        want = devmod.requested(req)  # resolved by the host (same kind for every strategy); never re-decided here
     gpus = tf.config.list_physical_devices("GPU") if want != "cpu" else []
     if want != "cpu":
         driver = cuda_driver.probe()

@@ -38,8 +38,10 @@ def dist_device(want: str, devices: int, strategy: str, trial_device: str = "aut
     takes GPUs. A GPU the CUDA driver lists but PyTorch cannot use is an
     error, never a silent CPU run.
     """
-    if trial_device == "cpu" and want == "auto":
-        want = "cpu"
+    if want == "auto" and trial_device in ("cpu", "gpu"):
+        # resolved by the host with the same-kind rule over every strategy of the study; the trial
+        # sees only the GPUs it was given (one for the baseline), so it must not re-decide from its count
+        want = trial_device
     n_gpu = torch.cuda.device_count() if want != "cpu" and torch.cuda.is_available() else 0
     if want != "cpu":
         driver = cuda_driver.probe()
