@@ -300,3 +300,56 @@ def test_trial_files_outside_the_plan_are_refused(small_run: Path, tmp_path: Pat
     assert str(bad) in str(info.value)
     proc = _status_cli(run)
     assert proc.returncode == 2 and bad.name in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _procs_mentioning(text: str) -> dict[int, str]:
+    """PID -> command line of every live process whose command line contains ``text`` (zombies excluded)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmd and state != "Z":
+            out[int(d.name)] = cmd
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_ddp_ranks_die_with_the_kit(tmp_path: Path, sig: str) -> None:
+    """Kill `kit run` while torchrun's DDP ranks (each in its own session) train: none may survive."""
+    import signal
+
+    runs = tmp_path / "runs"
+    spec = Path(__file__).parents[1] / "experiments" / "patel_distributed.toml"
+    kit = subprocess.Popen([sys.executable, "-m", "kit", "run", str(spec), "--profile", "quick", "--runs-dir", str(runs)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        ranks: dict[int, str] = {}
+        while time.monotonic() < deadline and kit.poll() is None:
+            ranks = {p: c for p, c in _procs_mentioning(str(runs)).items() if "zoo_ddp_worker" in c}
+            if len(ranks) >= 2:
+                break
+            time.sleep(0.2)
+        assert len(ranks) >= 2, "the DDP ranks never started"
+        kit.send_signal(getattr(signal, sig))
+        kit.wait(timeout=120)
+        deadline = time.monotonic() + 30
+        left = _procs_mentioning(str(runs))
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = _procs_mentioning(str(runs))
+        assert not left, f"processes of the trial outlived the kit ({sig}): {left}"
+    finally:
+        for pid in _procs_mentioning(str(runs)):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        if kit.poll() is None:
+            kit.kill()

@@ -158,6 +158,42 @@ def apply_memory_cap(cap_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
 
 
+def die_with_parent(parent_cmd: str | None = None) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (PR_SET_PDEATHSIG); no-op elsewhere.
+
+    For processes a trial starts in their own session (torchrun's DDP ranks):
+    a tree kill by process group misses them, and a killed parent would leave
+    them running, holding memory (GPU memory on a GPU host) under a resumed
+    run. Called first thing in the child (or as ``preexec_fn``). If the parent
+    died before the call took effect the child has been re-parented already:
+    with ``parent_cmd`` the child exits unless its parent's command line holds
+    that text; without it, unless the parent is the one seen before the call.
+    """
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    now = os.getppid()
+    if now != parent:
+        os._exit(1)
+    if parent_cmd is not None:
+        try:
+            with open(f"/proc/{now}/cmdline", "rb") as fh:
+                cmd = fh.read(65536).replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmd = ""
+        if parent_cmd not in cmd:
+            os._exit(1)
+
+
 OOM_TEXT = ("out of memory", "not enough memory", "can't allocate memory", "cannot allocate memory",
             "oom when allocating", "failed to allocate")
 

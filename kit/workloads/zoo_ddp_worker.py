@@ -7,12 +7,19 @@ all-reduced by DDP (NCCL on GPUs, gloo on CPUs). Rank 0 writes the phase
 markers into the trial's markers file and its step times to OUT.
 """
 
+# ruff: noqa: E402  (die_with_parent must run before the slow imports)
 from __future__ import annotations
 
 import json
 import os
 import sys
 from pathlib import Path
+
+from kit.workloads.common import die_with_parent
+
+# First, before the seconds of importing torch: torchrun starts ranks in their own sessions, so a
+# rank must die with torchrun (and torchrun dies with the harness, the harness with the kit).
+die_with_parent(parent_cmd="torch.distributed.run")
 
 import torch
 import torch.distributed as dist

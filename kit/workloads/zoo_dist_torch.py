@@ -24,7 +24,7 @@ from torch import nn
 
 from kit.workloads import cuda_driver, zoo
 from kit.workloads import device as devmod
-from kit.workloads.common import Markers, SkipTrial, WorkloadError
+from kit.workloads.common import Markers, SkipTrial, WorkloadError, die_with_parent
 from kit.workloads.torch_env import apply_tf32, device_sync, gpu_uuid, is_oom, torch_env
 from kit.workloads.zoo_torch import build, param_count
 
@@ -152,7 +152,9 @@ def _run_ddp(req: dict[str, Any], markers: Markers, n_dev: int, kind: str) -> tu
            "-m", "kit.workloads.zoo_ddp_worker", str(req_path), str(out_path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     markers.event("ddp_launch", cmd=cmd)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=None)
+    # torchrun dies with this harness (which dies with the kit), and each rank with torchrun
+    # (zoo_ddp_worker.main): a kill -9 of the kit, a time limit or Ctrl-C leaves no rank behind.
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=None, preexec_fn=die_with_parent)
     if proc.returncode != 0 or not out_path.exists():
         tail = (proc.stdout + proc.stderr)[-3000:]
         if any(t in tail.lower() for t in ("out of memory", "outofmemoryerror", "cannot allocate memory")):
