@@ -24,6 +24,14 @@ from kit.errors import SpecError
 from kit.workloads import FRAMEWORKS, WORKLOADS
 
 SPEC_SCHEMA = 1
+# Bounds that keep a crafted or mistyped spec from exhausting memory or waiting forever; each error names its limit.
+MAX_INT = 10**9
+MAX_REPETITIONS = 10_000
+MAX_CONFIGS = 10_000
+MAX_PLAN_TRIALS = 200_000
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_WAIT_S = 3600.0
+MAX_SPEC_BYTES = 1 << 20  # an experiment file is a few kilobytes
 PHASES: tuple[str, ...] = ("warmup", "train", "infer")
 BLOCKING = ("interleaved", "sequential")
 DEVICES = ("auto", "cpu", "gpu")
@@ -135,11 +143,13 @@ class Workload:
     def check(self, p: str) -> None:
         if self.name not in WORKLOADS:
             raise _Invalid(f"{p}.name", f"a known workload ({', '.join(sorted(WORKLOADS))})", self.name)
-        for key in ("batch_size", "epochs", "steps_per_epoch", "infer_batch_size"):
-            if getattr(self, key) is not None and getattr(self, key) < 1:
-                raise _Invalid(f"{p}.{key}", "an integer >= 1", getattr(self, key))
-        if self.warmup_steps < 0:
-            raise _Invalid(f"{p}.warmup_steps", "an integer >= 0", self.warmup_steps)
+        for key, top in (("batch_size", 1 << 20), ("epochs", 100_000), ("steps_per_epoch", 10**8),
+                         ("infer_batch_size", 1 << 20)):
+            val = getattr(self, key)
+            if val is not None and not 1 <= val <= top:
+                raise _Invalid(f"{p}.{key}", f"an integer in [1, {top}]", val)
+        if not 0 <= self.warmup_steps <= 10**6:
+            raise _Invalid(f"{p}.warmup_steps", "an integer in [0, 1000000]", self.warmup_steps)
         if not 0 < self.learning_rate < 10:
             raise _Invalid(f"{p}.learning_rate", "a number in (0, 10)", self.learning_rate)
         if not 0 <= self.momentum < 1:
@@ -150,11 +160,11 @@ class Workload:
                            f"of {self.name} implement)", self.optimizer)
         if self.device not in DEVICES:
             raise _Invalid(f"{p}.device", f"one of {', '.join(DEVICES)}", self.device)
-        if self.threads is not None and self.threads < 1:
-            raise _Invalid(f"{p}.threads", "an integer >= 1, or leave it out", self.threads)
+        if self.threads is not None and not 1 <= self.threads <= 4096:
+            raise _Invalid(f"{p}.threads", "an integer in [1, 4096], or leave it out", self.threads)
         if self.tf32 not in TF32_MODES:
             raise _Invalid(f"{p}.tf32", f"one of {', '.join(TF32_MODES)} (native: each framework's default)", self.tf32)
-        if not math.isfinite(self.min_phase_s) or self.min_phase_s < 0:
+        if not math.isfinite(self.min_phase_s) or not 0 <= self.min_phase_s <= MAX_WAIT_S:
             raise _Invalid(f"{p}.min_phase_s", "a finite number of seconds >= 0 (0: one pass per phase)",
                            self.min_phase_s)
         declared = WORKLOADS[self.name].params
@@ -188,16 +198,18 @@ class Design:
     timeout_s: float = 1800.0
 
     def check(self, p: str) -> None:
-        if self.repetitions < 2:
-            raise _Invalid(f"{p}.repetitions", "an integer >= 2 (a test needs at least two samples per arm)", self.repetitions)
-        if self.warmup_repetitions < 0:
-            raise _Invalid(f"{p}.warmup_repetitions", "an integer >= 0", self.warmup_repetitions)
+        if not 2 <= self.repetitions <= MAX_REPETITIONS:
+            raise _Invalid(f"{p}.repetitions", f"an integer in [2, {MAX_REPETITIONS}] (a test needs at least two "
+                           "samples per arm)", self.repetitions)
+        if not 0 <= self.warmup_repetitions <= MAX_REPETITIONS:
+            raise _Invalid(f"{p}.warmup_repetitions", f"an integer in [0, {MAX_REPETITIONS}]", self.warmup_repetitions)
         if self.blocking not in BLOCKING:
             raise _Invalid(f"{p}.blocking", f"one of {', '.join(BLOCKING)}", self.blocking)
         if not 0 < self.alpha < 0.5:
             raise _Invalid(f"{p}.alpha", "a significance level in (0, 0.5)", self.alpha)
-        if self.timeout_s <= 0:
-            raise _Invalid(f"{p}.timeout_s", "a positive number of seconds", self.timeout_s)
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise _Invalid(f"{p}.timeout_s", f"a positive number of seconds, at most {MAX_TIMEOUT_S:g} (a week)",
+                           self.timeout_s)
 
 
 @dataclass(frozen=True)
@@ -216,12 +228,14 @@ class Telemetry:
         for i, name in enumerate(self.collectors):
             if name not in COLLECTOR_NAMES:
                 raise _Invalid(f"{p}.collectors[{i}]", f"one of {', '.join(COLLECTOR_NAMES)}", name)
-        if self.cooldown_band_c <= 0:
-            raise _Invalid(f"{p}.cooldown_band_c", "a positive temperature band in °C", self.cooldown_band_c)
-        if self.baseline_s < 0:
-            raise _Invalid(f"{p}.baseline_s", "seconds >= 0 of idle sampling at run start (0 disables it)", self.baseline_s)
-        if self.cooldown_max_s < 0:
-            raise _Invalid(f"{p}.cooldown_max_s", "seconds >= 0 (0 disables the wait)", self.cooldown_max_s)
+        if not 0 < self.cooldown_band_c <= 50:
+            raise _Invalid(f"{p}.cooldown_band_c", "a positive temperature band in °C, at most 50", self.cooldown_band_c)
+        if not 0 <= self.baseline_s <= MAX_WAIT_S:
+            raise _Invalid(f"{p}.baseline_s", f"seconds in [0, {MAX_WAIT_S:g}] of idle sampling at run start "
+                           "(0 disables it)", self.baseline_s)
+        if not 0 <= self.cooldown_max_s <= MAX_WAIT_S:
+            raise _Invalid(f"{p}.cooldown_max_s", f"seconds in [0, {MAX_WAIT_S:g}] (0 disables the wait)",
+                           self.cooldown_max_s)
 
 
 def cpuset_size(cpuset: str) -> int:
@@ -365,6 +379,7 @@ class Spec:
                 raise _Invalid(f"cases.{cid}", "a case name of letters, digits, '_' or '-'", cid)
         if "case" in self.grid:
             raise _Invalid("grid.case", "another key: 'case' names the [cases] tables")
+        self._check_size()
         for cfg in self.configurations():
             ds, where = self.dataset_for(cfg), (f"cases.{cfg['case']}.dataset" if "case" in cfg else "dataset")
             if info.datasets and ds is None:
@@ -402,6 +417,20 @@ class Spec:
             if h.id in seen:
                 raise _Invalid(f"hypotheses[{i}].id", "a unique hypothesis id", h.id)
             seen.add(h.id)
+
+    def _check_size(self) -> None:
+        """Configurations and planned trials counted, never built, before anything iterates over them."""
+        n_configs = max(1, sum(1 for c in self.cases.values() if c.enabled))
+        for key, values in self.grid.items():
+            n_configs *= max(1, len(values))
+            if n_configs > MAX_CONFIGS:
+                raise _Invalid(f"grid.{key}", f"a grid of at most {MAX_CONFIGS} configurations (cases x grid values); "
+                               f"this one has more than {MAX_CONFIGS}")
+        per_config = len(self.experiment.frameworks) * (self.design.repetitions + self.design.warmup_repetitions)
+        if n_configs * per_config > MAX_PLAN_TRIALS:
+            raise _Invalid("design.repetitions", f"a plan of at most {MAX_PLAN_TRIALS} trials; {n_configs} "
+                           f"configuration(s) x {per_config} trials each is {n_configs * per_config}",
+                           self.design.repetitions)
 
     def configurations(self) -> list[dict[str, Any]]:
         """Every enabled case crossed with the grid's cartesian product (one empty configuration without either)."""
@@ -500,10 +529,14 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _Invalid(path, "an integer", value)
+        if abs(value) > MAX_INT:
+            raise _Invalid(path, f"an integer of magnitude at most {MAX_INT}", value)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Invalid(path, "a number", value)
+        if not math.isfinite(value) or abs(value) > MAX_INT:
+            raise _Invalid(path, f"a finite number of magnitude at most {MAX_INT} (not nan or inf)", value)
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -617,9 +650,27 @@ def _fmt(got: object) -> str:
 
 def load_spec(path: str | Path, profile: str | None = None) -> Spec:
     """Load, merge the profile (if any) and validate; raise SpecError on any fault."""
+    import os
+    import stat
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # Opened without blocking and checked on the open descriptor: a FIFO or device named as a spec
+        # must be refused, not read (a FIFO would hang the kit), and a huge file not read into memory.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SpecError("the spec is not a regular file (a FIFO, device or directory)", where=str(path),
+                                fix="give the path of an experiment TOML file (see `kit list`)")
+            if st.st_size > MAX_SPEC_BYTES:
+                raise SpecError(f"the spec is {st.st_size} bytes, more than the limit of {MAX_SPEC_BYTES}",
+                                where=str(path), fix="give the path of an experiment TOML file (a few kilobytes)")
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read(MAX_SPEC_BYTES + 1)
+        finally:
+            os.close(fd)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise SpecError("spec file not found", where=str(path), fix="give the path of an experiment TOML (see `kit list`)") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -353,3 +353,68 @@ def test_ddp_ranks_die_with_the_kit(tmp_path: Path, sig: str) -> None:
                 pass
         if kit.poll() is None:
             kit.kill()
+
+
+LENET = Path(__file__).parents[1] / "experiments" / "florencio2019_lenet.toml"
+
+
+def _variant(tmp_path: Path, old: str, new: str) -> Path:
+    text = LENET.read_text()
+    assert old in text, old
+    out = tmp_path / "variant.toml"
+    out.write_text(text.replace(old, new, 1))
+    return out
+
+
+@pytest.mark.parametrize(("old", "new", "key", "expected"), [
+    ("timeout_s = ", "timeout_s = nan # ", "design.timeout_s", "finite number"),
+    ("baseline_s = 10\n", "baseline_s = inf\n", "telemetry.baseline_s", "finite number"),
+    ("cooldown_max_s = 120\n", "cooldown_max_s = -inf\n", "telemetry.cooldown_max_s", "finite number"),
+    ("learning_rate = 0.01", "learning_rate = nan", "workload.learning_rate", "finite number"),
+    ("repetitions = 100 ", "repetitions = 1000000000 ", "design.repetitions", "[2, 10000]"),
+    ("timeout_s = ", "timeout_s = 1e300 # ", "design.timeout_s", "at most 1000000000"),
+    ("baseline_s = 10\n", "baseline_s = 1e6\n", "telemetry.baseline_s", "[0, 3600]"),
+])
+def test_impossible_spec_numbers_are_refused_at_load(tmp_path: Path, old: str, new: str, key: str,
+                                                     expected: str) -> None:
+    from kit.errors import SpecError
+
+    bad = _variant(tmp_path, old, new)
+    with pytest.raises(SpecError) as info:
+        load_spec(bad)
+    msg = info.value.one_line()
+    assert key in msg and expected in msg, msg
+
+
+def test_a_plan_too_large_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """9000 repetitions x 2 frameworks x 20 grid values: counted, never built."""
+    from kit.errors import SpecError
+
+    bad = _variant(tmp_path, "repetitions = 100 ", "repetitions = 9000 ")
+    bad.write_text(bad.read_text() + "\n[grid]\nbatch_size = [" + ", ".join(str(i) for i in range(1, 21)) + "]\n")
+    t0 = time.monotonic()
+    with pytest.raises(SpecError, match=r"a plan of at most 200000 trials; 20 configuration\(s\) x 18002"):
+        load_spec(bad)
+    assert time.monotonic() - t0 < 10
+    huge = _variant(tmp_path, "repetitions = 100 ", "repetitions = 10 ")
+    huge.write_text(huge.read_text() + "\n[grid]\n" + "\n".join(
+        f"{k} = [{', '.join(str(i) for i in range(1, 101))}]" for k in ("batch_size", "epochs", "warmup_steps")) + "\n")
+    with pytest.raises(SpecError, match=r"at most 10000 configurations"):
+        load_spec(huge)  # 10^6 configurations: refused while counting
+
+
+def test_a_fifo_or_huge_file_as_spec_is_refused_without_hanging(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "kit", "run", str(fifo), "--runs-dir", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=60)  # a read() on the FIFO would block forever
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists()
+    big = tmp_path / "big.toml"
+    big.write_text(LENET.read_text() + "#" * (2 << 20))
+    from kit.errors import SpecError
+
+    with pytest.raises(SpecError, match="more than the limit of 1048576"):
+        load_spec(big)
+    proc = subprocess.run([sys.executable, "-m", "kit", "list", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0

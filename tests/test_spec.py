@@ -39,7 +39,7 @@ def test_paper_and_profiles_load(spec_path: Path) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "key", "expected"),
     [
-        ("repetitions = 100", "repetitions = 1", "design.repetitions", "an integer >= 2"),
+        ("repetitions = 100", "repetitions = 1", "design.repetitions", "an integer in [2, 10000]"),
         ('frameworks = ["tensorflow", "pytorch"]', 'frameworks = ["tensorflow", "mxnet"]', "experiment.frameworks[1]",
          "one of pytorch, tensorflow"),
         ("batch_size = 100", 'batch_size = "100"', "workload.batch_size", "an integer"),
