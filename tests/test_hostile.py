@@ -418,3 +418,32 @@ def test_a_fifo_or_huge_file_as_spec_is_refused_without_hanging(tmp_path: Path) 
         load_spec(big)
     proc = subprocess.run([sys.executable, "-m", "kit", "list", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("value", "why"), [(-0.5, "negative"), (float("nan"), "not finite"), (float("inf"), "not finite")])
+def test_impossible_values_exclude_the_trial_loudly(small_run: Path, tmp_path: Path, value: float, why: str) -> None:
+    """A negative or NaN time edited into a trial file is never analysed; the trial is listed with its reason."""
+    import shutil
+
+    from kit.analysis.analyze import analyze_run
+    from kit.report import write_report
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    measured = [p for p in sorted((run / "trials").glob("*.json")) if not json.loads(p.read_text()).get("warmup")]
+    target = measured[0]
+    rec = json.loads(target.read_text())
+    rec["results"]["train_time_s"] = value
+    target.write_text(json.dumps(rec))  # json writes NaN/Infinity, as Python's reader accepts them
+    analysis = analyze_run(run)
+    tid = rec["trial_id"]
+    listed = [e for e in analysis["excluded_trials"] if e["trial_id"] == tid]
+    assert listed and listed[0]["status"] == "invalid" and why in listed[0]["reason"]
+    assert listed[0]["file"] == f"trials/{tid}.json" and "results.train_time_s" in listed[0]["reason"]
+    used = [v for v in analysis["values"] if v["trial_id"] == tid]
+    assert used and all(v["status"] == "invalid" for v in used)  # in the table, never in a statistic
+    assert all(not (v["trial_id"] == tid and v["status"] == "ok") for v in analysis["values"])
+    write_report(run, analysis, ("html",))
+    html = (run / "report" / "index.html").read_text()
+    assert "Excluded trials" in html and tid in html and why in html

@@ -68,7 +68,9 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     rd = RunDir.open(run_dir)
     digest = raw_digest(rd.path)  # before reading: a trial written meanwhile makes the analysis stale, not wrong
     manifest = rd.manifest()
-    trials = list(rd.iter_trials())
+    from kit.analysis.screen import screen_trials
+
+    trials, excluded = screen_trials(list(rd.iter_trials()))
     if not trials:
         raise AnalysisError("no finished trial to analyse", where=str(rd.path),
                             fix=f"run some trials first: kit run --resume {rd.path}")
@@ -79,6 +81,7 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     if nodes:
         manifest = {**manifest, "nodes": nodes}
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials))
+    analysis["excluded_trials"] = excluded
     analysis[DIGEST_KEY] = digest
     atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis

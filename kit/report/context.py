@@ -159,6 +159,22 @@ def raw_index(run_path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def excluded_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every trial the analysis did not use, with its file and reason (none: no section)."""
+    rows = [[e["trial_id"], e.get("arm") or "", e.get("status") or "", "warm-up" if e.get("warmup") else "measured",
+             e["file"], e["reason"]] for e in analysis.get("excluded_trials") or []]
+    if not rows:
+        return []
+    n_invalid = sum(1 for e in analysis["excluded_trials"] if e.get("status") == "invalid")
+    return [{"id": "excluded-trials", "title": "Excluded trials",
+             "paragraphs": [f"{len(rows)} trial(s) are not used by any statistic: failed, skipped or out of memory as "
+                            f"their status says, or ({n_invalid}) excluded because their files hold impossible values "
+                            "(not finite, or negative where the quantity cannot be). A block missing one of its trials "
+                            "drops out of the paired tests. The files stay in the run directory."],
+             "tables": [{"caption": "Excluded trials", "columns": ["trial", "arm", "status", "kind", "file", "reason"],
+                         "rows": rows}], "figures": []}]
+
+
 def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path) -> dict[str, Any]:
     spec = manifest["spec"]
     arms = analysis["arms"]
@@ -232,5 +248,5 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
-        "sections": extra_sections(manifest, analysis),
+        "sections": extra_sections(manifest, analysis) + excluded_section(analysis),
     }

@@ -1,0 +1,89 @@
+"""Screen trial files before analysis: impossible numbers exclude a trial, loudly.
+
+A trial file is written by the kit from what the harness reported, and the
+harness runs code that may be wrong or hostile; a run directory can also be
+edited. A negative time or a NaN must not be analysed (a NaN would silently
+drop its block from a paired test). Every number in ``results`` and in the
+phase table must be finite, and those with a physical unit (times,
+throughputs, energies, sizes, counts, accuracies) must be >= 0. A trial that
+fails is kept in the run directory, analysed as status ``invalid`` (never
+used by a test) and listed in ``analysis["excluded_trials"]`` with its file
+and reason, beside every other trial excluded for its status.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+# Result keys with a physical, non-negative quantity (by their unit suffix or name).
+NONNEGATIVE = re.compile(r"(_s|_ms|_ips|_j|_w|_bytes|_b|_mb|_hz|_pct|_count|_passes|_steps)$|"
+                         r"(^|_)(time|times|throughput|accuracy|images|passes|params|param_count|flops|epochs?)(_|$)")
+MAX_DEPTH = 4
+
+
+def _numbers(obj: Any, key: str, depth: int = 0) -> list[tuple[str, float]]:
+    """(key path, number) of every number in ``obj`` (bools are not numbers)."""
+    if depth > MAX_DEPTH:
+        return []
+    if isinstance(obj, bool) or obj is None:
+        return []
+    if isinstance(obj, (int, float)):
+        return [(key, float(obj))]
+    if isinstance(obj, dict):
+        return [x for k, v in obj.items() for x in _numbers(v, f"{key}.{k}" if key else str(k), depth + 1)]
+    if isinstance(obj, (list, tuple)):
+        return [x for i, v in enumerate(obj) for x in _numbers(v, f"{key}[{i}]", depth + 1)]
+    return []
+
+
+def _leaf(path: str) -> str:
+    return re.sub(r"\[\d+\]", "", path.rsplit(".", 1)[-1])
+
+
+def problems(record: dict[str, Any]) -> list[str]:
+    """Why the numbers of one finished trial are impossible ([] when they are not)."""
+    out: list[str] = []
+    for path, v in _numbers(record.get("results") or {}, "results"):
+        if not math.isfinite(v):
+            out.append(f"{path} = {v!r} (not finite)")
+        elif v < 0 and NONNEGATIVE.search(_leaf(path)):
+            out.append(f"{path} = {v!r} (negative)")
+    for name, ph in (record.get("phases") or {}).items():
+        if not isinstance(ph, dict):
+            out.append(f"phases.{name} is not a table")
+            continue
+        for key in ("start", "end", "duration_s"):
+            v = ph.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                out.append(f"phases.{name}.{key} = {v!r} (not a finite number)")
+        d, a, b = ph.get("duration_s"), ph.get("start"), ph.get("end")
+        if isinstance(d, (int, float)) and math.isfinite(d) and d < 0:
+            out.append(f"phases.{name}.duration_s = {d!r} (negative)")
+        if all(isinstance(x, (int, float)) and math.isfinite(x) for x in (a, b)) and b < a:
+            out.append(f"phases.{name} ends before it starts ({a!r} > {b!r})")
+    return out
+
+
+def screen_trials(trials: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(trials with impossible ones marked ``invalid``, every excluded trial with its file and reason)."""
+    screened: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    for rec in trials:
+        tid = rec.get("trial_id")
+        entry = {"trial_id": tid, "file": f"trials/{tid}.json", "arm": rec.get("arm") or rec.get("framework"),
+                 "config_id": rec.get("config_id"), "block": rec.get("block"), "warmup": bool(rec.get("warmup"))}
+        status = rec.get("status")
+        if status == "ok":
+            found = problems(rec)
+            if found:
+                reason = "impossible value(s): " + "; ".join(found[:5]) + (f"; and {len(found) - 5} more"
+                                                                           if len(found) > 5 else "")
+                rec = {**rec, "status": "invalid", "error": reason}
+                excluded.append({**entry, "status": "invalid", "reason": reason})
+        else:
+            why = str(rec.get("reason") or rec.get("error") or "").strip().splitlines()
+            excluded.append({**entry, "status": status, "reason": f"{status}: {why[0][:300] if why else 'no message'}"})
+        screened.append(rec)
+    return screened, excluded
