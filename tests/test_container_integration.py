@@ -148,7 +148,8 @@ def test_verify_checks_versions_from_inside(ctx: Ctx) -> None:
     bad, _ = compare(dataclasses.replace(row, version="2.12.0"), entry_reported(ctx, "pytorch-2.13-cpu"))
     assert [(m.key, m.expected) for m in bad] == [("framework_version", "2.12.0")]
     bad, _ = compare(dataclasses.replace(row, device="cuda", cuda="12.4", cudnn="9.1.0"), entry_reported(ctx, row.name))
-    assert {m.key for m in bad} == {"cuda", "cudnn"}  # a CPU build where the matrix says CUDA is a mismatch
+    # a CPU build where the matrix says CUDA is a mismatch, and a CUDA row whose probe sees no GPU fails
+    assert {m.key for m in bad} == {"cuda", "cudnn", "gpu"}
 
 
 def entry_reported(ctx: Ctx, name: str) -> dict[str, Any]:
