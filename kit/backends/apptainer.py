@@ -2,7 +2,9 @@
 
 It runs the same :class:`~kit.backends.container.TrialContainer` as the
 Docker backend, translated into a command line: ``--containall --cleanenv``
-(no host environment, home or /tmp), the same three bind mounts, the same
+(no host environment, home or /tmp), ``--no-privs`` (no capabilities even
+when started as root; the image is a read-only SIF and the trial runs as the
+kit's user, so the work directory stays the kit's, mode 0700), the same three bind mounts, the same
 environment (``--env``), ``--nv`` (or ``--nvccli``) for GPUs: under ``--nv`` Apptainer shows every
 GPU and ``CUDA_VISIBLE_DEVICES`` (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so
 CUDA's numbers are NVML's) selects the trial's; under ``--nvccli`` with
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.backends.base import Backend, TrialOutcome
+from kit.backends.base import Backend, TrialOutcome, create_trial_file, fd_tail
 from kit.backends.container import (
     TrialContainer,
     choose_rows,
@@ -54,7 +56,7 @@ def exec_command(tc: TrialContainer, sif: Path, apptainer: str = "apptainer", gp
     """The ``apptainer exec`` command line of ``tc`` (pure: tested without Apptainer)."""
     if gpu_flag not in GPU_FLAGS:
         raise ValueError(gpu_flag)
-    cmd = [apptainer, "exec", "--containall", "--cleanenv", "--pwd", tc.workdir]
+    cmd = [apptainer, "exec", "--containall", "--cleanenv", "--pwd", tc.workdir, "--no-privs"]
     for m in tc.mounts:
         cmd += ["--bind", f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}"]
     env = dict(tc.env)
@@ -174,9 +176,11 @@ class ApptainerBackend(Backend):
         prepare_work(work)
         cmd = exec_command(tc, Path(img["path"]), self.exe(), self.gpu_flag)
         t0 = time.monotonic()
-        with (work / "stdout.log").open("wb") as out, (work / "stderr.log").open("wb") as err:
+        # the logs are read back through the descriptors opened here, never by name: the trial can write the directory
+        out_fd, err_fd = create_trial_file(work, "stdout.log"), create_trial_file(work, "stderr.log")
+        try:
             try:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=host_env(tc), start_new_session=True)
+                proc = subprocess.Popen(cmd, stdout=out_fd, stderr=err_fd, env=host_env(tc), start_new_session=True)
             except OSError as exc:
                 raise BackendError(f"cannot start apptainer ({exc})", where=cmd[0], fix="check the Apptainer installation") from exc
             target.pid = proc.pid
@@ -191,12 +195,14 @@ class ApptainerBackend(Backend):
             except BaseException:
                 _kill_group(proc)
                 raise
-        wall = time.monotonic() - t0
+            wall = time.monotonic() - t0
+            stdout, stderr = fd_tail(out_fd), fd_tail(err_fd)
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
         code = proc.returncode
         if code is not None and code < 0:  # killed by a signal: report it the way engines do (128 + signal)
             code = 128 - code
-        stdout = (work / "stdout.log").read_text(encoding="utf-8", errors="replace")
-        stderr = (work / "stderr.log").read_text(encoding="utf-8", errors="replace")
         detail = {"sif": img["path"], "sif_sha256": img["digest"], "pid": proc.pid, "command": cmd,
                   "gpus": "none" if tc.gpus == [] else ("all" if tc.gpus is None else tc.gpus),
                   "network": "on" if tc.network else "none"}

@@ -9,11 +9,24 @@ The work directory holds ``request.json`` before the start and
 ``markers.jsonl`` / ``result.json`` after; backends map it into the trial's
 file system (``--out``) however they must, and the dataset directory
 read-only (``--data``).
+
+Everything in the work directory after the start is the trial's: in a
+container it is written by the container's user, so a hostile or broken
+trial may leave a symbolic link, a FIFO, a directory or a huge file where the
+kit expects ``result.json`` / ``markers.jsonl`` / a log. The kit reads those
+files only through :func:`read_trial_file` (``O_NOFOLLOW | O_NONBLOCK``, a
+regular file, under a size cap) and writes into the directory only through
+:func:`create_trial_file` (unlink what is there, then ``O_CREAT | O_EXCL |
+O_NOFOLLOW``), so a planted link is never followed; a refused file is a trial
+error with the reason (:func:`read_outputs`), never a crash or a hang.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +36,10 @@ from typing import Any, ClassVar
 from kit.collectors.base import Probe, TrialTarget
 
 STDERR_TAIL_CHARS = 4000
+RESULT_MAX_BYTES = 16 * 1024**2  # result.json: a few KiB in practice
+MARKERS_MAX_BYTES = 16 * 1024**2  # markers.jsonl
+MARKERS_MAX_LINES = 100_000
+LOG_TAIL_BYTES = 1024**2  # what the kit keeps of a trial's stdout/stderr
 HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 5: "skipped", 1: "error", 6: "error"}  # 6: device unavailable
 
 
@@ -74,24 +91,153 @@ class Backend(ABC):
         """Run the harness for the request in ``work``; never raise for a failing trial."""
 
 
-def read_markers(path: Path) -> list[dict[str, Any]]:
-    """Parse markers.jsonl, skipping a torn last line (a killed writer)."""
-    if not path.exists():
+class TrialFileError(Exception):
+    """A file in the trial's work directory the kit refuses: a link, not a regular file, too big, malformed."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return f"file type {stat.S_IFMT(mode):o}"
+
+
+def read_trial_file(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of ``path`` (None: absent), never following a link the trial could have planted.
+
+    ``O_NOFOLLOW`` refuses a symbolic link as the last component, ``O_NONBLOCK``
+    keeps a FIFO from blocking the open, ``fstat`` on the opened descriptor must
+    say regular file, and at most ``max_bytes`` are read (a file that is or
+    grows larger is refused). TrialFileError says why a file is refused.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TrialFileError(f"{path.name} in the trial's work directory is a symbolic link; "
+                                 "refused (a trial's file is never followed)") from None
+        raise TrialFileError(f"{path.name} in the trial's work directory cannot be opened "
+                             f"({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TrialFileError(f"{path.name} in the trial's work directory is {_kind(st.st_mode)}, "
+                                 "not a regular file; refused")
+        if st.st_size > max_bytes:
+            raise TrialFileError(f"{path.name} in the trial's work directory is {st.st_size} bytes, "
+                                 f"over the {max_bytes}-byte limit; refused")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise TrialFileError(f"{path.name} in the trial's work directory grew over the "
+                                     f"{max_bytes}-byte limit while read; refused")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_markers(path: Path, max_bytes: int = MARKERS_MAX_BYTES) -> list[dict[str, Any]]:
+    """Parse markers.jsonl, skipping a torn or non-object line (a killed writer); TrialFileError as above."""
+    raw = read_trial_file(path, max_bytes)
+    if raw is None:
         return []
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    if len(lines) > MARKERS_MAX_LINES:
+        raise TrialFileError(f"{path.name} has {len(lines)} lines, over the {MARKERS_MAX_LINES}-marker limit; refused")
     out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in lines:
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+            item = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             continue
+        if isinstance(item, dict):
+            out.append(item)
     return out
 
 
-def read_result(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+def read_result(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> dict[str, Any] | None:
+    """Parse result.json (None: absent or torn, the exit code decides); TrialFileError as above."""
+    raw = read_trial_file(path, max_bytes)
+    if raw is None:
         return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    except RecursionError:
+        raise TrialFileError(f"{path.name} is nested too deeply to parse; refused") from None
+    if not isinstance(data, dict):
+        raise TrialFileError(f"{path.name} is a JSON {type(data).__name__}, not an object; refused")
+    return data
+
+
+def read_outputs(work: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
+    """(result, markers, problem) of the trial in ``work``.
+
+    A refused file makes the trial an error: the result becomes
+    ``{"status": "error", "error": <the reason>}`` (so the trial record carries
+    it) and the markers are dropped; ``problem`` is the reason, None when
+    both files were acceptable.
+    """
+    from kit.harness import MARKERS_FILE, RESULT_FILE
+
+    problems = []
+    result: dict[str, Any] | None = None
+    markers: list[dict[str, Any]] = []
+    try:
+        result = read_result(work / RESULT_FILE)
+    except TrialFileError as exc:
+        problems.append(str(exc))
+    try:
+        markers = read_markers(work / MARKERS_FILE)
+    except TrialFileError as exc:
+        problems.append(str(exc))
+    if not problems:
+        return result, markers, None
+    problem = "; ".join(problems)
+    return {"status": "error", "error": f"untrusted trial output: {problem}", "results": {}}, [], problem
+
+
+def create_trial_file(work: Path, name: str) -> int:
+    """A new file ``name`` in ``work`` for writing (a descriptor), whatever the trial left there.
+
+    What is at ``name`` is unlinked (a link, a FIFO, a file: the name, never
+    its target), then the file is created with ``O_CREAT | O_EXCL |
+    O_NOFOLLOW`` relative to a descriptor of ``work`` opened with
+    ``O_NOFOLLOW``: if anything reappears in between, creation fails instead
+    of following it. OSError when the name cannot be freed (e.g. a directory).
+    """
+    dfd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            pass
+        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def fd_tail(fd: int, max_bytes: int = LOG_TAIL_BYTES) -> str:
+    """The last ``max_bytes`` of the file open at ``fd`` (read by descriptor: the name may be gone or replaced)."""
+    size = os.fstat(fd).st_size
+    start = max(0, size - max_bytes)
+    chunks, pos = [], start
+    while pos < size:
+        chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def tail(text: str, n: int = STDERR_TAIL_CHARS) -> str:

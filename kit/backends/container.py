@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.backends.base import TrialOutcome, read_markers, read_result, status_from, tail
-from kit.errors import ImageError
-from kit.harness import MARKERS_FILE, RESULT_FILE
+from kit.backends.base import TrialOutcome, read_outputs, status_from, tail
+from kit.errors import BackendError, ImageError
+from kit.images.render import IMAGE_UID
 from kit.plan import arm_framework
 from kit.spec import Container
 
@@ -29,6 +29,12 @@ KIT_MOUNT, OUT_MOUNT, DATA_MOUNT = "/kit", "/out", "/data"
 HARNESS_ARGV = ("python3", "-m", "kit.harness", "--out", OUT_MOUNT, "--data", DATA_MOUNT)
 LOG_TAIL_CHARS = 4000
 SIGKILL_EXIT = 137
+IMAGE_GID = IMAGE_UID  # the images' unprivileged user: USER {IMAGE_UID}:{IMAGE_UID} in images/Dockerfile.j2
+TMP_MOUNT = "/tmp"
+# The root file system is read-only: everything that wants a writable home or cache is sent to /tmp (a tmpfs).
+WRITABLE_ENV = {"HOME": TMP_MOUNT, "TMPDIR": TMP_MOUNT, "XDG_CACHE_HOME": f"{TMP_MOUNT}/.cache",
+                "MPLCONFIGDIR": f"{TMP_MOUNT}/matplotlib", "KERAS_HOME": f"{TMP_MOUNT}/.keras",
+                "TORCHINDUCTOR_CACHE_DIR": f"{TMP_MOUNT}/torchinductor", "TRITON_CACHE_DIR": f"{TMP_MOUNT}/.triton"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class TrialContainer:
     mem_limit: str
     network: bool
     labels: dict[str, str] = field(default_factory=dict)
+    user: str = ""  # "uid:gid" the trial runs as ("": the image's USER); see work_owner()
 
 
 def container_name(work: Path) -> str:
@@ -88,7 +95,8 @@ def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image
 def _env(framework: str, indices: list[int] | None) -> dict[str, str]:
     """The trial's environment: CUDA numbers GPUs in PCI bus order (NVML's), the engine attaches ``indices``."""
     env = {"PYTHONPATH": KIT_MOUNT, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2", "KIT_FRAMEWORK": framework, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+           "TF_CPP_MIN_LOG_LEVEL": "2", "KIT_FRAMEWORK": framework, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+           **WRITABLE_ENV}
     if indices is None:
         env["NVIDIA_VISIBLE_DEVICES"] = "all"
     elif indices:  # the engine attaches only these; Apptainer (all GPUs visible) adds CUDA_VISIBLE_DEVICES
@@ -112,11 +120,63 @@ def probe_container(framework: str, spec: Container, image: str, use_gpus: bool)
     )
 
 
-def prepare_work(work: Path) -> None:
-    """Let the image's unprivileged user write markers and results into the work directory."""
-    os.chmod(work, 0o777)
+@dataclass(frozen=True)
+class WorkOwner:
+    """Who the trial runs as in its container, and who owns its work directory on the host."""
+
+    user: str  # the container's "uid:gid"
+    chown: tuple[int, int] | None  # give the work directory to this host uid:gid; None: leave it to the kit's user
+    why: str
+
+
+def work_owner(kit_uid: int, kit_gid: int, rootless: bool) -> WorkOwner:
+    """The container user and the work directory's owner (never a world-writable directory).
+
+    The trial must write its markers and result into the work directory, and
+    nobody else on the host should be able to. Three cases:
+
+    * the kit runs as root (a rootful engine): the trial runs as the image's
+      unprivileged user (uid/gid 1000) and the work directory is chown'ed to it,
+      mode 0700; the host's uid 1000, if one exists, is the only other account
+      that can write it while the trial runs (the runner deletes it afterwards).
+    * the kit is not root and the engine is rootless (rootless Podman or
+      Docker): uids inside are mapped through the user's subordinate range, so
+      the image's uid 1000 is some unnamed host uid the kit cannot chown to;
+      but the container's root *is* the kit's user on the host, so the trial
+      runs as "0:0" inside, which writes the kit user's 0700 directory as that
+      user. It holds no capability (cap_drop ALL, no-new-privileges) and only
+      user-namespace root, so it is no more than the kit's user.
+    * the kit is not root and the engine is rootful (the user is in the docker
+      group): the trial runs as the kit's own uid:gid, the host identity that
+      owns the 0700 directory (``docker run -u $(id -u):$(id -g)``).
+    """
+    if kit_uid == 0:
+        return WorkOwner(f"{IMAGE_UID}:{IMAGE_GID}", (IMAGE_UID, IMAGE_GID),
+                         "kit runs as root: the work directory is given to the image's user (chown, mode 0700)")
+    if rootless:
+        return WorkOwner("0:0", None, "rootless engine: the container's root is the kit's user on the host "
+                                      "(work directory mode 0700, no chown)")
+    return WorkOwner(f"{kit_uid}:{kit_gid}", None, "rootful engine, kit not root: the trial runs as the kit's "
+                                                   "uid:gid (work directory mode 0700, no chown)")
+
+
+def prepare_work(work: Path, owner: WorkOwner | None = None) -> None:
+    """Give the work directory to the trial's user, mode 0700, never world-writable.
+
+    ``owner`` None: the trial runs as the kit's own user (Apptainer): no chown.
+    The kit's own files in it (request.json) stay the kit's, readable.
+    """
+    os.chmod(work, 0o700)
     for f in work.iterdir():
-        os.chmod(f, 0o644)
+        if f.is_file() and not f.is_symlink():
+            os.chmod(f, 0o644)
+    if owner is not None and owner.chown is not None:
+        try:
+            os.chown(work, *owner.chown, follow_symlinks=False)
+        except OSError as exc:
+            raise BackendError(f"cannot give the trial's work directory to uid {owner.chown[0]} ({exc.strerror})",
+                               where=str(work), fix="put the run directory on a local file system where root "
+                                                    "can chown (--runs-dir), e.g. not NFS with root_squash") from None
 
 
 def container_outcome(work: Path, exit_code: int | None, timed_out: bool, oom_killed: bool | None,
@@ -129,11 +189,13 @@ def container_outcome(work: Path, exit_code: int | None, timed_out: bool, oom_ki
     killed by SIGKILL under a memory limit, not by the kit's time limit, counts
     as OOM too; ``oom_source`` says which of the two it was.
     """
-    result = read_result(work / RESULT_FILE)
+    result, markers, problem = read_outputs(work)
     status = status_from(exit_code, result, timed_out)
     sigkill = exit_code == SIGKILL_EXIT and not timed_out
     inferred = bool(not oom_killed and sigkill and mem_limit)
     detail = dict(detail)
+    if problem:
+        detail["untrusted_output"] = problem
     detail["exit_code"] = exit_code
     detail["oom_killed"] = bool(oom_killed) or inferred
     detail["oom_source"] = "engine" if oom_killed else (
@@ -145,7 +207,7 @@ def container_outcome(work: Path, exit_code: int | None, timed_out: bool, oom_ki
         detail["note"] = "killed by SIGKILL; without a memory limit the kit cannot tell a host OOM kill from another kill"
     if timed_out:
         detail["note"] = "time limit reached: the container was killed"
-    return TrialOutcome(status=status, exit_code=exit_code, result=result, markers=read_markers(work / MARKERS_FILE),
+    return TrialOutcome(status=status, exit_code=exit_code, result=result, markers=markers,
                         stderr_tail=tail(stderr), wall_s=wall_s, detail=detail)
 
 

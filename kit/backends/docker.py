@@ -12,24 +12,39 @@ arm's image row is a CPU image, the run is refused before any trial: a silent
 CPU run would compare CPU with GPU.
 Once it runs, its PID and cgroup go to the collectors; when it ends, its exit
 code, OOM-killed flag and log tail go to the trial file, and it is removed.
+
+The trial is untrusted code: its container has no capabilities
+(``cap_drop ALL``), cannot gain privileges (``no-new-privileges``), has a
+process limit, a read-only root file system and a tmpfs at /tmp (HOME and the
+caches point there), and runs as the user of
+:func:`~kit.backends.container.work_owner`, which owns the work directory
+(mode 0700, never world-writable). What it leaves in the work directory is
+read and written only without following links (kit.backends.base), and its
+logs are taken from the engine with a size cap.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.backends.base import Backend, TrialOutcome
+from kit.backends.base import LOG_TAIL_BYTES, Backend, TrialOutcome, create_trial_file
 from kit.backends.container import (
+    TMP_MOUNT,
     TrialContainer,
+    WorkOwner,
     cgroup_dir,
     choose_rows,
     container_outcome,
     prepare_work,
     size_bytes,
     trial_container,
+    work_owner,
 )
 from kit.collectors.base import Probe, TrialTarget
 from kit.engine import Engine, GpuSupport, _short, connect, device_requests, find_engine, gpu_support, host_gpus
@@ -37,6 +52,9 @@ from kit.errors import BackendError, EngineError, ImageError
 from kit.plan import arm_framework
 from kit.spec import Container
 
+PIDS_LIMIT = 4096  # processes and threads of one trial (DataLoader workers, TF thread pools fit easily)
+TMP_SIZE = "4g"  # the /tmp tmpfs (compiler caches); it counts against the memory limit only when used
+TMP_OPTIONS = f"rw,exec,nosuid,nodev,size={TMP_SIZE},mode=1777"  # exec: Triton/Inductor load .so from caches
 
 class DockerBackend(Backend):
     """Trials in containers through the Docker Engine API (Docker or Podman)."""
@@ -52,6 +70,7 @@ class DockerBackend(Backend):
         self._support: GpuSupport | None = None
         self._use_gpus = False
         self._images: dict[str, dict[str, Any]] = {}
+        self._owner: WorkOwner | None = None
 
     # -- engine ---------------------------------------------------------------
 
@@ -130,6 +149,22 @@ class DockerBackend(Backend):
         return device_requests(self.engine().kind, support.mechanism,
                                indices if indices is not None else self.spec.gpu_indices())
 
+    def owner(self) -> WorkOwner:
+        """Who the trials run as (see work_owner); the engine says whether it is rootless."""
+        if self._owner is None:
+            rootless = False
+            if os.geteuid() != 0:
+                import docker
+                import requests
+
+                try:
+                    opts = self.engine().client.info().get("SecurityOptions") or []
+                except (docker.errors.DockerException, requests.RequestException):
+                    opts = []
+                rootless = any("rootless" in str(o) for o in opts)
+            self._owner = work_owner(os.geteuid(), os.getegid(), rootless)
+        return self._owner
+
     # -- one trial ------------------------------------------------------------
 
     def container_kwargs(self, tc: TrialContainer, gpu_requests: list[Any] | None) -> dict[str, Any]:
@@ -139,7 +174,12 @@ class DockerBackend(Backend):
             "working_dir": tc.workdir, "environment": dict(tc.env), "labels": dict(tc.labels),
             "volumes": {str(m.source): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in tc.mounts},
             "shm_size": tc.shm_size or None,
+            # untrusted code: no capabilities, no privilege gain, bounded processes, read-only root, /tmp in memory
+            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "pids_limit": PIDS_LIMIT,
+            "read_only": True, "tmpfs": {TMP_MOUNT: TMP_OPTIONS},
         }
+        if tc.user:
+            kwargs["user"] = tc.user
         if not tc.network:
             kwargs["network_mode"] = "none"
         if tc.cpuset:
@@ -159,7 +199,8 @@ class DockerBackend(Backend):
             raise BackendError(f"the trial was given GPU(s) {target.gpu_indices}, but its container gets none "
                                f"(image {img.get('row')} is a {img['device']} image, or GPUs are off for this run)",
                                where="backend docker", fix="give a CUDA image row, or set [workload] device = \"cpu\"")
-        return trial_container(arm, work, data_dir, self.spec, img["tag"], use, gpu_indices=target.gpu_indices)
+        tc = trial_container(arm, work, data_dir, self.spec, img["tag"], use, gpu_indices=target.gpu_indices)
+        return dataclasses.replace(tc, user=self.owner().user)
 
     def run_trial(self, arm: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,
                   on_start: Callable[[], None] | None = None) -> TrialOutcome:
@@ -172,7 +213,7 @@ class DockerBackend(Backend):
         img = self._images[arm]
         eng = self.engine()
         tc = self.trial_container(arm, work, data_dir, img, target)
-        prepare_work(work)
+        prepare_work(work, self.owner())
         self._remove_leftover(tc.name)
         gpu_reqs = self._device_requests(tc.gpus) if tc.gpus != [] else None
         try:
@@ -206,18 +247,20 @@ class DockerBackend(Backend):
             oom = bool(st.get("OOMKilled"))
             if code is None or code < 0:
                 code = st.get("ExitCode")
-            stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-            stderr = container.logs(stdout=False, stderr=True).decode(errors="replace")
+            stdout = _log_tail(container, stdout=True)
+            stderr = _log_tail(container, stdout=False)
         except BaseException:  # KeyboardInterrupt/SIGTERM or engine trouble: the trial in flight is lost, nothing else
             _kill(container)
             _remove(container)
             raise
-        _write_logs(work, stdout, stderr)
+        log_problem = _write_logs(work, stdout, stderr)
         _remove(container)
         detail = {"container_id": container.id, "container_name": tc.name, "image": img["tag"], "image_id": img["id"],
                   "engine": eng.kind, "pid": target.pid, "cgroup": str(target.cgroup) if target.cgroup else None,
                   "gpus": "none" if tc.gpus == [] else ("all" if tc.gpus is None else tc.gpus),
-                  "network": "on" if tc.network else "none"}
+                  "network": "on" if tc.network else "none", "user": tc.user}
+        if log_problem:
+            detail["log_files"] = log_problem
         return container_outcome(work, code, timed_out, oom, stdout, stderr, wall, detail, self.spec.mem_limit)
 
     def _remove_leftover(self, name: str) -> None:
@@ -262,6 +305,34 @@ def _exit_code(container: Any) -> int | None:
         return None
 
 
-def _write_logs(work: Path, stdout: str, stderr: str) -> None:
-    (work / "stdout.log").write_text(stdout, encoding="utf-8")
-    (work / "stderr.log").write_text(stderr, encoding="utf-8")
+def _log_tail(container: Any, stdout: bool, max_bytes: int = LOG_TAIL_BYTES) -> str:
+    """The last ``max_bytes`` of the container's stdout (or stderr), streamed: a flood cannot fill the kit's memory."""
+    chunks: deque[bytes] = deque()
+    kept = 0
+    for chunk in container.logs(stdout=stdout, stderr=not stdout, stream=True, follow=False):
+        chunks.append(chunk)
+        kept += len(chunk)
+        while kept - len(chunks[0]) >= max_bytes:
+            kept -= len(chunks.popleft())
+    return b"".join(chunks)[-max_bytes:].decode(errors="replace")
+
+
+def _write_logs(work: Path, stdout: str, stderr: str) -> str | None:
+    """stdout.log/stderr.log into the work directory, replacing whatever the trial left at those names.
+
+    The container could write the directory, so a name there may be a planted
+    link to a host file: create_trial_file unlinks it and creates a new file
+    with O_EXCL|O_NOFOLLOW, never writing through it. A name that cannot be
+    freed (the trial made it a directory) is skipped; the reason is returned.
+    """
+    problems = []
+    for name, text in (("stdout.log", stdout), ("stderr.log", stderr)):
+        try:
+            fd = create_trial_file(work, name)
+        except OSError as exc:
+            problems.append(f"{name} not written: the trial left something there that is not a file "
+                            f"({exc.strerror or exc})")
+            continue
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8", errors="replace"))
+    return "; ".join(problems) or None

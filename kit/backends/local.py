@@ -22,10 +22,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.backends.base import Backend, TrialOutcome, TrialTarget, read_markers, read_result, status_from, tail
+from kit.backends.base import (
+    Backend,
+    TrialOutcome,
+    TrialTarget,
+    create_trial_file,
+    fd_tail,
+    read_outputs,
+    status_from,
+    tail,
+)
 from kit.collectors.base import Probe
 from kit.errors import BackendError
-from kit.harness import MARKERS_FILE, RESULT_FILE
 from kit.plan import arm_framework
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
@@ -88,36 +96,38 @@ class LocalBackend(Backend):
         # or data directory must reach it as an absolute path.
         work, data_dir = work.resolve(), data_dir.resolve()
         cmd = [self.python, "-m", "kit.harness", "--out", str(work), "--data", str(data_dir)]
-        stdout = (work / "stdout.log").open("wb")
-        stderr = (work / "stderr.log").open("wb")
+        # stderr is read back through this descriptor, never by name (the trial may replace the file)
+        out_fd, err_fd = create_trial_file(work, "stdout.log"), create_trial_file(work, "stderr.log")
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=self.trial_env(target.gpu_indices), cwd=work, start_new_session=True)
-        except OSError as exc:
-            stdout.close()
-            stderr.close()
-            raise BackendError(f"cannot start the harness ({exc})", where=self.python,
-                               fix="check that the interpreter exists and is executable") from exc
-        target.pid = proc.pid
-        if on_start:
-            on_start()
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:  # KeyboardInterrupt, SIGTERM: the trial in flight is lost, nothing else
-            _kill_group(proc)
-            raise
+            try:
+                proc = subprocess.Popen(cmd, stdout=out_fd, stderr=err_fd, env=self.trial_env(target.gpu_indices),
+                                        cwd=work, start_new_session=True)
+            except OSError as exc:
+                raise BackendError(f"cannot start the harness ({exc})", where=self.python,
+                                   fix="check that the interpreter exists and is executable") from exc
+            target.pid = proc.pid
+            if on_start:
+                on_start()
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+            except BaseException:  # KeyboardInterrupt, SIGTERM: the trial in flight is lost, nothing else
+                _kill_group(proc)
+                raise
+            wall = time.monotonic() - t0
+            err = fd_tail(err_fd)
         finally:
-            stdout.close()
-            stderr.close()
-        wall = time.monotonic() - t0
-        result = read_result(work / RESULT_FILE)
-        err = (work / "stderr.log").read_text(encoding="utf-8", errors="replace")
+            os.close(out_fd)
+            os.close(err_fd)
+        result, markers, problem = read_outputs(work)
         code = proc.returncode
         detail: dict[str, Any] = {"pid": proc.pid, "gpus": target.gpu_indices if target.gpu_indices is not None else "all"}
+        if problem:
+            detail["untrusted_output"] = problem
         if code is not None and code < 0:
             detail["signal"] = signal.Signals(-code).name
             if -code == signal.SIGKILL and not timed_out:
@@ -126,7 +136,7 @@ class LocalBackend(Backend):
             status=status_from(code, result, timed_out),
             exit_code=code,
             result=result,
-            markers=read_markers(work / MARKERS_FILE),
+            markers=markers,
             stderr_tail=tail(err),
             wall_s=wall,
             detail=detail,
