@@ -215,7 +215,7 @@ def test_apptainer_runs_the_harness_like_the_docker_backend(tmp_path: Path, fake
     assert target.pid == out.detail["pid"] and out.detail["network"] == "none" and out.detail["oom_killed"] is False
     call = json.loads((tmp_path / "calls.jsonl").read_text().splitlines()[-1])
     assert call["sif"] == "/s/pt.sif" and "--containall" in call["flags"] and "--network=none" in call["flags"]
-    assert stat.S_IMODE(os.stat(work).st_mode) == 0o777  # writable by the image's unprivileged user
+    assert stat.S_IMODE(os.stat(work).st_mode) == 0o700  # the kit's or the container's user only, never world-writable
 
 
 def test_apptainer_time_limit_kills_the_container(tmp_path: Path, fake_apptainer: Path) -> None:
