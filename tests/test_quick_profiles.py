@@ -100,7 +100,13 @@ def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
     rows = {(r["case"], r["arm"]): r for r in d["per_dataset"]}
     for key, r in rows.items():
         assert r["accuracy"]["n"] == 2 and r["time_s"]["mean"] > 0, key
-        assert r["trial_rss_mean_bytes"]["mean"] > 50 * 2**20, key  # memory sampled every second
+        rss = r["trial_rss_mean_bytes"]
+        # memory is sampled every second: a training phase shorter than that may hold no reading (reported
+        # as missing, never guessed); phases of a few seconds always do
+        if r["time_s"]["mean"] > 3.0:
+            assert rss is not None and rss["mean"] > 50 * 2**20, key
+        else:
+            assert rss is None or rss["mean"] > 50 * 2**20, key
     for arm in ("pytorch", "tensorflow"):  # real digits, 64 steps of SGD: learning, not converged (chance: 0.1)
         assert rows[("mnist", arm)]["accuracy"]["mean"] > 0.2
     w = [x for x in d["wilcoxon"] if x["tested"]]
