@@ -509,6 +509,14 @@ def main() -> None:
         sys.exit(e.exit_code)
     except SystemExit:
         raise
+    except OSError as err:  # a write or read the library did not translate: still the path and a fix, never a traceback
+        from kit.errors import disk_error
+
+        kerr = disk_error(err, getattr(err, "filename", None) or "?", "complete the command")
+        console.print(f"[bold red]error:[/] {kerr.one_line()}", highlight=False, soft_wrap=True)
+        if _STATE["debug"]:
+            console.print_exception()
+        sys.exit(kerr.exit_code)
     except Exception as err:  # usage errors (click's, or the copy typer vendors since 0.20) and genuine bugs
         if _is_usage_error(err):
             err.show()  # type: ignore[attr-defined]

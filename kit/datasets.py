@@ -138,6 +138,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get(ENV_CACHE_DIR) or Path.home() / ".cache" / "kit" / "datasets")
 
 
+def check_explicit_dirs(data_dir: Path | None = None) -> None:
+    """A location the user named (--data-dir, $KIT_DATA_DIR) must exist: never fall back to other data silently."""
+    for label, base in (("--data-dir", data_dir), (f"${ENV_DATA_DIR}", os.environ.get(ENV_DATA_DIR))):
+        if base and not Path(base).expanduser().is_dir():
+            what = "does not exist" if not Path(base).expanduser().exists() else "is not a directory"
+            raise DatasetError(f"the dataset directory given by {label} {what}", where=f"{label} {base}",
+                               fix=f"give the directory that holds the dataset files, or drop {label} to use the "
+                                   "cache or the bundled files")
+
+
 def search_dirs(info: DatasetInfo, data_dir: Path | None = None) -> list[tuple[str, Path]]:
     """Where files of ``info`` are looked for, labelled, in order."""
     dirs: list[tuple[str, Path]] = []
@@ -197,6 +207,7 @@ def resolve(
     ``registry`` replaces the built-in one (tests pin their own small files).
     """
     registry = DATASETS if registry is None else registry
+    check_explicit_dirs(data_dir)
     if name not in registry:
         raise DatasetError(f"unknown dataset {name!r}", fix=f"use one of {', '.join(sorted(registry))}")
     info = registry[name]

@@ -50,6 +50,36 @@ class StoreError(KitError):
     """The run directory is missing, corrupt or of another schema version."""
 
 
+class DiskError(StoreError):
+    """Writing failed in the file system (full, read-only, no permission): the path and the fix, never a bare OSError."""
+
+
+def disk_error(exc: OSError, path: object, doing: str = "write", after: str = "") -> DiskError:
+    """Translate an OSError met while writing ``path`` into a DiskError whose fix fits its errno.
+
+    ``after`` is appended to the fix (e.g. how to continue the run once the
+    cause is gone).
+    """
+    import errno
+    import os
+
+    where = str(getattr(exc, "filename", None) or path)
+    folder = os.path.dirname(where) or "."
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        cause, fix = "no space left on the device", f"free space on the file system holding {folder} (df -h {folder})"
+    elif code == errno.EROFS:
+        cause, fix = "the file system is read-only", f"remount {folder} read-write or use a writable --runs-dir"
+    elif code in (errno.EACCES, errno.EPERM):
+        cause, fix = "permission denied", f"make {folder} writable by this user (ls -ld {folder})"
+    elif code == errno.EIO:
+        cause, fix = "input/output error (failing disk or lost network mount)", f"check the device holding {folder} (dmesg)"
+    else:
+        cause, fix = exc.strerror or type(exc).__name__, f"check {folder} (df -h, ls -ld, dmesg)"
+    return DiskError(f"cannot {doing}: {cause} ({errno.errorcode.get(code or 0, code)})", where=where,
+                     fix=fix + (f"; then {after}" if after else ""))
+
+
 class BackendError(KitError):
     """A backend could not run a trial (process, container, cluster)."""
 

@@ -28,7 +28,7 @@ from kit.store import ANALYSIS, RunDir, atomic_write_json
 
 SUMS = "SHA256SUMS"
 KIT_ROOT = Path(__file__).resolve().parents[1]
-RUN_EXCLUDE = {"work", ".lock"}
+RUN_EXCLUDE = {"work", ".lock", ".space-reserve"}
 # Limits on a bundle before anything is extracted (a crafted .tar.gz can hold a member of any size
 # in a few megabytes). Generous for real runs: the largest paper-profile run measured so far is
 # well under 1 GiB of samples.
@@ -64,11 +64,44 @@ def claims_of(analysis: dict[str, Any], profile: str) -> list[dict[str, Any]]:
     return out
 
 
-def _copy_run(rd: RunDir, dest: Path) -> None:
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in RUN_EXCLUDE or n.startswith(".lock")} if Path(directory) == rd.path else set()
+def _run_files(rd: RunDir) -> list[Path]:
+    """The run's regular files to bundle, refusing any link or special file inside the run directory.
 
-    shutil.copytree(rd.path, dest, ignore=ignore)
+    The kit never writes a link there; one that is found was planted (by a
+    trial, or by hand) and may point anywhere on the host, so its target is
+    never read. A FIFO would hang the copy. Checked before anything is written.
+    """
+    import os
+    import stat as st
+
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(rd.path, followlinks=False):
+        here = Path(dirpath)
+        if here == rd.path:
+            dirnames[:] = [d for d in dirnames if d not in RUN_EXCLUDE]
+            filenames = [n for n in filenames if n not in RUN_EXCLUDE and not n.startswith(".lock")]
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            mode = path.lstat().st_mode
+            if st.S_ISLNK(mode) or not (st.S_ISDIR(mode) or st.S_ISREG(mode)):
+                kind = "a symbolic link" if st.S_ISLNK(mode) else "a special file (FIFO, socket or device)"
+                raise StoreError(f"the run directory holds {kind}; the kit never writes one, so it was planted",
+                                 where=str(path), fix="remove it (a bundle holds the run's regular files only)")
+        files.extend(here / n for n in sorted(filenames))
+    return files
+
+
+def _copy_run(rd: RunDir, files: list[Path], dest: Path) -> None:
+    """Copy the checked files, opening each without following a link swapped in since the check."""
+    import os
+
+    for src in files:
+        target = dest / src.relative_to(rd.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fin, target.open("wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        shutil.copystat(src, target, follow_symlinks=False)
 
 
 def _source_snapshot(commit: str | None, dest: Path) -> str:
@@ -156,10 +189,30 @@ def pack(run_dir: Path, out: Path | None = None) -> Path:
     out = Path(out) if out else rd.path.parent / f"{rd.path.name}.bundle"
     if out.exists():
         raise StoreError("bundle directory already exists", where=str(out), fix="remove it or pass --out elsewhere")
+    files = _run_files(rd)
     out.mkdir(parents=True)
-    _copy_run(rd, out / "run")
+    tgz = out.parent / f"{out.name}.tar.gz"
+    try:
+        _fill_bundle(rd, man, analysis, files, out)
+        with tarfile.open(tgz, "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+    except BaseException as exc:  # nothing half-written: no bundle directory or archive without SHA256SUMS
+        shutil.rmtree(out, ignore_errors=True)
+        tgz.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            from kit.errors import disk_error
+
+            raise disk_error(exc, out, "write the bundle") from None
+        raise
+    return tgz
+
+
+def _fill_bundle(rd: RunDir, man: dict[str, Any], analysis: dict[str, Any], files: list[Path], out: Path) -> None:
+    _copy_run(rd, files, out / "run")
     spec_src = man.get("spec_source", {})
-    spec_name = Path(spec_src.get("path") or f"{man['experiment']}.toml").name
+    spec_name = Path(str(spec_src.get("path") or f"{man['experiment']}.toml")).name
+    if not spec_name.endswith(".toml") or spec_name.startswith("."):  # a crafted manifest names no path here
+        spec_name = "experiment.toml"
     (out / "spec").mkdir()
     (out / "spec" / spec_name).write_text(spec_src.get("text", ""), encoding="utf-8")
     if (KIT_ROOT / "images").is_dir():
@@ -172,10 +225,6 @@ def pack(run_dir: Path, out: Path | None = None) -> Path:
     (out / "README.md").write_text(_readme({**man, "run_dir": str(rd.path)}, claims, source, spec_name),
                                    encoding="utf-8")
     write_sums(out)
-    tgz = out.parent / f"{out.name}.tar.gz"
-    with tarfile.open(tgz, "w:gz") as tar:
-        tar.add(out, arcname=out.name)
-    return tgz
 
 
 def write_sums(root: Path) -> None:

@@ -30,7 +30,7 @@ from kit.backends import make_backend
 from kit.backends.base import Backend, TrialOutcome
 from kit.collectors.base import Collector, Row, TrialTarget
 from kit.datasets import ResolvedDataset, resolve
-from kit.errors import KitError, PlanError, StoreError
+from kit.errors import DiskError, KitError, PlanError, StoreError, disk_error
 from kit.gpus import DevicePlan, TrialDevice
 from kit.harness import REQUEST_FILE
 from kit.plan import Plan, Trial, arm_framework, make_plan
@@ -140,7 +140,10 @@ def drain(collectors: list[Collector]) -> tuple[list[Row], list[dict[str, Any]]]
 @contextlib.contextmanager
 def run_lock(rd: RunDir, name: str = ".lock") -> Iterator[None]:
     """One `kit run` per run directory (or per chunk of a cluster run) at a time."""
-    fh = (rd.path / name).open("w")
+    try:
+        fh = (rd.path / name).open("w")
+    except OSError as exc:
+        raise disk_error(exc, rd.path / name, "take the run's lock") from None
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -317,7 +320,11 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "status": "running",
     }
     rd = RunDir.create(opts.runs_root, spec.experiment.id, manifest)
-    rd.log_event("start", plan_digest=plan.digest(), executor=opts.executor)
+    try:
+        rd.log_event("start", plan_digest=plan.digest(), executor=opts.executor)
+    except DiskError:
+        shutil.rmtree(rd.path, ignore_errors=True)  # nothing ran yet: leave nothing half-written
+        raise
     if opts.executor == "slurm":
         _submit(rd, manifest["executor"], list(range(len(manifest["executor"]["chunks"]))), opts, events)
         return rd
@@ -453,6 +460,8 @@ def _execute(ctx: _Context) -> None:
         if ctx.shared:
             _write_node(ctx)
         try:
+            if not ctx.shared:
+                rd.reserve_space()
             _baseline(ctx)
             for n, trial in enumerate(todo):
                 if ctx.opts.max_trials is not None and n >= ctx.opts.max_trials:
@@ -460,6 +469,8 @@ def _execute(ctx: _Context) -> None:
                 events.trial_started(trial, len(done) + n, len(plan.trials))
                 record = run_one(ctx, trial)
                 events.trial_finished(trial, record)
+        except (DiskError, OSError) as exc:
+            raise _failed_on_disk(ctx, exc) from None
         except KeyboardInterrupt:
             n_done = len(rd.finished_ids())
             rd.log_event("interrupted", finished=n_done, chunk=ctx.opts.chunk, **_job_identity())
@@ -470,6 +481,7 @@ def _execute(ctx: _Context) -> None:
         finally:
             if ctx.temp_reader is not None:
                 ctx.temp_reader.close()
+            rd.release_space()
         remaining = {t.trial_id for t in plan.trials} - rd.finished_ids()
         if ctx.shared:
             rd.log_event("chunk_end", chunk=ctx.opts.chunk, remaining_in_run=len(remaining), **_job_identity())
@@ -480,6 +492,35 @@ def _execute(ctx: _Context) -> None:
         rd.update_manifest(status=status, ended=time.time())
         rd.log_event("end", status=status, remaining=len(remaining))
         shutil.rmtree(rd.path / "work", ignore_errors=True)
+
+
+def _failed_on_disk(ctx: _Context, exc: OSError | DiskError) -> DiskError:
+    """A write failed mid-run: clean up, record status "failed" (resumable), and say where and what to do.
+
+    The reserve file is released first so that, on a full disk, the status
+    and the event can still be written; the trial in flight is lost (its
+    work directory and temporary files are removed), finished trials stay.
+    """
+    rd = ctx.rd
+    err = exc if isinstance(exc, DiskError) else disk_error(exc, rd.path, after=rd.resume_hint())
+    rd.release_space()
+    shutil.rmtree(rd.path / "work", ignore_errors=True)
+    for sub in ("trials", "samples", "."):
+        for tmp in (rd.path / sub).glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    recorded = True
+    try:
+        rd.log_event("failed", reason=err.cause, where=err.where, chunk=ctx.opts.chunk)
+        if not ctx.shared:
+            rd.update_manifest(status="failed", ended=time.time(), failure={"cause": err.cause, "where": err.where})
+    except (DiskError, OSError):
+        recorded = False
+    n_done = len(rd.finished_ids())
+    note = (f"run failed after {n_done} of {len(ctx.plan.trials)} trials (status: failed, resumable)" if recorded else
+            f"run stopped after {n_done} of {len(ctx.plan.trials)} trials; the status could not be written either "
+            "(the manifest still says running), the run is resumable")
+    return DiskError(f"{err.cause}; {note}", where=err.where, fix=err.fix)
 
 
 def _write_node(ctx: _Context) -> None:
@@ -562,9 +603,12 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     rd = ctx.rd
     work = rd.work_dir(trial.trial_id)
     shutil.rmtree(work, ignore_errors=True)  # leftovers of a killed attempt
-    work.mkdir(parents=True)
     device = ctx.trial_device(trial)
-    (work / REQUEST_FILE).write_text(json.dumps(trial_request(ctx.spec, trial, device), indent=1), encoding="utf-8")
+    try:
+        work.mkdir(parents=True)
+        (work / REQUEST_FILE).write_text(json.dumps(trial_request(ctx.spec, trial, device), indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise disk_error(exc, work, "prepare the trial's work directory", after=rd.resume_hint()) from None
 
     indices = device.indices if device is not None else None
     cooldown = _cooldown(ctx, indices)

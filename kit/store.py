@@ -16,6 +16,8 @@ where a number lives.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import socket
@@ -28,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from kit.collectors.base import SAMPLE_COLUMNS, Row
-from kit.errors import StoreError
+from kit.errors import StoreError, disk_error
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -39,17 +41,29 @@ ANALYSIS = "analysis.json"
 REPORT = "report"
 BASELINE_ID = "_baseline"
 MAX_TRIAL_BYTES = 64 << 20  # a trial file holds markers and a stderr tail, never this much
+RESERVE = ".space-reserve"  # released on a write failure so the status "failed" can still be written
+RESERVE_BYTES = 1 << 20
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary sibling, fsync, rename: readers see all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
+    """Write to a temporary sibling, fsync, rename: readers see all or nothing.
+
+    A failure (disk full, read-only file system) removes the temporary file
+    and raises DiskError naming the path and the fix (``after`` says how to
+    continue once it is fixed); the old file, if any, is untouched.
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise disk_error(exc, path, after=after) from None
     try:
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -60,8 +74,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         pass
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=False, default=str) + "\n").encode())
+def atomic_write_json(path: Path, obj: Any, after: str = "") -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=False, default=str) + "\n").encode(), after)
 
 
 def rows_to_frame(rows: Iterable[Row] | pd.DataFrame | None) -> pd.DataFrame:
@@ -91,7 +105,10 @@ class RunDir:
     def create(cls, root: Path, experiment_id: str, manifest: dict[str, Any]) -> RunDir:
         """Make a new run directory under ``root`` and write its manifest."""
         root = Path(root)
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise disk_error(exc, root, "create the runs directory") from None
         for attempt in range(100):
             name = run_dir_name(experiment_id)
             path = root / (name if attempt == 0 else f"{name}-{attempt}")
@@ -100,12 +117,22 @@ class RunDir:
                 break
             except FileExistsError:
                 time.sleep(0.01)
+            except OSError as exc:
+                raise disk_error(exc, path, "create the run directory") from None
         else:  # pragma: no cover - 100 runs in the same second
             raise StoreError("cannot pick a fresh run directory name", where=str(root), fix="retry in a second")
-        (path / TRIALS).mkdir()
-        (path / SAMPLES).mkdir()
         rd = cls(path)
-        rd.write_manifest({"schema_version": SCHEMA_VERSION, **manifest})
+        try:  # nothing half-written: a run directory without its manifest is removed again
+            (path / TRIALS).mkdir()
+            (path / SAMPLES).mkdir()
+            rd.write_manifest({"schema_version": SCHEMA_VERSION, **manifest})
+        except BaseException as exc:
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise disk_error(exc, path, "create the run directory") from None
+            raise
         return rd
 
     @classmethod
@@ -137,7 +164,40 @@ class RunDir:
                              fix="restore it from a copy; trials/ and samples/ are intact") from None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write_json(self.path / MANIFEST, manifest)
+        atomic_write_json(self.path / MANIFEST, manifest, after=self.resume_hint())
+
+    def resume_hint(self) -> str:
+        return f"continue with `kit run --resume {self.path}` (finished trials are kept)"
+
+    def reserve_space(self, nbytes: int = RESERVE_BYTES) -> None:
+        """Hold ``nbytes`` of the file system (allocated, not sparse) for the run's last words.
+
+        When the disk fills mid-run, releasing this lets the manifest say
+        "failed" and the event log say why; without it the status would stay
+        "running". DiskError when even this much is not free (nothing run yet).
+        """
+        path = self.path / RESERVE
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                if os.fstat(fd).st_size < nbytes:
+                    try:
+                        os.posix_fallocate(fd, 0, nbytes)
+                    except OSError as exc:  # ZFS and some network file systems: write the bytes instead
+                        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                            raise
+                        os.write(fd, bytes(nbytes))
+                        os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise disk_error(exc, path, "reserve space for the run", after=self.resume_hint()) from None
+
+    def release_space(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.path / RESERVE).unlink()
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         man = self.manifest()
@@ -148,8 +208,12 @@ class RunDir:
     def log_event(self, event: str, **fields: Any) -> None:
         """Append one line to events.jsonl (starts, resumes, interruptions)."""
         rec = {"t": time.time(), "event": event, "host": socket.gethostname(), "pid": os.getpid(), **fields}
-        with (self.path / "events.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(rec, default=str) + "\n")
+        path = self.path / "events.jsonl"
+        try:
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec, default=str) + "\n")
+        except OSError as exc:
+            raise disk_error(exc, path, after=self.resume_hint()) from None
 
     # -- trials ------------------------------------------------------------
     def trial_path(self, trial_id: str) -> Path:
@@ -171,14 +235,14 @@ class RunDir:
             raise StoreError(f"trial {trial_id} already recorded (the store is append-only)",
                              where=str(self.trial_path(trial_id)), fix="resume the run instead of re-running trials")
         self.write_samples(trial_id, rows)
-        atomic_write_json(self.trial_path(trial_id), {"schema_version": SCHEMA_VERSION, **record})
+        atomic_write_json(self.trial_path(trial_id), {"schema_version": SCHEMA_VERSION, **record}, after=self.resume_hint())
 
     def write_samples(self, name: str, rows: Iterable[Row] | pd.DataFrame | None) -> None:
         import io
 
         buf = io.BytesIO()
         rows_to_frame(rows).to_parquet(buf, index=False)
-        atomic_write_bytes(self.samples_path(name), buf.getvalue())
+        atomic_write_bytes(self.samples_path(name), buf.getvalue(), after=self.resume_hint())
 
     def read_trial(self, trial_id: str) -> dict[str, Any]:
         path = self.trial_path(trial_id)

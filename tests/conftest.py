@@ -16,7 +16,7 @@ SPEC = ROOT / "experiments" / "florencio2019_lenet.toml"
 MNIST_T10K = ROOT / "data" / "mnist-t10k"
 # Markers whose tests CI must run, not skip (.ci/run installs the engine, Slurm, TeX and Chromium);
 # only gpu may skip there: CI machines have no GPU.
-CI_REQUIRED = {"engine", "slurm", "browser", "tex"}
+CI_REQUIRED = {"engine", "slurm", "browser", "tex", "mount"}
 
 
 @pytest.hookimpl(hookwrapper=True)

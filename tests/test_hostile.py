@@ -447,3 +447,149 @@ def test_impossible_values_exclude_the_trial_loudly(small_run: Path, tmp_path: P
     write_report(run, analysis, ("html",))
     html = (run / "report" / "index.html").read_text()
     assert "Excluded trials" in html and tid in html and why in html
+
+
+# -- item 9: disk full and read-only file systems, on a real (tmpfs) file system -------------------
+
+@pytest.fixture
+def small_fs(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A real 16 MiB tmpfs mounted for this test (root only), unmounted after it."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if res.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _remount(mnt: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(mnt)], check=True, capture_output=True, text=True)
+
+
+def _kit(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _leftovers(run: Path) -> list[str]:
+    return sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.name.endswith(".tmp")) + (
+        ["work/"] if (run / "work").exists() else [])
+
+
+def _slow_calibrated(tmp_path: Path, reps: int = 4) -> Path:
+    spec = tmp_path / "calibrated.toml"
+    spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", f"repetitions = {reps}")
+                    .replace("train_s = 0.15", "train_s = 0.4"))
+    return spec
+
+
+@pytest.mark.slow
+@pytest.mark.mount
+def test_disk_full_mid_run_fails_cleanly_and_resumes(small_fs: Path, tmp_path: Path) -> None:
+    """The disk fills while `kit run` runs: error with the path and the fix, status failed, no .tmp left; resume ends it."""
+    spec = _slow_calibrated(tmp_path)
+    runs = small_fs / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "kit", "run", str(spec), "--runs-dir", str(runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(runs.glob("*/trials/*.json"))) < 3:
+        time.sleep(0.05)
+    assert len(list(runs.glob("*/trials/*.json"))) >= 3, "the run never got going"
+    filler = small_fs / "filler"
+    with filler.open("wb") as fh:  # fill the file system for real, up to ENOSPC
+        try:
+            while True:
+                fh.write(b"\0" * (1 << 16))
+                fh.flush()
+        except OSError as exc:
+            assert exc.errno == 28
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, (out, err)
+    text = " ".join((out + err).split())
+    assert "no space left on the device" in text and "Fix: free space on the file system holding" in text, text
+    assert str(small_fs) in text and "Traceback" not in text and "internal error" not in text
+    (run,) = runs.iterdir()
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["status"] == "failed" and "no space" in man["failure"]["cause"]
+    assert _leftovers(run) == []
+    assert not (run / ".space-reserve").exists()
+    done = len(list((run / "trials").glob("*.json")))
+    assert 3 <= done < 10
+    filler.unlink()
+    res = _kit("run", "--resume", str(run))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+    assert len(list((run / "trials").glob("*.json"))) == 10 and _leftovers(run) == []
+
+
+@pytest.mark.mount
+def test_a_read_only_runs_dir_is_refused_with_the_path(small_fs: Path, tmp_path: Path) -> None:
+    spec = _slow_calibrated(tmp_path)
+    _remount(small_fs, "ro")
+    res = _kit("run", str(spec), "--runs-dir", str(small_fs / "runs"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    text = " ".join(res.stderr.split())
+    assert "the file system is read-only" in text and str(small_fs / "runs") in text and "remount" in text, text
+    assert "Traceback" not in text and "internal error" not in text
+    assert list(small_fs.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.mount
+def test_resume_on_a_read_only_file_system_changes_nothing(small_fs: Path, tmp_path: Path) -> None:
+    spec = _slow_calibrated(tmp_path, reps=2)
+    rd = start_run(load_spec(spec), RunOptions(runs_root=small_fs / "runs", max_trials=2))
+    before = {p: p.read_bytes() for p in rd.path.rglob("*") if p.is_file()}
+    assert json.loads((rd.path / "manifest.json").read_text())["status"] == "partial"
+    _remount(small_fs, "ro")
+    res = _kit("run", "--resume", str(rd.path))
+    assert res.returncode == 2, res.stdout + res.stderr
+    text = " ".join(res.stderr.split())
+    assert "read-only" in text and str(rd.path) in text and "Traceback" not in text, text
+    assert {p: p.read_bytes() for p in rd.path.rglob("*") if p.is_file()} == before
+
+
+def test_a_data_dir_that_does_not_exist_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An explicit dataset location that is missing never falls back to the bundled files."""
+    from kit.datasets import resolve
+    from kit.errors import DatasetError
+
+    missing = tmp_path / "no-such-dir"
+    with pytest.raises(DatasetError, match="--data-dir does not exist") as info:
+        resolve("mnist", "t10k_split", data_dir=missing)
+    assert str(missing) in str(info.value)
+    monkeypatch.setenv("KIT_DATA_DIR", str(missing))
+    with pytest.raises(DatasetError, match=r"\$KIT_DATA_DIR does not exist"):
+        resolve("mnist", "t10k_split")
+    lenet = Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet.toml"
+    res = subprocess.run([sys.executable, "-m", "kit", "run", str(lenet), "--profile", "quick", "--runs-dir",
+                          str(tmp_path / "runs")], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "KIT_DATA_DIR": str(missing)})
+    assert res.returncode == 2 and "KIT_DATA_DIR does not exist" in " ".join(res.stderr.split()), res.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_pack_never_reads_a_link_or_fifo_planted_in_the_run(small_run: Path, tmp_path: Path, planted: str) -> None:
+    import shutil
+
+    from kit.errors import StoreError
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    bad = run / "samples" / "extra.parquet"
+    if planted == "link":
+        os.symlink(secret, bad)
+    else:
+        os.mkfifo(bad)
+    with pytest.raises(StoreError, match="planted") as info:
+        pack(run, tmp_path / "bundle")
+    assert str(bad) in str(info.value)
+    assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.tar.gz").exists()
+    res = _kit("pack", str(run), "--out", str(tmp_path / "b2"))
+    assert res.returncode == 2 and "planted" in res.stderr and not (tmp_path / "b2").exists(), res.stderr
