@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -31,5 +32,7 @@ def list_experiments(directory: Path) -> list[dict[str, Any]]:
             spec = load_spec(path, name)
             profiles.append({"name": name, "trials": len(make_plan(spec).trials),
                              "description": spec.profile_description})
-        out.append({"file": path.name, "id": base.experiment.id, "title": base.experiment.title, "profiles": profiles})
+        out.append({"file": path.name, "id": base.experiment.id, "title": base.experiment.title, "profiles": profiles,
+                    "protocol_source": base.experiment.protocol_source,
+                    "deviations": [dataclasses.asdict(d) for d in base.deviations]})
     return out

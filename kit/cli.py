@@ -36,17 +36,32 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks o
 @app.command("list")
 def list_cmd(
     experiments_dir: Annotated[Path, typer.Option(help="Where experiment TOML files are.")] = Path("experiments"),
+    deviations: Annotated[bool, typer.Option("--deviations", help="Also list where each experiment differs from its paper.")] = False,
 ) -> None:
-    """List the experiments and their profiles."""
+    """List the experiments and their profiles (and, with --deviations, how each differs from its paper)."""
+    from rich.markup import escape
+
     from kit.catalog import list_experiments
 
+    found = list_experiments(experiments_dir)
     table = Table(title="Experiments", show_lines=True)
     for col in ("file", "experiment", "profile", "trials", "description"):
         table.add_column(col, overflow="fold")
-    for e in list_experiments(experiments_dir):
+    for e in found:
         for p in e["profiles"]:
-            table.add_row(e["file"], e["id"], p["name"], str(p["trials"]), p["description"])
+            desc = p["description"]
+            if p["name"] == "paper" and e.get("protocol_source"):
+                desc = f"{desc} (from {e['protocol_source']}; {len(e.get('deviations', []))} deviations listed)"
+            table.add_row(escape(e["file"]), escape(e["id"]), escape(p["name"]), str(p["trials"]), escape(desc))
     out.print(table)
+    if deviations:
+        for e in found:
+            dev = Table(title=f"{e['id']}: deviations from the paper", show_lines=True)
+            for col in ("aspect", "paper", "kit", "why"):
+                dev.add_column(col, overflow="fold")
+            for d in e.get("deviations", []):
+                dev.add_row(*(escape(d[k]) for k in ("aspect", "paper", "kit", "why")))
+            out.print(dev)
 
 
 @app.command()

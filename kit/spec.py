@@ -59,6 +59,8 @@ class Experiment:
     frameworks: tuple[str, ...]
     seed: int = 0
     notes: str = ""
+    # Where in the paper the paper profile's protocol comes from (table, figure or section), e.g. "Table 2".
+    protocol_source: str = ""
 
     def check(self, p: str) -> None:
         if not self.id.replace("_", "").replace("-", "").isalnum():
@@ -331,6 +333,25 @@ class Hypothesis:
 
 
 @dataclass(frozen=True)
+class Deviation:
+    """One way the experiment deliberately differs from its paper: what each does and why.
+
+    Listed in the spec (``[[deviations]]``) so the manifest, ``kit list`` and
+    the report carry them with the results, not only a comment in the file.
+    """
+
+    aspect: str
+    paper: str
+    kit: str
+    why: str
+
+    def check(self, p: str) -> None:
+        for name in ("aspect", "paper", "kit", "why"):
+            if not getattr(self, name).strip():
+                raise _Invalid(f"{p}.{name}", "a non-empty string", getattr(self, name))
+
+
+@dataclass(frozen=True)
 class Case:
     """One named configuration of a study: its own dataset and workload settings.
 
@@ -361,6 +382,7 @@ class Spec:
     slurm: Slurm = field(default_factory=Slurm)
     grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     cases: dict[str, Case] = field(default_factory=dict)
+    deviations: tuple[Deviation, ...] = ()
     schema: int = SPEC_SCHEMA
     # Filled by the loader, not by the file:
     path: str = ""
@@ -487,7 +509,7 @@ def _plain(obj: Any) -> Any:
 _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(Workload)}
 
 _SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "slurm", "hypotheses", "grid",
-             "cases", "schema"}
+             "cases", "deviations", "schema"}
 
 
 def _type_name(tp: Any) -> str:
@@ -713,6 +735,10 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
     base = validate(raw, "paper")
     for name, prof in profiles_raw.items():  # an invalid profile fails the file, chosen or not
         over = {k: v for k, v in prof.items() if k != "description"}
+        if "deviations" in over:
+            raise SpecError("a profile cannot replace the experiment's deviations from the paper",
+                            where=f"{path}: profiles.{name}.deviations",
+                            fix="keep [[deviations]] at the top level; say how the profile differs in its description")
         unknown = set(over) - _SECTIONS
         if unknown:
             key = sorted(unknown)[0]

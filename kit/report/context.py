@@ -220,6 +220,8 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "experiment": manifest["experiment"],
         "citation": spec["experiment"].get("citation"),
         "reproduces": spec["experiment"].get("reproduces"),
+        "protocol_source": spec["experiment"].get("protocol_source") or "",
+        "deviations": list(spec.get("deviations") or []),
         "profile": profile,
         "is_paper_profile": profile == "paper",
         "profile_description": manifest.get("profile_description"),
