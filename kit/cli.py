@@ -120,6 +120,8 @@ def run(
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
     backend: Annotated[str, typer.Option(help="local, docker (Docker or Podman), apptainer, or auto (containers when an engine with GPUs is present).")] = "local",
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory: run only the missing trials.")] = None,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="With --resume: also re-run the trials that failed (status error, which includes a kill by a signal, or timeout), each in its original plan position with its seed; every failed record is kept under attempts/ and listed in the report. Out-of-memory trials are not retried (in a batch-size sweep running out of memory is the result); add --retry-oom for them.")] = False,
+    retry_oom: Annotated[bool, typer.Option("--retry-oom", help="With --resume: also re-run the trials whose status is oom (kept under attempts/ likewise).")] = False,
     runs_dir: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("runs"),
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
     download: Annotated[bool, typer.Option(help="Download missing datasets into the cache.")] = True,
@@ -141,15 +143,19 @@ def run(
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
-    from kit.runner import RunOptions, resume_run, start_run
+    from kit.runner import RETRY_FAILED, RunOptions, resume_run, start_run
     from kit.spec import load_spec
     from kit.ui import RichEvents
 
     chosen = _choose_backend(backend)
     slurm = {"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
              "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None}
+    retry = (RETRY_FAILED if retry_failed else ()) + (("oom",) if retry_oom else ())
+    if retry and resume is None:
+        raise KitError("--retry-failed and --retry-oom re-run trials of an existing run", where="kit run",
+                       fix="kit run --resume RUN_DIR --retry-failed")
     opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
-                      max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk, label=label)
+                      max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk, label=label, retry=retry)
     if image and images:
         raise KitError("give either --image FRAMEWORK=ROW or --images ROW,ROW, not both", where="kit run",
                        fix="--image picks the row of each framework; --images makes one arm per row")

@@ -15,16 +15,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kit.store import ANALYSIS, TRIALS, RunDir
+from kit.store import ANALYSIS, ATTEMPTS, TRIALS, RunDir
 
 DIGEST_KEY = "raw_digest"
 
 
 def raw_digest(run_dir: Path) -> str:
-    """sha256 over the names and contents of trials/*.json and samples/* (links are not followed)."""
+    """sha256 over the names and contents of trials/*.json, samples/* and attempts/* (links are not followed)."""
     root = Path(run_dir)
     h = hashlib.sha256()
-    for sub in (TRIALS, "samples"):
+    for sub in (TRIALS, "samples", ATTEMPTS):
         d = root / sub
         if not d.is_dir() or d.is_symlink():
             continue

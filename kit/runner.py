@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import json
 import shutil
 import signal
@@ -65,6 +66,15 @@ class RunOptions:
     chunk: int | None = None  # inside a cluster job: run only this chunk of blocks
     label: str | None = None  # a version label for `kit history` (e.g. "torch 2.6")
     arms: tuple[str, ...] | None = None  # None: the spec's; `--images` gives one arm per image row
+    retry: tuple[str, ...] = ()  # resume only: re-run finished trials with these statuses (see RETRY_FAILED)
+
+
+# What `--retry-failed` re-runs: a trial that did not finish its work (an error, including a kill by a
+# signal, or the time limit). "oom" is left alone unless asked (`--retry-oom`): in a batch-size sweep
+# running out of memory is the result (the largest batch that fits), and re-running it only repeats it;
+# "skipped" is the workload saying the configuration does not apply.
+RETRY_FAILED = ("error", "timeout")
+RETRYABLE = ("error", "timeout", "oom")
 
 
 class Interrupted(KitError):
@@ -191,6 +201,7 @@ class _Context:
     only: frozenset[str] | None = None  # a chunk's trials (cluster job); None: the whole plan
     shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
     devices: DevicePlan | None = None  # this host's GPUs as the spec allows them (None: not resolved)
+    retry: frozenset[str] = frozenset()  # finished trials to run again (their records are archived first)
 
     def trial_device(self, trial: Trial) -> TrialDevice | None:
         return self.devices.resolve(self.spec.workload_for(trial.config).flat()) if self.devices else None
@@ -290,6 +301,9 @@ def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset
 def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
     """Check, create the run directory, and run the whole plan."""
     events = events or RunEvents()
+    if opts.retry:
+        raise PlanError("retrying failed trials applies to a run that exists", where="--retry-failed",
+                        fix="kit run --resume RUN_DIR --retry-failed")
     plan = make_plan(spec, seed=opts.seed, arms=opts.arms)
     checked = _check_everything(spec, opts, events, plan)
     backend, dataset, prepared = checked.backend, checked.dataset, checked.prepared
@@ -303,7 +317,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "profile_description": spec.profile_description,
         "label": opts.label,
         "spec": spec.to_dict(),
-        "spec_source": {"path": spec.path, "text": spec_text},
+        "spec_source": {"path": spec.path, "text": spec_text, "sha256": spec_digest(spec_text)},
         "host": host_provenance(),
         "backend": {**backend.describe(), **prepared},
         "dataset": dataset.as_dict(),
@@ -374,44 +388,99 @@ def _submit(rd: RunDir, executor: dict[str, Any], chunk_ids: list[int], opts: Ru
     return job
 
 
+def spec_digest(text: str) -> str:
+    """sha256 of the spec copy a manifest holds (``spec_source.sha256``), checked by every resume."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stored_spec(rd: RunDir, man: dict[str, Any], events: RunEvents) -> tuple[Spec, str]:
+    """The run's own spec from the copy in its manifest, and whether its digest was ("checked" / "absent").
+
+    The copy decides the protocol of every trial still to run (workload,
+    time limit, telemetry); an edited copy would change it half-way through
+    the run without a trace, so its sha256, stored when the run started,
+    must still match (a StoreError naming ``spec_source.text`` otherwise).
+    Manifests written before the digest existed are resumed, with a
+    message saying the copy could not be checked: refusing them would
+    strand every interrupted run of an older kit on no evidence of an edit.
+    """
+    where = f"{rd.path / 'manifest.json'}: spec_source.text"
+    src = man.get("spec_source")
+    if not isinstance(src, dict) or not isinstance(src.get("text"), str) or not src["text"]:
+        raise StoreError("the manifest holds no copy of the spec", where=where,
+                         fix="start a new run; this one cannot be resumed")
+    stored = src.get("sha256")
+    if stored is None:
+        events.message("the manifest predates spec digests (no spec_source.sha256): the copy of the spec it "
+                       "holds is used unchecked")
+        state = "absent"
+    elif stored != spec_digest(src["text"]):
+        raise StoreError("the copy of the spec was edited after the run started (its sha256 is not "
+                         "spec_source.sha256); resuming would change the protocol half-way through the run",
+                         where=where,
+                         fix=f"restore the copy the run started with (the file {src.get('path')}, if it is "
+                             "unchanged), or start a new run with the edited spec: kit run SPEC")
+    else:
+        state = "checked"
+    return parse_spec(src["text"], f"{src.get('path')} (copy in manifest)", man.get("profile")), state
+
+
 def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
-    """Continue a run from its manifest: the plan is re-read, never re-drawn."""
+    """Continue a run from its manifest: the plan is re-read, never re-drawn.
+
+    The run lock is taken before anything is written in the run directory
+    (event, manifest, trials), so a second ``kit run --resume`` of a run in
+    progress is refused and leaves the directory as it found it. With
+    ``opts.retry`` (``--retry-failed``), finished trials with those statuses
+    are run again in their plan positions (see ``_execute_locked``), each failed
+    record kept under attempts/.
+    """
     events = events or RunEvents()
     rd = RunDir.open(path)
     man = rd.manifest()
-    src = man.get("spec_source", {})
-    if not src.get("text"):
-        raise StoreError("the manifest holds no copy of the spec", where=str(rd.path / "manifest.json"),
-                         fix="start a new run; this one cannot be resumed")
-    spec = parse_spec(src["text"], f"{src.get('path')} (copy in manifest)", man.get("profile"))
+    spec, digest_state = stored_spec(rd, man, events)
     plan = Plan.from_dict(man["plan"])
     if plan.digest() != man.get("plan_digest"):
         raise PlanError("the stored plan does not match its digest", where=str(rd.path / "manifest.json"),
                         fix="the manifest was edited; start a new run")
+    bad = [s for s in opts.retry if s not in RETRYABLE]
+    if bad:
+        raise PlanError(f"cannot retry trials with status {', '.join(bad)}", where="--retry-failed",
+                        fix=f"retry statuses are {', '.join(RETRYABLE)}")
     if opts.backend == "auto":
         opts.backend = man.get("backend", {}).get("backend", "local")
     if opts.backend == man.get("backend", {}).get("backend") and man["backend"].get("images"):
         opts.backend_options.setdefault("images", {fw: v["row"] for fw, v in man["backend"]["images"].items() if "row" in v})
     executor = man.get("executor", {"name": "local"})
-    if opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local":
-        return _resubmit(rd, plan, executor, opts, events)
-    checked = _check_everything(spec, opts, events, plan)
-    datasets = _more_datasets(spec, opts, events) if spec.cases else {}
-    ctx = _Context(spec, plan, rd, checked.backend, checked.dataset, opts, events, datasets=datasets,
-                   devices=checked.devices)
+    resubmit = opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local"
+    if opts.retry and (resubmit or opts.chunk is not None):
+        raise KitError("retrying failed trials is done on this host, not by cluster jobs", where="--retry-failed",
+                       fix=f"kit run --resume {rd.path} --retry-failed (without --executor slurm)")
+    wanted: set[int] = set()
     if opts.chunk is not None:
         chunks = executor.get("chunks") or []
         if not 0 <= opts.chunk < len(chunks):
             raise PlanError(f"chunk {opts.chunk} does not exist (the run has {len(chunks)})", where=str(rd.path),
                             fix="give a chunk index from manifest.executor.chunks")
         wanted = set(chunks[opts.chunk])
-        ctx.only = frozenset(t.trial_id for t in plan.trials if t.block in wanted)
-        ctx.shared = True
-        rd.log_event("chunk_start", chunk=opts.chunk, **_job_identity())
-    else:
-        rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend, devices=checked.device_summary)
-        rd.update_manifest(status="running")
-    _execute(ctx)
+    with run_lock(rd, ".lock" if opts.chunk is None else f".lock-chunk-{opts.chunk}"):
+        if resubmit:
+            return _resubmit(rd, plan, executor, opts, events)
+        checked = _check_everything(spec, opts, events, plan)
+        datasets = _more_datasets(spec, opts, events) if spec.cases else {}
+        ctx = _Context(spec, plan, rd, checked.backend, checked.dataset, opts, events, datasets=datasets,
+                       devices=checked.devices)
+        if opts.chunk is not None:
+            ctx.only = frozenset(t.trial_id for t in plan.trials if t.block in wanted)
+            ctx.shared = True
+            rd.log_event("chunk_start", chunk=opts.chunk, **_job_identity())
+        else:
+            ctx.retry = _to_retry(ctx)  # read under the lock, before the run is marked running again
+            rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend,
+                         devices=checked.device_summary, spec_digest=digest_state, retry=list(opts.retry),
+                         to_retry=sorted(ctx.retry))
+            rd.update_manifest(status="running")
+        _execute_locked(ctx)
     return rd
 
 
@@ -451,10 +520,41 @@ def _probe_collectors(spec: Spec, opts: RunOptions) -> list[dict[str, Any]]:
 
 
 def _execute(ctx: _Context) -> None:
-    rd, plan, events = ctx.rd, ctx.plan, ctx.events
     lock_name = ".lock" if not ctx.shared else f".lock-chunk-{ctx.opts.chunk}"
-    with run_lock(rd, lock_name), sigterm_as_interrupt():
-        done = rd.finished_ids()
+    with run_lock(ctx.rd, lock_name):
+        _execute_locked(ctx)
+
+
+def _to_retry(ctx: _Context) -> frozenset[str]:
+    """Trial ids whose finished record has a status ``ctx.opts.retry`` asks to re-run (call under the lock)."""
+    if not ctx.opts.retry:
+        return frozenset()
+    wanted = set(ctx.opts.retry)
+    return frozenset(r["trial_id"] for r in ctx.rd.checked_trials()
+                     if r.get("status") in wanted and (ctx.only is None or r["trial_id"] in ctx.only))
+
+
+def _execute_locked(ctx: _Context) -> None:
+    """Run the plan's missing trials (and those to retry) in plan order; the caller holds the run lock.
+
+    A retried trial runs in its original plan position, keeping its trial
+    id, seed, block and position: it runs among the missing trials where
+    the plan put it, not in a batch at the end. The plan interleaves the
+    arms (and orders them within each block) so that drift over the run
+    (warming, throttling, background load) falls on both arms alike; a
+    retry moved to another position would break that balance for its block
+    and the drift checks, which read the schedule by position. Its failed
+    record is archived first (``RunDir.archive_trial``), so trials/ never
+    holds two files of one trial.
+    """
+    rd, plan, events = ctx.rd, ctx.plan, ctx.events
+    with sigterm_as_interrupt():
+        done = rd.finished_ids() - ctx.retry
+        if ctx.retry:
+            events.message(f"retrying {len(ctx.retry)} trial(s) with status {', '.join(ctx.opts.retry)} in their "
+                           f"plan positions; each failed record is kept under attempts/: {', '.join(sorted(ctx.retry))}")
+        elif ctx.opts.retry:
+            events.message(f"no finished trial has status {', '.join(ctx.opts.retry)}: nothing to retry")
         events.run_started(rd, plan, len(done))
         todo = [t for t in plan.trials if t.trial_id not in done and (ctx.only is None or t.trial_id in ctx.only)]
         if ctx.shared:
@@ -599,8 +699,17 @@ def _cooldown(ctx: _Context, gpu_indices: list[int] | None = None) -> dict[str, 
 
 
 def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
-    """Run one trial and commit its record; returns the record."""
+    """Run one trial and commit its record; returns the record.
+
+    A trial to retry has its failed record archived first (attempts/); the
+    new record says which attempt it is and where the earlier ones are.
+    """
     rd = ctx.rd
+    if trial.trial_id in ctx.retry and rd.trial_path(trial.trial_id).exists():
+        failed = rd.read_trial(trial.trial_id)
+        archived = rd.archive_trial(trial.trial_id)
+        rd.log_event("retry", trial_id=trial.trial_id, archived=archived, status=failed.get("status"),
+                     signal=failed.get("signal"), error=str(failed.get("error") or "")[:300])
     work = rd.work_dir(trial.trial_id)
     shutil.rmtree(work, ignore_errors=True)  # leftovers of a killed attempt
     device = ctx.trial_device(trial)
@@ -623,6 +732,10 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name, device)
     if ctx.shared:
         record["executor"] = {"name": "slurm", "chunk": ctx.opts.chunk, **_job_identity()}
+    previous = rd.attempt_files(trial.trial_id)
+    if previous:
+        record["attempt"] = len(previous) + 1
+        record["previous_attempts"] = previous
     rd.write_trial(record, rows)
     shutil.rmtree(work, ignore_errors=True)
     return record
@@ -631,6 +744,8 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
 def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: float,
                  collectors: list[dict[str, Any]], cooldown: dict[str, Any], backend: str,
                  device: TrialDevice | None = None) -> dict[str, Any]:
+    """The trial file's content. ``signal`` names the signal that ended the harness (None: it exited),
+    from every backend: a negative return code locally, exit code 128+N from a container engine."""
     result = outcome.result or {}
     return {
         **trial.as_dict(),
@@ -644,7 +759,8 @@ def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: flo
         "markers": outcome.markers,
         "results": result.get("results", {}),
         "env": result.get("env", {}),
-        "error": result.get("error"),
+        "signal": outcome.detail.get("signal"),
+        "error": result.get("error") or _failure_text(outcome),
         "traceback_tail": result.get("traceback_tail"),
         "stderr_tail": outcome.stderr_tail,
         "backend": {"name": backend, **outcome.detail},
@@ -652,3 +768,14 @@ def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: flo
         "cooldown": cooldown,
         "host": socket.gethostname(),
     }
+
+
+def _failure_text(outcome: TrialOutcome) -> str | None:
+    """Why a trial that left no error of its own ended: the time limit or a signal (None: neither)."""
+    sig = outcome.detail.get("signal")
+    if outcome.status == "timeout":
+        return "time limit reached: the trial was killed" + (f" ({sig})" if sig else "")
+    if sig:
+        note = str(outcome.detail.get("note") or "")
+        return note if sig in note else f"killed by signal {sig}" + (f"; {note}" if note else "")
+    return None

@@ -3,6 +3,7 @@
     runs/<UTC timestamp>-<experiment>/
         manifest.json            resolved spec, provenance, plan, status
         trials/<trial-id>.json   one per finished trial (written atomically)
+        attempts/<trial-id>.<n>.json  a failed attempt set aside by `kit run --resume --retry-failed`
         samples/<trial-id>.parquet   long-format telemetry of that trial
         analysis.json            derived; re-made by `kit report`
         report/                  derived
@@ -20,6 +21,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -43,6 +45,8 @@ BASELINE_ID = "_baseline"
 MAX_TRIAL_BYTES = 64 << 20  # a trial file holds markers and a stderr tail, never this much
 RESERVE = ".space-reserve"  # released on a write failure so the status "failed" can still be written
 RESERVE_BYTES = 1 << 20
+ATTEMPTS = "attempts"  # failed attempts of retried trials (see RunDir.archive_trial)
+ATTEMPT_NAME = re.compile(r"^(?P<tid>.+)\.(?P<n>[1-9][0-9]{0,5})\.json$")
 
 
 def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
@@ -299,3 +303,113 @@ class RunDir:
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise StoreError(f"cannot read samples ({exc})", where=str(path),
                              fix="delete the trial and its samples and run `kit run --resume`") from None
+
+    # -- retried trials: the failed attempts are kept -----------------------
+    def attempt_path(self, trial_id: str, n: int, suffix: str = ".json") -> Path:
+        return self.path / ATTEMPTS / f"{trial_id}.{n}{suffix}"
+
+    def attempt_numbers(self, trial_id: str) -> list[int]:
+        """The numbers n of attempts/<trial_id>.<n>.json, ascending (an archived attempt per retry)."""
+        d = self.path / ATTEMPTS
+        if not d.is_dir():
+            return []
+        out = []
+        for p in d.iterdir():
+            m = ATTEMPT_NAME.match(p.name)
+            if m and m["tid"] == trial_id:
+                out.append(int(m["n"]))
+        return sorted(out)
+
+    def attempt_files(self, trial_id: str) -> list[str]:
+        """attempts/<trial_id>.<n>.json of every archived attempt, relative to the run directory, in order."""
+        return [f"{ATTEMPTS}/{trial_id}.{n}.json" for n in self.attempt_numbers(trial_id)]
+
+    def archive_trial(self, trial_id: str) -> str:
+        """Set a finished trial aside so it can run again; returns the archive (attempts/<id>.<n>.json).
+
+        The record is kept, never overwritten: its bytes go to
+        ``attempts/<id>.<n>.json`` (and its samples to ``.<n>.parquet``), the
+        archive written and synced first; only then is ``trials/<id>.json``
+        removed (from that moment the trial is missing, and any resume runs it)
+        and last its samples. A kill between the archive and the removal leaves
+        the trial file and an archive with the same bytes: the trial still
+        counts as finished, the listing of retries ignores such an archive,
+        and the next archive of the trial reuses its number instead of
+        writing a second copy. One trial id never has two files in trials/.
+        """
+        src = self.trial_path(trial_id)
+        import stat as st
+
+        if not st.S_ISREG(src.lstat().st_mode) or src.lstat().st_size > MAX_TRIAL_BYTES:
+            raise StoreError("the trial file to retry is a link, a special file or too large", where=str(src),
+                             fix="remove it (kit run --resume re-runs a missing planned trial)")
+        data = src.read_bytes()
+        numbers = self.attempt_numbers(trial_id)
+        n = numbers[-1] if numbers and self.attempt_path(trial_id, numbers[-1]).read_bytes() == data \
+            else (numbers[-1] if numbers else 0) + 1
+        samples = self.samples_path(trial_id)
+        if samples.is_file() and not samples.is_symlink():
+            atomic_write_bytes(self.attempt_path(trial_id, n, ".parquet"), samples.read_bytes())
+        atomic_write_bytes(self.attempt_path(trial_id, n), data)  # the archive's commit
+        os.unlink(src)  # the trial is missing from here on
+        _fsync_dir(src.parent)
+        try:
+            os.unlink(samples)
+        except FileNotFoundError:
+            pass
+        return f"{ATTEMPTS}/{trial_id}.{n}.json"
+
+    def checked_attempts(self) -> list[dict[str, Any]]:
+        """Every archived attempt, checked like trial files: ``{"trial_id", "attempt", "file", "record"}``.
+
+        A file in attempts/ must be named ``<trial-id>.<n>.json``, be a regular
+        file of sane size holding that trial of the plan; anything else is
+        refused with the file named (a crafted archive would otherwise invent
+        retries in the report).
+        """
+        import stat as st
+
+        d = self.path / ATTEMPTS
+        if not d.exists() and not d.is_symlink():
+            return []
+        fix = "remove the file; attempts/ holds only what `kit run --resume --retry-failed` set aside"
+        if d.is_symlink() or not d.is_dir():
+            raise StoreError("attempts/ is a link or not a directory", where=str(d), fix=fix)
+        planned = {t.get("trial_id") for t in self.manifest().get("plan", {}).get("trials", [])}
+        out: list[dict[str, Any]] = []
+        for p in sorted(d.iterdir()):
+            if p.suffix == ".parquet" or p.name.startswith("."):
+                continue  # the attempt's samples; a temporary file of an interrupted archive
+            where = str(p)
+            m = ATTEMPT_NAME.match(p.name)
+            if not m:
+                raise StoreError("not an attempt file (attempts/<trial-id>.<n>.json)", where=where, fix=fix)
+            mode = p.lstat().st_mode
+            if not st.S_ISREG(mode):
+                raise StoreError("an attempt file is a link or special file", where=where, fix=fix)
+            if p.lstat().st_size > MAX_TRIAL_BYTES:
+                raise StoreError(f"attempt file is larger than {MAX_TRIAL_BYTES} bytes", where=where, fix=fix)
+            try:
+                rec = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise StoreError(f"cannot read attempt file ({exc})", where=where, fix=fix) from None
+            tid = rec.get("trial_id") if isinstance(rec, dict) else None
+            if tid != m["tid"]:
+                raise StoreError(f"file holds trial {tid!r}, its name says {m['tid']}", where=where, fix=fix)
+            if planned and tid not in planned:
+                raise StoreError(f"trial {tid} is not in the run's plan", where=where, fix=fix)
+            out.append({"trial_id": tid, "attempt": int(m["n"]), "file": f"{ATTEMPTS}/{p.name}", "record": rec})
+        return sorted(out, key=lambda a: (a["record"].get("position") if isinstance(a["record"].get("position"), int)
+                                          else 0, a["trial_id"], a["attempt"]))
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename or unlink in ``path`` durable (best effort: not every file system allows it)."""
+    try:
+        dfd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass

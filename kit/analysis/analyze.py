@@ -68,9 +68,11 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     rd = RunDir.open(run_dir)
     digest = raw_digest(rd.path)  # before reading: a trial written meanwhile makes the analysis stale, not wrong
     manifest = rd.manifest()
-    from kit.analysis.screen import screen_trials
+    from kit.analysis.screen import retried_trials, screen_trials
 
-    trials, excluded = screen_trials(list(rd.iter_trials()))
+    raw = list(rd.iter_trials())
+    retried = retried_trials(rd.checked_attempts(), raw)
+    trials, excluded = screen_trials(raw)
     if not trials:
         raise AnalysisError("no finished trial to analyse", where=str(rd.path),
                             fix=f"run some trials first: kit run --resume {rd.path}")
@@ -82,6 +84,7 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
         manifest = {**manifest, "nodes": nodes}
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials))
     analysis["excluded_trials"] = excluded
+    analysis["retried_trials"] = retried
     analysis[DIGEST_KEY] = digest
     atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis

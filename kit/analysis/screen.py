@@ -9,10 +9,15 @@ throughputs, energies, sizes, counts, accuracies) must be >= 0. A trial that
 fails is kept in the run directory, analysed as status ``invalid`` (never
 used by a test) and listed in ``analysis["excluded_trials"]`` with its file
 and reason, beside every other trial excluded for its status.
+
+A trial run again by ``kit run --resume --retry-failed`` has its failed
+records kept under attempts/; ``retried_trials`` lists each of them (status,
+signal, reason, file) for ``analysis["retried_trials"]`` and the report.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -87,3 +92,34 @@ def screen_trials(trials: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
             excluded.append({**entry, "status": status, "reason": f"{status}: {why[0][:300] if why else 'no message'}"})
         screened.append(rec)
     return screened, excluded
+
+
+def retried_trials(attempts: list[dict[str, Any]], current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every failed attempt a retry set aside, with its status, signal, reason, file and what replaced it.
+
+    ``attempts`` come from ``RunDir.checked_attempts``, ``current`` are the
+    trial records on disk. An archive with the same content as the trial's
+    current file is a retry killed before it removed the failed record (the
+    failed record still counts, see ``RunDir.archive_trial``): not listed.
+    """
+    now = {r.get("trial_id"): r for r in current}
+    out: list[dict[str, Any]] = []
+    for a in attempts:
+        rec, tid = a["record"], a["trial_id"]
+        cur = now.get(tid)
+        if cur is not None and _same(cur, rec):
+            continue
+        status = rec.get("status")
+        why = str(rec.get("error") or "").strip().splitlines()
+        out.append({"trial_id": tid, "attempt": a["attempt"], "file": a["file"],
+                    "arm": rec.get("arm") or rec.get("framework"), "config_id": rec.get("config_id"),
+                    "block": rec.get("block"), "position": rec.get("position"), "warmup": bool(rec.get("warmup")),
+                    "status": status, "signal": rec.get("signal") or (rec.get("backend") or {}).get("signal"),
+                    "reason": f"{status}: {why[0][:300] if why else 'no message'}",
+                    "replaced_by": f"trials/{tid}.json" if cur is not None else None,
+                    "status_now": cur.get("status") if cur is not None else "missing"})
+    return out
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)

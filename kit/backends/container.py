@@ -197,6 +197,9 @@ def container_outcome(work: Path, exit_code: int | None, timed_out: bool, oom_ki
     if problem:
         detail["untrusted_output"] = problem
     detail["exit_code"] = exit_code
+    sig = exit_signal(exit_code)
+    if sig is not None:
+        detail["signal"] = sig
     detail["oom_killed"] = bool(oom_killed) or inferred
     detail["oom_source"] = "engine" if oom_killed else (
         f"inferred: SIGKILL under the {mem_limit} memory limit (the engine did not report an OOM kill)" if inferred else None)
@@ -209,6 +212,24 @@ def container_outcome(work: Path, exit_code: int | None, timed_out: bool, oom_ki
         detail["note"] = "time limit reached: the container was killed"
     return TrialOutcome(status=status, exit_code=exit_code, result=result, markers=markers,
                         stderr_tail=tail(stderr), wall_s=wall_s, detail=detail)
+
+
+def exit_signal(exit_code: int | None) -> str | None:
+    """The signal that ended a container's process, from its exit code (None: it exited).
+
+    Engines (Docker, Podman) and the shell report a process killed by signal
+    N as exit code 128 + N (Apptainer's negative return code is translated
+    the same way); the harness itself exits only with codes 0-6, so an exit
+    code 129-192 that names a signal is one.
+    """
+    import signal
+
+    if exit_code is None or not 128 < exit_code <= 128 + 64:
+        return None
+    try:
+        return signal.Signals(exit_code - 128).name
+    except ValueError:
+        return None
 
 
 def size_bytes(text: str) -> int:

@@ -149,7 +149,7 @@ def selftest_context(manifest: dict[str, Any]) -> dict[str, Any] | None:
 
 def raw_index(run_path: Path) -> list[dict[str, Any]]:
     out = []
-    for name in ("manifest.json", "trials", "samples", "events.jsonl", "analysis.json"):
+    for name in ("manifest.json", "trials", "samples", "attempts", "events.jsonl", "analysis.json"):
         p = run_path / name
         if p.is_dir():
             files = list(p.iterdir())
@@ -172,6 +172,25 @@ def excluded_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
                             "(not finite, or negative where the quantity cannot be). A block missing one of its trials "
                             "drops out of the paired tests. The files stay in the run directory."],
              "tables": [{"caption": "Excluded trials", "columns": ["trial", "arm", "status", "kind", "file", "reason"],
+                         "rows": rows}], "figures": []}]
+
+
+def retried_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every failed attempt a retry replaced, with why it failed and the file it is kept in (none: no section)."""
+    entries = analysis.get("retried_trials") or []
+    if not entries:
+        return []
+    rows = [[e["trial_id"], e.get("arm") or "", str(e.get("attempt", "")), e.get("status") or "",
+             e.get("signal") or "", e["reason"], e["file"], e.get("status_now") or ""] for e in entries]
+    n = len({e["trial_id"] for e in entries})
+    return [{"id": "retried-trials", "title": "Retried trials",
+             "paragraphs": [f"{n} trial(s) were run again (kit run --resume --retry-failed) after {len(rows)} failed "
+                            "attempt(s): error, time limit or a kill by a signal. A retry runs in the trial's original "
+                            "plan position with its seed, so the interleaving of the arms holds, but later in time "
+                            "than planned. The statistics use the latest attempt (its status is in the last column); "
+                            "each failed attempt is kept, with its telemetry, in the file named."],
+             "tables": [{"caption": "Failed attempts of retried trials",
+                         "columns": ["trial", "arm", "attempt", "status", "signal", "reason", "file", "status now"],
                          "rows": rows}], "figures": []}]
 
 
@@ -250,5 +269,5 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
-        "sections": extra_sections(manifest, analysis) + excluded_section(analysis),
+        "sections": extra_sections(manifest, analysis) + excluded_section(analysis) + retried_section(analysis),
     }
