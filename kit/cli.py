@@ -356,11 +356,13 @@ def compare(
                       f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
     out.print(table)
     if res["provenance_differences"]:
-        pt = Table(title="Provenance differences")
-        for col in ("what", "A", "B"):
+        from rich.markup import escape
+
+        pt = Table(title="Provenance differences (and whether they could explain a changed verdict)")
+        for col in ("what", "A", "B", "could explain a change"):
             pt.add_column(col, overflow="fold")
         for d in res["provenance_differences"]:
-            pt.add_row(d["key"], str(d["a"]), str(d["b"]))
+            pt.add_row(escape(d["key"]), escape(str(d["a"])), escape(str(d["b"])), escape(d.get("may_explain") or "-"))
         out.print(pt)
     else:
         out.print("provenance: no differences")

@@ -69,6 +69,8 @@ def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, 
         "host.cpu_model": host.get("cpu_model"),
         "host.kernel": host.get("kernel"),
         "host.cpu_governors": ",".join(host.get("cpu_freq", {}).get("governors", [])),
+        **{f"host.cpu.{k}": (",".join(v) if isinstance(v, list) else v) for k, v in (host.get("cpu") or {}).items()},
+        **{f"host.env.{k}": v for k, v in (host.get("env") or {}).items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")},
         "kit.version": manifest.get("kit", {}).get("version"),
         "kit.commit": manifest.get("kit", {}).get("commit"),
         "backend": manifest.get("backend", {}).get("backend"),
@@ -86,6 +88,12 @@ def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, 
         for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
             if env.get(k) is not None:
                 prov[f"inside.{env['arm']}.{k}"] = env[k]
+        for k, v in (env.get("cpu_kernels") or {}).items():
+            if v is not None:
+                prov[f"inside.{env['arm']}.cpu_kernels.{k}"] = v
+    for t in analysis.get("validity", []):  # load before trials, throttling, drift...: conditions of the run
+        if t.get("status") == "threat" and t.get("rule"):
+            prov[f"threat.{t['rule']}"] = t.get("severity")
     spec = dict(manifest.get("spec", {}))
     for k, v in _flat({"workload": spec.get("workload"), "dataset": spec.get("dataset"),
                        "design": spec.get("design")}).items():
@@ -93,8 +101,29 @@ def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, 
     return prov
 
 
+# Which provenance differences could change a verdict between two runs, and how (most specific prefix first).
+EXPLAINS: tuple[tuple[str, str], ...] = (
+    ("host.cpu.", "CPU generation/ISA: decides which kernels oneDNN, MKL, Eigen and ATen run, and whether "
+                  "TensorFlow enables oneDNN by default"),
+    ("host.env.", "a kernel or thread setting from the environment"),
+    ("inside.", "what ran inside the trials (versions, device, threads, CPU kernels)"),
+    ("threat.", "a condition of the run (load before trials, throttling, drift, ...)"),
+    ("host.cpu_governors", "CPU frequency policy"),
+    ("gpu", "GPU model, driver, clocks or power limit"),
+    ("image.", "the framework image"),
+    ("spec.", "the protocol itself"),
+    ("host.kernel", "the OS kernel (scheduler, mitigations)"),
+)
+
+
+def may_explain(key: str) -> str | None:
+    """Why a difference in ``key`` could explain a changed verdict (None: bookkeeping only, e.g. the hostname)."""
+    return next((why for prefix, why in EXPLAINS if key.startswith(prefix)), None)
+
+
 def provenance_differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "a": a.get(k), "b": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return [{"key": k, "a": a.get(k), "b": b.get(k), "may_explain": may_explain(k)}
+            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
 def _config_label(analysis: dict[str, Any], cid: str) -> str:

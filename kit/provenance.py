@@ -36,6 +36,39 @@ def cpu_model(procfs_root: Path = Path("/proc")) -> str:
     return platform.processor() or "unknown"
 
 
+# CPU features that decide which kernels oneDNN, MKL, Eigen and ATen dispatch to (and whether TensorFlow
+# enables oneDNN at all by default): two hosts that differ here may rank the frameworks differently.
+KERNEL_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+                "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+# Settings of the frameworks' CPU kernels read from the environment (recorded; the kit pins some, see README)
+KERNEL_ENV = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+              "MKL_ENABLE_INSTRUCTIONS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_XLA_FLAGS")
+
+
+def cpu_identity(procfs_root: Path = Path("/proc")) -> dict[str, Any]:
+    """Vendor, family/model/stepping and the kernel-relevant ISA flags of CPU 0.
+
+    Virtual machines often report only "AMD EPYC" as the model name; family
+    and model tell the generation (e.g. AMD family 25 = Zen 3/4, 26 = Zen 5),
+    and the flags say whether AVX-512 or VNNI kernels exist at all.
+    """
+    text = _read(procfs_root / "cpuinfo") or ""
+    first = text.split("\n\n", 1)[0]
+    fields: dict[str, str] = {}
+    for line in first.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            fields.setdefault(k.strip().lower(), v.strip())
+    flags = set(fields.get("flags", "").split())
+
+    def num(key: str) -> int | None:
+        v = fields.get(key, "")
+        return int(v) if v.isdigit() else None
+
+    return {"vendor": fields.get("vendor_id"), "family": num("cpu family"), "model": num("model"),
+            "stepping": num("stepping"), "isa": [f for f in KERNEL_FLAGS if f in flags]}
+
+
 def cpu_governors(sysfs_root: Path = Path("/sys")) -> dict[str, Any]:
     """Frequency governors in use (``performance`` is what benchmarks want)."""
     base = sysfs_root / "devices" / "system" / "cpu"
@@ -94,13 +127,14 @@ def host_provenance(sysfs_root: Path = Path("/sys"), procfs_root: Path = Path("/
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpu_model": cpu_model(procfs_root),
+        "cpu": cpu_identity(procfs_root),
         "cpu_logical": psutil.cpu_count(logical=True),
         "cpu_physical": psutil.cpu_count(logical=False),
         "cpu_freq": cpu_governors(sysfs_root),
         "memory_total_bytes": mem.total,
         "python": sys.version.split()[0],
         "gpus": gpu_inventory(),
-        "env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "SLURM_JOB_ID") if k in os.environ},
+        "env": {k: os.environ[k] for k in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", *KERNEL_ENV) if k in os.environ},
     }
 
 

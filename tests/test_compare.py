@@ -47,8 +47,13 @@ def test_planted_10_percent_slowdown_is_a_regression(runs: dict[str, Path]) -> N
     assert len(times) == 4  # 2 phases x 2 arms
     assert all(r["verdict"] == "regression" for r in times), [(r["phase"], r["arm"], r["ratio"], r["p_adj"]) for r in times]
     assert all(1.05 < r["ratio"] < 1.2 for r in times)
-    keys = {d["key"] for d in res["provenance_differences"]}
+    keys = {d["key"] for d in res["provenance_differences"] if not d["key"].startswith("threat.")}
     assert keys == {"spec.workload.params.slowdown"}  # the planted difference is listed as a provenance difference
+    (planted,) = [d for d in res["provenance_differences"] if d["key"] == "spec.workload.params.slowdown"]
+    assert planted["may_explain"] == "the protocol itself"
+    # conditions of the run (drift, load before trials) may differ between two runs: listed, as conditions
+    assert all(d["may_explain"].startswith("a condition of the run") for d in res["provenance_differences"]
+               if d["key"].startswith("threat."))
 
 
 @pytest.mark.slow

@@ -244,6 +244,36 @@ def cpu_threads(c: Ctx) -> list[Threat]:
 
 
 @rule
+def cpu_kernels(c: Ctx) -> list[Threat]:
+    """CPU results depend on kernel dispatch the kit records but does not control: the CPU's ISA picks
+    oneDNN/ATen/Eigen kernels, and TensorFlow enables oneDNN by default only on CPUs with VNNI/BF16/AMX.
+    Two 2-core EPYC VMs of one kind gave opposite LeNet inference findings (TF/PT 0.59 vs 3.67); on one
+    host PyTorch's inference time changed 1.5x with the oneDNN ISA cap, TensorFlow's 3x with oneDNN off."""
+    from kit.analysis.devices import device_kind
+
+    envs = [e for e in c.analysis.get("trial_env", []) if device_kind(e) == "cpu" and e.get("cpu_kernels")]
+    if not envs:
+        return []
+    cpu = c.manifest.get("host", {}).get("cpu") or {}
+    isa = ",".join(cpu.get("isa") or []) or "unknown"
+    shown = "; ".join(f"{e['arm']}: " + ", ".join(f"{k}={v}" for k, v in sorted(e["cpu_kernels"].items()) if v is not None)
+                      for e in envs)
+    where = (f"CPU {cpu.get('vendor', '?')} family {cpu.get('family', '?')} model {cpu.get('model', '?')} "
+             f"(ISA {isa})")
+    numbers = {"cpu": cpu, "kernels": {e["arm"]: e["cpu_kernels"] for e in envs}}
+    onednn = {e["arm"]: e["cpu_kernels"].get("onednn") for e in envs}
+    if len({v for v in onednn.values() if v is not None}) > 1:
+        return [Threat("cpu_kernels", "internal", "high", "The frameworks ran different CPU kernel libraries",
+                       f"{shown}; {where}", "set TF_ENABLE_ONEDNN_OPTS=1 (the kit's default) so both use oneDNN, "
+                       "or report the result as one of the kernel libraries, not of the frameworks", numbers=numbers)]
+    return [Threat("cpu_kernels", "external", "medium", "CPU result depends on the host's ISA and kernel dispatch",
+                   f"{shown}; {where}. The kit records but does not control which kernels the CPU's ISA selects",
+                   "state the CPU generation with the result; reproduce on a host with the same ISA, and use "
+                   "`kit compare` across hosts (it lists host.cpu.* and cpu_kernels differences as possible causes)",
+                   numbers=numbers)]
+
+
+@rule
 def governor(c: Ctx) -> list[Threat]:
     f = c.manifest.get("host", {}).get("cpu_freq", {})
     if not f.get("readable"):

@@ -12,6 +12,10 @@ from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow enables its oneDNN CPU kernels by default only on CPUs with VNNI/BF16/AMX features; on an
+# AVX2-only CPU it falls back to Eigen (about 3x slower on LeNet inference here) while PyTorch uses oneDNN
+# everywhere, so the TF/PT ratio would depend on the host's CPU generation. Pinned on, recorded per trial.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import tensorflow as tf
 
@@ -129,6 +133,7 @@ def tf_env(device: str, precision: str | None = "fp32", conv_dominant: bool = Tr
         "cudnn": info.get("cudnn_version"),
         "device": device,
         "threads": tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
+        "cpu_kernels": cpu_kernels(),
         **devmod.device_fields(
             "gpu" if gpu else "cpu", name, gpu_uuid(0) if gpu else None, uuids, tf32,
             None if precision is None else (devmod.precision_used(precision, tf32, cc, conv_dominant)  # type: ignore[arg-type]
@@ -138,6 +143,18 @@ def tf_env(device: str, precision: str | None = "fp32", conv_dominant: bool = Tr
         env["compute_capability"] = list(cc) if cc else None
         env["gpu_mem_peak_bytes"] = int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
     return env
+
+
+def cpu_kernels() -> dict[str, Any]:
+    """Which CPU kernel library TensorFlow uses and the settings that choose it (recorded, compared by the analysis)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        onednn: bool | None = bool(_pywrap_util_port.IsMklEnabled())
+    except Exception:  # private module moved: say unknown rather than guess
+        onednn = None
+    return {"onednn": onednn, "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or None,
+            **{k.lower(): os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")}}
 
 
 def is_oom(exc: BaseException) -> bool:

@@ -82,6 +82,19 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or oom_text(exc)
 
 
+def cpu_kernels() -> dict[str, Any]:
+    """Which CPU kernels PyTorch dispatches to (ATen capability, oneDNN) and the settings that choose them."""
+    import os
+
+    try:
+        capability: str | None = torch.backends.cpu.get_cpu_capability()
+    except Exception:
+        capability = None
+    return {"onednn": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
+            "cpu_capability": capability, "inter_op_threads": torch.get_num_interop_threads(),
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA")}
+
+
 def torch_env(device: torch.device, tf32: dict[str, Any] | None = None, precision: str | None = "fp32",
               conv_dominant: bool = True, uuids: list[str] | None = None) -> dict[str, Any]:
     """Versions, device and precision as seen from inside the trial process (the contract's env fields)."""
@@ -95,6 +108,7 @@ def torch_env(device: torch.device, tf32: dict[str, Any] | None = None, precisio
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "device": str(device),
         "threads": torch.get_num_threads(),
+        "cpu_kernels": cpu_kernels(),
         **devmod.device_fields(
             "gpu" if gpu else "cpu", torch.cuda.get_device_name(device) if gpu else "cpu",
             gpu_uuid(device), uuids, tf32,
