@@ -6,13 +6,16 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from kit.analysis.design import design_table
 from kit.errors import KitError
 from kit.plan import make_plan
 from kit.spec import load_spec
 
 
 def list_experiments(directory: Path) -> list[dict[str, Any]]:
-    """Every experiment file with each profile's description and trial count.
+    """Every experiment file with each profile's description, trial count and design check.
+
+    The design check says per hypothesis whether the profile can decide it (kit/analysis/design.py).
 
     An invalid file is listed with its error instead of hiding the others.
     """
@@ -30,8 +33,9 @@ def list_experiments(directory: Path) -> list[dict[str, Any]]:
         profiles = []
         for name in base.profiles:
             spec = load_spec(path, name)
-            profiles.append({"name": name, "trials": len(make_plan(spec).trials),
-                             "description": spec.profile_description})
+            plan = make_plan(spec)
+            profiles.append({"name": name, "trials": len(plan.trials), "description": spec.profile_description,
+                             "design": design_table(spec.to_dict(), plan.configs, list(plan.arms))})
         out.append({"file": path.name, "id": base.experiment.id, "title": base.experiment.title, "profiles": profiles,
                     "protocol_source": base.experiment.protocol_source,
                     "deviations": [dataclasses.asdict(d) for d in base.deviations]})

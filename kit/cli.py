@@ -44,15 +44,20 @@ def list_cmd(
     from kit.catalog import list_experiments
 
     found = list_experiments(experiments_dir)
+    from kit.analysis.design import design_summary
+
     table = Table(title="Experiments", show_lines=True)
-    for col in ("file", "experiment", "profile", "trials", "description"):
+    for col in ("file", "experiment", "profile", "trials", "description", "hypotheses: can this profile decide them?"):
         table.add_column(col, overflow="fold")
     for e in found:
         for p in e["profiles"]:
             desc = p["description"]
             if p["name"] == "paper" and e.get("protocol_source"):
                 desc = f"{desc} (from {e['protocol_source']}; {len(e.get('deviations', []))} deviations listed)"
-            table.add_row(escape(e["file"]), escape(e["id"]), escape(p["name"]), str(p["trials"]), escape(desc))
+            design = p.get("design") or {"rows": []}
+            hyps = "\n".join(design_summary(r) for r in design["rows"]) or "-"
+            table.add_row(escape(e["file"]), escape(e["id"]), escape(p["name"]), str(p["trials"]), escape(desc),
+                          escape(hyps))
     out.print(table)
     if deviations:
         for e in found:

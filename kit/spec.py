@@ -34,6 +34,7 @@ MAX_WAIT_S = 3600.0
 MAX_SPEC_BYTES = 1 << 20  # an experiment file is a few kilobytes
 PHASES: tuple[str, ...] = ("warmup", "train", "infer")
 BLOCKING = ("interleaved", "sequential")
+UNITS = ("trial", "configuration")  # the unit a hypothesis is tested on (kit/analysis/design.py)
 DEVICES = ("auto", "cpu", "gpu")
 TF32_MODES = ("native", "off", "on")  # kit.workloads.device.TF32_MODES (not imported: the host reads no workload code)
 COLLECTOR_NAMES = ("cpu", "memory", "hwmon", "nvml", "rapl")
@@ -198,8 +199,14 @@ class Design:
     blocking: str = "interleaved"
     alpha: float = 0.05
     timeout_s: float = 1800.0
+    # The hypotheses' default unit of test: "trial" (one test per configuration, paired by block) or
+    # "configuration" (one test across the configurations on each one's per-arm median of its trials),
+    # for grids with too few trials per configuration to decide anything (kit/analysis/design.py).
+    unit: str = "trial"
 
     def check(self, p: str) -> None:
+        if self.unit not in UNITS:
+            raise _Invalid(f"{p}.unit", f"one of {', '.join(UNITS)}", self.unit)
         if not 2 <= self.repetitions <= MAX_REPETITIONS:
             raise _Invalid(f"{p}.repetitions", f"an integer in [2, {MAX_REPETITIONS}] (a test needs at least two "
                            "samples per arm)", self.repetitions)
@@ -319,9 +326,13 @@ class Hypothesis:
     phases: tuple[str, ...]
     h0: str
     h1: str
+    unit: str | None = None  # "trial" or "configuration"; None: the [design] unit
 
     def check(self, p: str) -> None:
         from kit.analysis.metrics import METRICS
+
+        if self.unit is not None and self.unit not in UNITS:
+            raise _Invalid(f"{p}.unit", f"one of {', '.join(UNITS)}", self.unit)
 
         if self.metric not in METRICS:
             raise _Invalid(f"{p}.metric", f"a known metric ({', '.join(sorted(METRICS))})", self.metric)

@@ -129,6 +129,7 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     configs = manifest["plan"]["configs"]
     use = usable(values)
 
+    from kit.analysis.design import design_table
     from kit.analysis.devices import device_summary
     from kit.plan import config_label
 
@@ -154,6 +155,7 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
         "run": summary,
         "descriptives": descriptives,
         "hypotheses": hypotheses,
+        "design": design_table(spec, configs, arms),
         "equivalence": equivalence,
         "measured": measured,
         "trial_env": _trial_env(trials, arms),
@@ -239,6 +241,30 @@ NOT_DECIDED = "not decided"
 NOT_TESTABLE = "not testable"
 
 
+def across_configs(use: pd.DataFrame, configs: dict[str, Any], metric: str, phase: str, a: str,
+                   b: str) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
+    """Per configuration with both arms measured: each arm's median of its trials' values (never steps).
+
+    The trial-level values in ``use`` already summarise each trial's steps; the configuration is the
+    unit, so one value per arm and configuration enters the paired test across configurations.
+    """
+    g = use[(use["metric"] == metric) & (use["phase"] == phase)]
+    xa: list[float] = []
+    xb: list[float] = []
+    per: list[dict[str, Any]] = []
+    for cid in configs:
+        gc = g[g["config_id"] == cid]
+        va = gc.loc[gc["arm"] == a, "value"].to_numpy(float)
+        vb = gc.loc[gc["arm"] == b, "value"].to_numpy(float)
+        if va.size == 0 or vb.size == 0:
+            continue
+        xa.append(float(np.median(va)))
+        xb.append(float(np.median(vb)))
+        per.append({"config_id": cid, "a": xa[-1], "b": xb[-1], "n_a": int(va.size), "n_b": int(vb.size),
+                    "trial_ids": sorted(gc.loc[gc["arm"].isin([a, b]), "trial_id"].astype(str).tolist())})
+    return np.array(xa), np.array(xb), per
+
+
 def _median_durations(trials: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
     from kit.analysis.validity_telemetry import phase_durations
 
@@ -264,6 +290,7 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
     trials that got one are the slower ones, a biased subset. A hypothesis on ``gpu_power_w`` is
     tested on the energy-counter phase power where the run has it (``metric_tested``).
     """
+    from kit.analysis.design import hypothesis_unit
     from kit.analysis.metrics import AVERAGED_POWER_METRIC, preferred_power_metric
     from kit.plan import config_label
 
@@ -276,19 +303,38 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
     for h in spec.get("hypotheses", []):
         tested_metric = power_metric if h["metric"] == AVERAGED_POWER_METRIC else h["metric"]
         m = METRICS[tested_metric]
-        for cid, phase, (a, b) in itertools.product(configs, h["phases"], pairs):
-            xa, xb, blocks = paired_arrays(use, cid, tested_metric, phase, a, b)
+        across = hypothesis_unit(spec, h) == "configuration"
+        cells = [(None, phase, pair) for phase, pair in itertools.product(h["phases"], pairs)] if across else \
+            list(itertools.product(configs, h["phases"], pairs))
+        for cid, phase, (a, b) in cells:
+            if across:
+                xa, xb, per_config = across_configs(use, configs, tested_metric, phase, a, b)
+                blocks: list[int] = []
+            else:
+                xa, xb, blocks = paired_arrays(use, cid, tested_metric, phase, a, b)
             row: dict[str, Any] = {
                 "id": h["id"], "question": h["question"], "metric": h["metric"], "metric_tested": tested_metric,
                 "label": m.label, "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
-                "h0": h["h0"], "h1": h["h1"], "n_pairs": len(blocks), "blocks": blocks,
+                "h0": h["h0"], "h1": h["h1"], "n_pairs": len(xa) if across else len(blocks), "blocks": blocks,
+                "test_unit": "configuration" if across else "trial",
             }
             if tested_metric != h["metric"]:
                 row["metric_note"] = (f"requested as {h['metric']} (1-s moving average); tested on the NVML "
                                       "energy counter's difference over the phase")
-            if len(configs) > 1:
+            if across:
+                row["config_label"] = (f"across {len(xa)} configurations (pairs = configurations; each the median "
+                                       "of its trials per arm)")
+                row["per_config"] = per_config
+            elif len(configs) > 1:
                 row["config_label"] = config_label(configs[cid])
-            missing = _unsampled(values, cid, tested_metric, phase, (a, b)) if m.kind in TELEMETRY_KINDS else {}
+            missing: dict[str, list[int]] = {}
+            if m.kind in TELEMETRY_KINDS:
+                for c in (configs if across else [cid]):
+                    for arm, km in _unsampled(values, c, tested_metric, phase, (a, b)).items():
+                        if km[1]:
+                            acc = missing.setdefault(arm, [0, 0])
+                            acc[0] += km[0]
+                            acc[1] += km[1]
             gaps = {arm: km for arm, km in missing.items() if km[0] > 0}
             if gaps and any(km[0] < km[1] for km in missing.values()):
                 dur = "; ".join(f"median {arm} {phase} phase {durations[(arm, phase)]:.3g} s"
@@ -298,11 +344,17 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                     f"reading in the {phase} phase ({dur}{'; ' if dur else ''}sampling period "
                     f"{period if period is not None else '?'} s): the trials with readings are a biased subset "
                     "(the slower ones), so the hypothesis is not tested on them"))
-            elif len(blocks) == 0:
+            elif len(xa) == 0:
                 row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
                            comparison=None)
             else:
                 comp = stats.compare_two(xa, xb, paired=True, alpha=alpha).as_dict()
+                if across and comp.get("test") is not None:
+                    comp["reason"] = ("paired across configurations (pairs = configurations, each arm's value the "
+                                      "median of the configuration's trials): " + comp["reason"])
+                elif across:
+                    comp["reason"] = (f"{len(xa)} configurations with both arms measured: "
+                                      f"fewer than {stats.MIN_N_FOR_TESTS} pairs, descriptives only")
                 row["comparison"] = comp
                 row["tested"] = comp.get("test") is not None
                 row["reason"] = comp.get("reason")

@@ -194,6 +194,15 @@ def retried_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
                          "rows": rows}], "figures": []}]
 
 
+def _design(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, Any]:
+    """The design check of analysis.json; for an analysis written before it existed, computed from the manifest."""
+    if analysis.get("design"):
+        return analysis["design"]
+    from kit.analysis.design import design_table
+
+    return design_table(manifest["spec"], manifest["plan"]["configs"], analysis["arms"])
+
+
 def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path) -> dict[str, Any]:
     spec = manifest["spec"]
     arms = analysis["arms"]
@@ -252,6 +261,7 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "alpha": analysis["alpha"],
         "arms": arms,
         "hypotheses": hyps,
+        "design": _design(manifest, analysis),
         "findings": [finding_text(h) for h in hyps],
         "figures": figs,
         "descriptives": analysis.get("descriptives", []),

@@ -1,0 +1,166 @@
+"""Can the design decide its hypotheses? Unit, n, smallest attainable p and minimum detectable effect.
+
+A paper profile that runs 3 trials per configuration can never reject anything with a
+per-configuration test: the kit does not test below ``MIN_N_FOR_TESTS`` pairs, and with 5 pairs the
+smallest two-sided exact signed-rank p is 2/2^5 = 0.0625. This module says so before anything runs,
+from the spec and its plan alone (pure: plain dicts in, plain dicts out), for ``kit list``, the
+analysis and the report.
+
+How the figures are computed (``analyze._hypotheses`` runs the tests they describe):
+
+* unit ``trial``: one Wilcoxon signed-rank test per configuration, phase and arm pair, paired by
+  block; n = the plan's measured repetitions of the configuration.
+* unit ``configuration``: one Wilcoxon signed-rank test per phase and arm pair across the
+  configurations that have the phase, each configuration summarised per arm by the median of its
+  trials' values; n = those configurations (an upper bound: oom/skipped ones drop out).
+* The Holm family is every planned test of the run; its first (strictest) threshold is alpha/m.
+  A hypothesis is decidable when n >= MIN_N_FOR_TESTS and the smallest attainable p, that of all
+  differences of one sign, is below alpha/m. Exact test (n <= EXACT_MAX_N, no ties or zeros):
+  p_min = 2 / 2^n; otherwise the normal approximation with continuity correction at R+ = 0.
+* Minimum detectable effect at power 0.8, two-sided, at level alpha/m: the paired t-test's
+  (z_{1-alpha/(2m)} + z_{0.8}) / sqrt(n) with n scaled by the signed-rank test's asymptotic
+  relative efficiency 3/pi under normality: MDE = (z_{1-alpha/(2m)} + z_power) / sqrt(n * 3/pi),
+  in SDs of the paired differences. For the trial unit also as a ratio TF/PT given a
+  between-trial coefficient of variation ``cv`` of each arm's values (log-normal: sd of a log
+  difference = sqrt(2 ln(1 + cv^2))). Across configurations the differences mix the effect's
+  heterogeneity with noise, so no ratio is given there.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from scipy.stats import norm
+
+from kit.analysis.stats import EXACT_MAX_N, MIN_N_FOR_TESTS
+
+UNITS = ("trial", "configuration")
+POWER = 0.8
+DEFAULT_CV = 0.05  # an assumed between-trial CV of 5 % (stated wherever the ratio is shown)
+ARE_SIGNED_RANK = 3 / math.pi
+PHASES = ("train", "infer")
+
+
+def min_p_exact(n: int) -> float:
+    """Smallest two-sided exact signed-rank p with n non-zero untied differences: 2 / 2^n (capped at 1)."""
+    return min(1.0, 2.0 / 2.0 ** n) if n > 0 else 1.0
+
+
+def min_p_asymptotic(n: int) -> float:
+    """Smallest two-sided p of the normal approximation (continuity-corrected, no ties) at R+ = 0."""
+    if n <= 0:
+        return 1.0
+    mean = n * (n + 1) / 4
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return float(min(1.0, 2 * norm.sf((mean - 0.5) / sd)))
+
+
+def min_p(n: int) -> float:
+    """Smallest attainable p under the kit's rule: exact up to EXACT_MAX_N pairs, else the approximation."""
+    return min_p_exact(n) if n <= EXACT_MAX_N else min_p_asymptotic(n)
+
+
+def mde_sd(n: int, level: float, power: float = POWER) -> float | None:
+    """Minimum detectable shift in SDs of the paired differences (signed-rank, normal approx, ARE 3/pi)."""
+    if n <= 0:
+        return None
+    return float((norm.isf(level / 2) + norm.ppf(power)) / math.sqrt(n * ARE_SIGNED_RANK))
+
+
+def mde_ratio(delta_sd: float | None, cv: float) -> float | None:
+    """The ratio of medians a shift of ``delta_sd`` means when each arm's values have coefficient of variation cv."""
+    if delta_sd is None:
+        return None
+    return float(math.exp(delta_sd * math.sqrt(2 * math.log1p(cv * cv))))
+
+
+def hypothesis_unit(spec: dict[str, Any], hyp: dict[str, Any]) -> str:
+    """The hypothesis' own unit, else the design's default, else 'trial'."""
+    return hyp.get("unit") or (spec.get("design") or {}).get("unit") or "trial"
+
+
+def config_phases(spec: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
+    """The phases a configuration measures: inference only where its workload's mode is 'infer'."""
+    mode = config.get("mode")
+    case = config.get("case")
+    if mode is None and case is not None:
+        mode = (((spec.get("cases") or {}).get(case) or {}).get("workload") or {}).get("mode")
+    if mode is None:
+        mode = ((spec.get("workload") or {}).get("params") or {}).get("mode")
+    return ("infer",) if mode == "infer" else PHASES
+
+
+def design_table(spec: dict[str, Any], configs: dict[str, dict[str, Any]], arms: list[str] | tuple[str, ...],
+                 *, power: float = POWER, cv: float = DEFAULT_CV) -> dict[str, Any]:
+    """Per hypothesis and phase: unit, test, n per comparison, Holm family, smallest p, decidable, MDE.
+
+    ``spec`` is the plain spec (``Spec.to_dict()``, the manifest's), ``configs`` the plan's.
+    """
+    design = spec.get("design") or {}
+    alpha = float(design.get("alpha", 0.05))
+    reps = int(design.get("repetitions", 0))
+    n_pairs = max(0, len(arms) - 1)
+    rows: list[dict[str, Any]] = []
+    for h in spec.get("hypotheses") or []:
+        unit = hypothesis_unit(spec, h)
+        for phase in h["phases"]:
+            with_phase = [cid for cid, cfg in configs.items() if phase in config_phases(spec, cfg)]
+            if unit == "configuration":
+                n, comparisons = len(with_phase), (1 if with_phase else 0) * n_pairs
+                test = ("Wilcoxon signed-rank across configurations: each configuration's trials summarised "
+                        "per arm by their median; pairs = configurations")
+                n_note = f"{n} configurations with a {phase} phase (at most: oom or skipped ones drop out)"
+            else:
+                n, comparisons = (reps if with_phase else 0), len(with_phase) * n_pairs
+                test = "Wilcoxon signed-rank per configuration, paired by block (one trial per arm per block)"
+                n_note = f"{reps} repetitions per configuration" + (
+                    f", tested in each of {len(with_phase)} configurations" if len(with_phase) > 1 else "")
+            rows.append({"id": h["id"], "phase": phase, "metric": h["metric"], "unit": unit, "test": test,
+                         "n": n, "n_note": n_note, "comparisons": comparisons})
+    family = sum(r["comparisons"] for r in rows)
+    threshold = alpha / family if family else alpha
+    for r in rows:
+        n = r["n"]
+        p_min, p_ties = min_p(n), min_p_asymptotic(n)
+        reasons = []
+        if r["comparisons"] == 0:
+            reasons.append(f"no configuration measures the {r['phase']} phase")
+        if n < MIN_N_FOR_TESTS:
+            reasons.append(f"n = {n} < {MIN_N_FOR_TESTS}, the kit's minimum for a test (descriptives only)")
+        if p_min >= threshold:
+            reasons.append(f"the smallest attainable p ({p_min:.3g}, all differences of one sign) is not below "
+                           f"alpha/m = {alpha:g}/{family} = {threshold:.3g}, Holm's first threshold")
+        decidable = not reasons
+        delta = mde_sd(n, threshold, power)
+        r.update({
+            "family_size": family, "alpha": alpha, "holm_first_threshold": threshold,
+            "min_p": p_min, "min_p_with_ties": p_ties, "decidable": decidable,
+            "reason": "; ".join(reasons) if reasons else None,
+            "ties_note": (None if not decidable or p_ties < threshold else
+                          f"with ties or zero differences the normal approximation applies, whose smallest p "
+                          f"({p_ties:.3g}) is not below {threshold:.3g}: a metric with coarse values may not be decided"),
+            "mde_sd": delta, "power": power,
+            "cv": cv if r["unit"] == "trial" else None,
+            "mde_ratio": mde_ratio(delta, cv) if r["unit"] == "trial" else None,
+        })
+    return {
+        "rows": rows, "alpha": alpha, "family_size": family, "power": power, "cv": cv,
+        "min_n_for_tests": MIN_N_FOR_TESTS, "all_decidable": bool(rows) and all(r["decidable"] for r in rows),
+        "method": ("decidable: n >= the kit's minimum and the smallest attainable two-sided signed-rank p "
+                   "(exact: 2/2^n) below alpha/m, the first Holm threshold over the run's m planned tests; "
+                   f"MDE at power {power:g}: (z(1-alpha/(2m)) + z(power)) / sqrt(n * 3/pi), in SDs of the "
+                   "paired differences (normal approximation, the signed-rank test's efficiency 3/pi); "
+                   f"ratio for the trial unit assuming a between-trial CV of {cv:.0%} in each arm"),
+    }
+
+
+def design_summary(row: dict[str, Any]) -> str:
+    """One line per hypothesis and phase, for `kit list` and text reports."""
+    what = (f"across {row['n']} configurations" if row["unit"] == "configuration"
+            else f"per configuration, n = {row['n']}")
+    verdict = "testable" if row["decidable"] else f"NOT testable: {row['reason']}"
+    mde = "" if row["mde_sd"] is None else f"; MDE {row['mde_sd']:.2f} SD"
+    if row.get("mde_ratio") is not None:
+        mde += f" (ratio {row['mde_ratio']:.3g} at CV {row['cv']:.0%})"
+    return f"{row['id']} {row['phase']}: {row['unit']} unit, {what}; {verdict}{mde}"
