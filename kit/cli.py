@@ -229,12 +229,15 @@ def status(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
 
 
 def _print_status(run_dir: Path, trials: bool = False) -> None:
+    from rich.markup import escape
+
     from kit.executors.status import run_status
 
     st = run_status(run_dir)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(st["counts"].items()))
-    out.print(f"{st['experiment']} · {st['run_dir']} · executor {st['executor']} · status {st['status']} · "
-              f"{st['total']} trials: {counts}")
+    retried = f" ({st['retried']} retried; failed attempts under attempts/)" if st.get("retried") else ""
+    out.print(escape(f"{st['experiment']} · {st['run_dir']} · executor {st['executor']} · status {st['status']} · "
+                     f"{st['total']} trials: {counts}{retried}"))
     if st["jobs"]:
         table = Table(title="Slurm jobs")
         for col in ("chunk", "job", "state", "node", "done", "reason"):
@@ -245,11 +248,14 @@ def _print_status(run_dir: Path, trials: bool = False) -> None:
     rows = st["trials"] if trials else [r for r in st["trials"] if r["state"] in ("failed", "lost")]
     if rows:
         table = Table(title="Trials" if trials else "Failed or lost trials")
-        for col in ("trial", "state", "job", "node", "reason"):
+        for col in ("trial", "state", "job", "node", "signal", "earlier attempts", "reason"):
             table.add_column(col, overflow="fold")
         for r in rows:
-            table.add_row(r["trial_id"], r["state"], r["job"] or "", r["node"] or "", r["reason"])
+            table.add_row(*(escape(str(v)) for v in (r["trial_id"], r["state"], r["job"] or "", r["node"] or "",
+                                                      r.get("signal") or "", r.get("earlier_attempts") or "", r["reason"])))
         out.print(table)
+        if any(r["state"] == "failed" for r in rows):
+            out.print(escape(f"re-run failed trials in their plan positions: kit run --resume {st['run_dir']} --retry-failed"))
 
 
 def _choose_backend(name: str) -> str:

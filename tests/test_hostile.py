@@ -593,3 +593,20 @@ def test_pack_never_reads_a_link_or_fifo_planted_in_the_run(small_run: Path, tmp
     assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.tar.gz").exists()
     res = _kit("pack", str(run), "--out", str(tmp_path / "b2"))
     assert res.returncode == 2 and "planted" in res.stderr and not (tmp_path / "b2").exists(), res.stderr
+
+
+@pytest.mark.slow
+def test_status_shows_markup_from_a_trial_file_literally(small_run: Path, tmp_path: Path) -> None:
+    """An error text in a trial file is shown as written (rich markup would raise on '[/]' or restyle the table)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    trial = sorted((run / "trials").glob("*.json"))[0]
+    rec = json.loads(trial.read_text())
+    rec.update(status="error", error="[/] [red]boom[/red]", signal="SIGKILL")
+    trial.write_text(json.dumps(rec))
+    proc = _status_cli(run)
+    assert proc.returncode == 0, proc.stderr
+    flat = " ".join(proc.stdout.replace("│", " ").split())
+    assert "[/] [red]boom[/red]" in flat and "SIGKILL" in flat and "--retry-failed" in flat, proc.stdout

@@ -23,6 +23,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     man = rd.manifest()
     plan = Plan.from_dict(man["plan"])
     records = {r["trial_id"]: r for r in rd.iter_trials()}
+    attempts = Counter(a["trial_id"] for a in rd.checked_attempts())  # failed attempts set aside by --retry-failed
     executor = man.get("executor", {"name": "local"})
     chunk_of: dict[int, int] = {}
     jobs: list[dict[str, Any]] = []
@@ -58,7 +59,8 @@ def run_status(run_dir: Path) -> dict[str, Any]:
             state = "lost"
             reason = f"job {job} ended {js.state}" + (f" ({js.reason})" if js.reason and js.reason != "None" else "")
         rows.append({"trial_id": t.trial_id, "position": t.position, "block": t.block, "arm": t.arm, "chunk": chunk,
-                     "state": state, "job": job, "node": node, "reason": reason})
+                     "state": state, "job": job, "node": node, "reason": reason,
+                     "signal": (rec or {}).get("signal"), "earlier_attempts": attempts.get(t.trial_id, 0)})
     for i, j in sorted(latest.items()):
         js = states.get(j)
         in_chunk = [r for r in rows if r["chunk"] == i]
@@ -67,4 +69,5 @@ def run_status(run_dir: Path) -> dict[str, Any]:
                      "trials": len(in_chunk)})
     counts = Counter(r["state"] for r in rows)
     return {"run_dir": str(rd.path), "experiment": man["experiment"], "status": man.get("status"),
-            "executor": executor.get("name"), "counts": dict(counts), "total": len(rows), "jobs": jobs, "trials": rows}
+            "executor": executor.get("name"), "counts": dict(counts), "total": len(rows), "jobs": jobs, "trials": rows,
+            "retried": sum(1 for r in rows if r["earlier_attempts"])}
