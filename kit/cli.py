@@ -243,7 +243,8 @@ def _print_status(run_dir: Path, trials: bool = False) -> None:
         for col in ("chunk", "job", "state", "node", "done", "reason"):
             table.add_column(col)
         for j in st["jobs"]:
-            table.add_row(str(j["chunk"]), j["job"], j["state"], j["node"], f"{j['finished']}/{j['trials']}", j["reason"])
+            table.add_row(*(_esc(v) for v in (j["chunk"], j["job"], j["state"], j["node"], f"{j['finished']}/{j['trials']}",
+                                              j["reason"])))
         out.print(table)
     rows = st["trials"] if trials else [r for r in st["trials"] if r["state"] in ("failed", "lost")]
     if rows:
@@ -313,14 +314,22 @@ def _make_report(run_dir: Path, formats: tuple[str, ...]) -> None:
     _print_hypotheses(analysis)
 
 
+def _esc(value: object) -> str:
+    """Text from run directories, specs and bundles, shown as written (never as rich markup)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def _print_hypotheses(analysis: dict[str, Any]) -> None:
     table = Table(title="Hypotheses")
     for col in ("id", "phase", "metric", "n", "test", "p", "p (Holm)", "effect", "decision"):
         table.add_column(col, overflow="fold")
     for h in analysis.get("hypotheses", []):
         metric = h["metric"] + (f" [{h['config_label']}]" if h.get("config_label") else "")
-        table.add_row(h["id"], h["phase"], metric, str(h.get("n_pairs", "")), h.get("test_method") or "-",
-                      _fmt_p(h.get("p")), _fmt_p(h.get("p_adj")), h.get("effect_text") or "-", h["decision"])
+        table.add_row(*(_esc(v) for v in (h["id"], h["phase"], metric, str(h.get("n_pairs", "")),
+                                           h.get("test_method") or "-", _fmt_p(h.get("p")), _fmt_p(h.get("p_adj")),
+                                           h.get("effect_text") or "-", h["decision"])))
     out.print(table)
 
 
@@ -362,8 +371,9 @@ def compare(
     style = {"regression": "red", "improvement": "green"}
     for r in res["rows"]:
         ci = "" if r["ratio_low"] is None else f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
-        table.add_row(r["config"], r["metric"], r["phase"], r["arm"], f"{r['median_a']:.4g}", f"{r['median_b']:.4g}",
-                      ("-" if r["ratio"] is None else f"{r['ratio']:.3f}") + ci, _fmt_p(r["p_adj"]),
+        table.add_row(_esc(r["config"]), _esc(r["metric"]), _esc(r["phase"]), _esc(r["arm"]), f"{r['median_a']:.4g}",
+                      f"{r['median_b']:.4g}", _esc(("-" if r["ratio"] is None else f"{r['ratio']:.3f}") + ci),
+                      _fmt_p(r["p_adj"]),
                       f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
     out.print(table)
     if res["provenance_differences"]:
@@ -458,18 +468,18 @@ def verify_cmd(
         res = verify(bundle, VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend,
                                            data_dir=data_dir), events)
     out.print(f"integrity: ok ({res['files_verified']} files match SHA256SUMS)")
-    out.print(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']})")
+    out.print(_esc(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']})"))
     table = Table(title=f"Claims (tolerance ±{res['tolerance']:.0%})")
     for col in ("id", "phase", "decision (original)", "decision (re-run)", "ratio (original)", "ratio (re-run)", "reproduced"):
         table.add_column(col, overflow="fold")
     for c in res["claims"]:
         dec = "rejected" if c["rejected"] else ("not rejected" if c["tested"] else (c.get("decision") or "not tested"))
         new = "rejected" if c.get("new_rejected") else "not rejected"
-        table.add_row(c["id"], c["phase"], dec, new, _fmt_p(c["ratio"]), _fmt_p(c.get("new_ratio")),
-                      "[green]yes[/]" if c["reproduced"] else f"[red]no[/] {c['why']}")
+        table.add_row(_esc(c["id"]), _esc(c["phase"]), _esc(dec), new, _fmt_p(c["ratio"]), _fmt_p(c.get("new_ratio")),
+                      "[green]yes[/]" if c["reproduced"] else f"[red]no[/] {_esc(c['why'])}")
     out.print(table)
     if res["note"]:
-        out.print(f"[yellow]note:[/] {res['note']}")
+        out.print(f"[yellow]note:[/] {_esc(res['note'])}")
     badges = ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'no'}" for k, v in res["badges"].items())
     out.print(f"badges: {badges}")
     if not res["claims_reproduced"]:
