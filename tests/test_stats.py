@@ -119,7 +119,11 @@ def test_normality_against_r() -> None:
     # R: ks.test(nx, "pnorm", mean(nx), sd(nx)) -> D = 0.24102430112196782, p = 0.16564094807352081
     assert res.ks_plain.statistic == pytest.approx(0.24102430112196782, rel=1e-12)
     assert res.ks_plain.p == pytest.approx(0.16564094807352081, rel=1e-9)
-    assert "anti-conservative" in res.ks_plain.method and "paper" in res.ks_plain.method
+    assert "conservative" in res.ks_plain.method and "anti-conservative" not in res.ks_plain.method
+    # the paper's variant: KS against N(0, 1) without standardising (scipy's exact one-sample KS)
+    assert res.ks_paper.method.startswith("the paper's test (invalid: compares with N(0,1))")
+    assert res.ks_paper.statistic == pytest.approx(sps.norm.cdf(min(NX)), rel=1e-12)  # every value is near 10
+    assert res.ks_paper.p < 1e-10
     assert "Lilliefors" in res.lilliefors.method and "Shapiro" in res.shapiro_wilk.method
 
 
@@ -494,8 +498,12 @@ def test_hodges_lehmann_normal_approximation_matches_r_root() -> None:
     s = S.hodges_lehmann(d, np.zeros_like(d), paired=True)
     assert (s.estimate, s.low, s.high) == pytest.approx((1.5, -2.5, 4.0), abs=1e-4)
     assert S.wilcoxon_paired(d, np.zeros_like(d)).p == pytest.approx(0.47118761827625333, rel=1e-10)
-    kept = S.hodges_lehmann(TIE_A, TIE_B, paired=True)  # zeros kept (Hollander & Wolfe): wider, includes 0
-    assert kept.zeros == 2 and kept.low <= 0.0 < kept.high
+    # one rule for zeros (issue 15): the paired interval drops them as the test does, so on the full
+    # data it is the interval of the non-zero differences above (R's wilcox.test drops zeros first,
+    # so its paired call on TIE_A, TIE_B is the call quoted above), and it excludes 0 as the test rejects
+    full = S.hodges_lehmann(TIE_A, TIE_B, paired=True)
+    assert full.zeros == 2 and (full.estimate, full.low, full.high) == pytest.approx((1.5, 0.5, 2.5), abs=1e-12)
+    assert S.wilcoxon_paired(TIE_A, TIE_B).p < 0.05 and full.low > 0
 
 
 # --------------------------------------------------------------------------- ratio of medians

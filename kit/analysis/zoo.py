@@ -8,8 +8,10 @@ model FLOP utilisation; the TF/PT time ratio; the parameter counts of each
 model pair; per-image inference latency against batch size with the paper's
 "decreases up to a limit" claim tested by one-sided Mann-Whitney tests
 between neighbouring batch sizes (Holm-corrected); GPU power and energy
-against batch size (Kruskal-Wallis across batch sizes: the paper found no
-effect).
+against batch size (Kruskal-Wallis across batch sizes per curve: the paper found no
+effect), and the paper's Q4 itself, "does batch size affect GPU power?", per
+framework and phase: a stratified Jonckheere-Terpstra trend test on trial-level
+phase power (:func:`power_trend`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kit.analysis import stats
 
 PARAM_DIFF_PCT = 1.0  # a pair whose counts differ by more than this is flagged as differently defined
 PLATEAU_REL = 0.05  # a neighbouring decrease smaller than this is "levelled off" even when significant
+Q4 = "Q4: Does batch size affect GPU power?"
 
 
 def config_info(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -158,6 +161,70 @@ def _telemetry(values: pd.DataFrame, cid: str, arm: str, metric: str, phase: str
     return g["value"].astype(float).tolist()
 
 
+def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: list[str], metric: str,
+                alpha: float) -> list[dict[str, Any]]:
+    """Q4 per framework and phase: does GPU power rise or fall with batch size? Trial-level, stratified.
+
+    Unit: the trial (one phase-mean power per process; never the 10 Hz samples within it). The
+    design runs every batch size of a curve (model x input side) once per repetition, in shuffled
+    order, so the strata are (model, input side, repetition): within one, the batch sizes ran close
+    together, and comparing only within strata removes the models' different power levels and any
+    drift between repetitions hours apart. Batch size is ordered and the question is whether power
+    moves with it, so an ordered-alternative test rather than Kruskal-Wallis (which ignores the
+    order): the stratified Jonckheere-Terpstra test (:func:`kit.analysis.stats.stratified_trend`),
+    two-sided, Holm-corrected over the frameworks and phases tested here (a family of its own, the
+    hypotheses' Holm family being the framework comparisons). Out-of-memory batch sizes are missing
+    from their strata; a phase where some trials got no power reading is not tested (the trials
+    with a reading would be the longer ones, a biased subset). CPU-inference cases are left out:
+    the GPU idles through them.
+    """
+    from kit.analysis.analyze import usable
+
+    rows: list[dict[str, Any]] = []
+    base = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok") & (values["metric"] == metric)]
+    use = usable(values)
+    for arm, phase in itertools.product(arms, ("train", "infer")):
+        allv = base[(base["arm"] == arm) & (base["phase"] == phase)]
+        if allv.empty or allv["value"].notna().sum() == 0:
+            continue  # not measured for this framework and phase (no GPU, or no such phase)
+        row: dict[str, Any] = {"question": Q4, "arm": arm, "phase": phase, "metric": metric, "unit": "trial",
+                               "h0": f"GPU power in the {phase} phase does not change with batch size ({arm})",
+                               "h1": f"GPU power in the {phase} phase rises or falls with batch size ({arm})"}
+        missing = int(allv["value"].isna().sum())
+        if missing:
+            row.update(tested=False, p=None, decision="not testable", reason=(
+                f"{missing} of {len(allv)} {arm} trials got no power reading in the {phase} phase: the trials "
+                "with one are a biased subset (the longer phases)"))
+            rows.append(row)
+            continue
+        g = use[(use["arm"] == arm) & (use["phase"] == phase) & (use["metric"] == metric)]
+        strata: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
+        for cid, rep, val in zip(g["config_id"], g["repetition"], g["value"], strict=True):
+            info = infos[cid]
+            if info.get("device") == "cpu":
+                continue  # CPU-inference cases: the GPU idles, its power says nothing about batch size
+            xs, ys = strata.setdefault((info["case"], info["image_size"], int(rep)), ([], []))
+            xs.append(float(info["batch_size"]))
+            ys.append(float(val))
+        keys = sorted(strata, key=str)
+        res = stats.stratified_trend([strata[k] for k in keys],
+                                     names=[f"{c} {s}px rep {r}" for c, s, r in keys]).as_dict()
+        row.update(tested=res["strata"] > 0 and res["p"] is not None, test=res, p=res["p"], n_trials=res["n"],
+                   strata=res["strata"], concordance=res["concordance"], reason=res["reason"])
+        rows.append(row)
+    adjusted = stats.holm([r["p"] if r.get("tested") else None for r in rows])
+    for r, p_adj in zip(rows, adjusted, strict=True):
+        r["p_holm"] = p_adj
+        if not r.get("tested"):
+            r.setdefault("decision", "not testable")
+            continue
+        if p_adj is not None and p_adj < alpha:
+            r["decision"] = "power rises with batch size" if r["concordance"] > 0 else "power falls with batch size"
+        else:
+            r["decision"] = "no trend shown (the paper: batch size did not significantly affect power)"
+    return rows
+
+
 def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
     arms = list(manifest["plan"]["arms"])
     alpha = float(manifest["spec"]["design"]["alpha"])
@@ -229,4 +296,5 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
             "curves": curves, "missing": missing, "power_measured": any(c.get("train_gpu_power_w") or
                                                                        c.get("infer_gpu_power_w") for c in cells),
             "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))},
-            "power_metric": power_metric, "power_source": METRICS[power_metric].label}
+            "power_metric": power_metric, "power_source": METRICS[power_metric].label,
+            "power_trend": power_trend(values, infos, arms, power_metric, alpha) if not values.empty else []}
