@@ -6,8 +6,10 @@ input side) and framework: status (``oom`` and ``skipped`` configurations
 are kept and drawn as missing points), step times, throughput, FLOPs and
 model FLOP utilisation; the TF/PT time ratio; the parameter counts of each
 model pair; per-image inference latency against batch size with the paper's
-"decreases up to a limit" claim tested by one-sided Mann-Whitney tests
-between neighbouring batch sizes (Holm-corrected); GPU power and energy
+"decreases up to a limit" claim tested on trial-level values (never steps) per
+curve by one-sided Mann-Whitney tests between neighbouring batch sizes
+(Holm-corrected; "not testable" when the trials per point cannot reach the
+threshold) and across curves by a signed-rank test with the curve as unit; GPU power and energy
 against batch size (Kruskal-Wallis across batch sizes per curve: the paper found no
 effect), and the paper's Q4 itself, "does batch size affect GPU power?", per
 framework and phase: a stratified Jonckheere-Terpstra trend test on trial-level
@@ -63,12 +65,10 @@ def cell_stats(trials: list[dict[str, Any]]) -> dict[str, Any]:
     bs = int(r0.get("batch_size") or r0.get("global_batch") or 1)
     for phase in ("train", "infer"):
         per_trial = [float(np.mean(t["results"][f"{phase}_step_s"])) for t in ok if t["results"].get(f"{phase}_step_s")]
-        steps = [s for t in ok for s in t["results"].get(f"{phase}_step_s") or []]
         if not per_trial:
             continue
         cell[f"{phase}_step_s"] = float(np.mean(per_trial))
         cell[f"{phase}_trial_means_s"] = per_trial
-        cell[f"{phase}_steps_s"] = steps
         cell[f"{phase}_throughput_ips"] = bs / cell[f"{phase}_step_s"]
         cell[f"{phase}_latency_per_image_s"] = cell[f"{phase}_step_s"] / bs
     cell["param_count"] = r0.get("param_count")
@@ -123,34 +123,85 @@ def param_pairs(cells: list[dict[str, Any]], arms: list[str]) -> list[dict[str, 
     return out
 
 
+def _min_p_mannwhitney(n0: int, n1: int) -> float:
+    """Smallest one-sided exact Mann-Whitney p with n0 and n1 values (all of one sample below the other)."""
+    return 1.0 / math.comb(n0 + n1, n1)
+
+
 def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> dict[str, Any]:
     """Test "per-image inference time decreases with batch size up to a limit" on one curve.
 
-    ``curve``: (batch size, per-image latency samples) in increasing batch order, missing (oom)
-    points left out. Each neighbouring pair gets a one-sided Mann-Whitney test (larger batch
-    faster per image), Holm-corrected over the curve. The limit is the first batch size after
-    which the latency no longer falls significantly by more than PLATEAU_REL. Verdicts:
-    ``supported`` (falls, then levels off inside the grid), ``no limit reached`` (falls over the
-    whole grid), ``not supported`` (does not fall at the smallest batch sizes), ``too few points``.
+    ``curve``: (batch size, per-image latency of each TRIAL) in increasing batch order, missing (oom)
+    points left out. The unit is the trial (a process): the timed steps inside one trial are not
+    independent and are summarised into its mean before this function sees them. Each neighbouring
+    pair gets a one-sided Mann-Whitney test (larger batch faster per image), Holm-corrected over the
+    curve. The limit is the first batch size after which the latency no longer falls significantly by
+    more than PLATEAU_REL. Verdicts: ``supported`` (falls, then levels off inside the grid), ``no limit
+    reached`` (falls over the whole grid), ``not supported`` (does not fall at the smallest batch sizes),
+    ``not testable`` (too few trials per point for any p below the Holm threshold), ``too few points``.
     """
     pts = [(b, np.asarray(s, float)) for b, s in curve if len(s) >= 2]
     if len(pts) < 2:
-        return {"verdict": "too few points", "steps": [], "limit": None}
+        return {"verdict": "too few points", "steps": [], "limit": None, "unit": "trial"}
+    pairs = list(itertools.pairwise(pts))
+    best = max(_min_p_mannwhitney(len(s0), len(s1)) for (_, s0), (_, s1) in pairs)
+    if best >= alpha / len(pairs):
+        n = sorted({len(s) for _, s in pts})
+        return {"verdict": "not testable", "steps": [], "limit": None, "unit": "trial",
+                "reason": f"{'/'.join(map(str, n))} trials per batch size: the smallest attainable one-sided "
+                          f"Mann-Whitney p is {best:.3g}, not below alpha/{len(pairs)} = {alpha / len(pairs):.3g}; "
+                          "see the test across curves"}
     raw = []
-    for (b0, s0), (b1, s1) in itertools.pairwise(pts):
+    for (b0, s0), (b1, s1) in pairs:
         p = float(sps.mannwhitneyu(s1, s0, alternative="less").pvalue)
         rel = float(1 - np.median(s1) / np.median(s0))
-        raw.append({"from": b0, "to": b1, "p": p, "rel_decrease": rel})
+        raw.append({"from": b0, "to": b1, "p": p, "rel_decrease": rel, "n_from": len(s0), "n_to": len(s1)})
     for s, p_adj in zip(raw, stats.holm([s["p"] for s in raw]), strict=True):
         s["p_holm"] = p_adj
         s["falls"] = p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
+    return {**_verdict(raw, pts[0][0]), "unit": "trial"}
+
+
+def _verdict(raw: list[dict[str, Any]], first_batch: int) -> dict[str, Any]:
     falls = [s["falls"] for s in raw]
     if not falls[0]:
-        return {"verdict": "not supported", "steps": raw, "limit": pts[0][0]}
+        return {"verdict": "not supported", "steps": raw, "limit": first_batch}
     first_flat = next((i for i, f in enumerate(falls) if not f), None)
     if first_flat is None:
         return {"verdict": "no limit reached", "steps": raw, "limit": None}
     return {"verdict": "supported", "steps": raw, "limit": raw[first_flat]["from"]}
+
+
+def decreasing_across_curves(curves: list[list[tuple[int, list[float]]]], alpha: float) -> dict[str, Any]:
+    """The same claim tested across curves (models x input sides) of one framework: the unit is the curve.
+
+    For each neighbouring pair of batch sizes, every curve that measured both gives one value, the log
+    ratio of its trial medians (never steps); a one-sided Wilcoxon signed-rank test across curves asks
+    whether the latency falls by more than PLATEAU_REL (log ratio below log(1 - PLATEAU_REL)). Holm over
+    the pairs. With 3 trials per point a single curve cannot decide; 15 curves can (smallest p 2^-15).
+    """
+    by_pair: dict[tuple[int, int], list[float]] = {}
+    for curve in curves:
+        pts = [(b, float(np.median(s))) for b, s in curve if len(s) >= 1]
+        for (b0, m0), (b1, m1) in itertools.pairwise(pts):
+            if m0 > 0 and m1 > 0:
+                by_pair.setdefault((b0, b1), []).append(math.log(m1 / m0))
+    shift = math.log(1 - PLATEAU_REL)
+    raw = []
+    for (b0, b1), logs in sorted(by_pair.items()):
+        d = np.asarray(logs) - shift
+        n = int(np.count_nonzero(d))
+        p = float(sps.wilcoxon(d, alternative="less").pvalue) if n >= stats.MIN_N_FOR_TESTS else None
+        raw.append({"from": b0, "to": b1, "n_curves": len(logs), "p": p,
+                    "rel_decrease": float(1 - math.exp(float(np.median(logs))))})
+    tested = [s for s in raw if s["p"] is not None]
+    if not tested:
+        return {"verdict": "not testable", "steps": raw, "limit": None, "unit": "curve",
+                "reason": f"fewer than {stats.MIN_N_FOR_TESTS} curves measured each pair of neighbouring batch sizes"}
+    for s, p_adj in zip(tested, stats.holm([s["p"] for s in tested]), strict=True):
+        s["p_holm"] = p_adj
+        s["falls"] = p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
+    return {**_verdict(tested, tested[0]["from"]), "unit": "curve"}
 
 
 def _telemetry(values: pd.DataFrame, cid: str, arm: str, metric: str, phase: str) -> list[float]:
@@ -267,14 +318,18 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
                                                                       "pytorch": pt_c["status"]}})
 
     curves = []
+    by_arm_samples: dict[str, list[list[tuple[int, list[float]]]]] = {}
     keys = sorted({(i["case"], i["image_size"]) for i in infos.values()}, key=str)
     for case, size in keys:
         cids = sorted((i for i in infos.values() if i["case"] == case and i["image_size"] == size),
                       key=lambda i: i["batch_size"])
         for arm in arms:
             row = [next(c for c in cells if c["config_id"] == i["config_id"] and c["arm"] == arm) for i in cids]
-            samples = [(c["batch_size"], [s / c["batch_size"] for s in c.get("infer_steps_s") or []]) for c in row]
+            # one value per TRIAL (its mean step time per image): steps within a trial are not independent
+            samples = [(c["batch_size"], [m / c["batch_size"] for m in c.get("infer_trial_means_s") or []])
+                       for c in row]
             test = decreasing_to_limit([(b, s) for b, s in samples if s], alpha)
+            by_arm_samples.setdefault(arm, []).append([(b, s) for b, s in samples if s])
             power = [(c["batch_size"], c.get("train_gpu_power_w") or c.get("infer_gpu_power_w") or []) for c in row]
             groups = [p for _, p in power if len(p) >= 2]
             kw = (float(sps.kruskal(*groups).pvalue) if len(groups) >= 2 and np.ptp(np.concatenate(groups)) > 0
@@ -290,11 +345,12 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
                            "decrease_test": test, "power_kruskal_p": kw})
     missing = [{"case": c["case"], "batch_size": c["batch_size"], "image_size": c["image_size"], "arm": c["arm"],
                 "status": c["status"], "reason": (c.get("reason") or "")[:300]} for c in cells if c["status"] != "ok"]
-    slim = [{k: v for k, v in c.items() if not k.endswith("_steps_s")} for c in cells]
+    slim = cells  # per-step times never leave the trial records: every test above sees trial-level values
     verdicts = [c["decrease_test"]["verdict"] for c in curves]
     return {"arms": arms, "alpha": alpha, "cells": slim, "ratios": ratios, "param_pairs": param_pairs(cells, arms),
             "curves": curves, "missing": missing, "power_measured": any(c.get("train_gpu_power_w") or
                                                                        c.get("infer_gpu_power_w") for c in cells),
             "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+            "decrease_across_curves": {arm: decreasing_across_curves(cs, alpha) for arm, cs in by_arm_samples.items()},
             "power_metric": power_metric, "power_source": METRICS[power_metric].label,
             "power_trend": power_trend(values, infos, arms, power_metric, alpha) if not values.empty else []}
