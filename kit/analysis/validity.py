@@ -165,7 +165,10 @@ def equivalence(c: Ctx) -> list[Threat]:
     if eq.get("verified"):
         return [Threat("equivalence", "internal", "info", "Same model in both frameworks",
                        f"parameter counts {eq['param_counts']}; identical initial weights and batches; training losses "
-                       f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks",
+                       f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks"
+                       + (f"; tolerance {eq['loss_tolerance']:.1e} ("
+                          + "; ".join(b.get("rule", "") for b in eq.get("loss_tolerance_basis") or []) + ")"
+                          if eq.get("loss_tolerance") else ""),
                        "shared initial weights and data order, checked per block", status="mitigated")]
     if (c.manifest["spec"]["workload"].get("params") or {}).get("defaults") == "framework":
         return [Threat("equivalence", "internal", "medium", "Each framework's own defaults, by design",
@@ -174,7 +177,9 @@ def equivalence(c: Ctx) -> list[Threat]:
                        "constants (workload.defaults = \"framework\", the study's question), so their training "
                        "differs by design", "set workload.defaults = \"shared\" to compare identical models")]
     return [Threat("equivalence", "internal", "high", "Models not verified equivalent",
-                   f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}",
+                   f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}"
+                   + (f" against the tolerance {eq['loss_tolerance']:.1e} for the recorded precision"
+                      if eq.get("loss_tolerance") else ""),
                    "use the same architecture, initial weights and data order in both frameworks")]
 
 
