@@ -53,3 +53,23 @@ def test_paper_ks_is_shown_beside_the_others_in_the_analysis_output() -> None:
     const = S.normality([3.0] * 10)  # needs no spread: still shown, and still rejects
     assert const.ks_paper.p < 1e-10 and const.shapiro_wilk.reason
     assert S.normality([3.0, 3.1]).ks_paper.reason  # n < 3: none of them
+
+
+def test_the_report_labels_the_papers_ks_test_as_invalid(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The descriptives table shows the paper's KS variant beside the valid tests, labelled for what it is."""
+    import shutil
+    from pathlib import Path
+
+    from kit.analysis.analyze import analyze_run
+    from kit.report import write_report
+    from kit.report.latex import LATEX_DIR
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "golden" / "run", run)
+    write_report(run, analyze_run(run), ("html", "latex"))
+    page = (run / "report" / "index.html").read_text()
+    assert "KS p, the paper&#39;s test (invalid: compares with N(0,1))" in page or \
+        "KS p, the paper's test (invalid: compares with N(0,1))" in page
+    assert "KS p (estimated mean/sd: conservative)" in page and "paper's, plain" not in page
+    tex = (run / "report" / LATEX_DIR / "tables" / "descriptives.tex").read_text()
+    assert r"KS\textsubscript{paper}" in tex and "invalid" in tex
