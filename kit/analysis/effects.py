@@ -286,40 +286,28 @@ def hodges_lehmann(a: ArrayLike, b: ArrayLike, *, paired: bool, conf: float = 0.
     zero differences). Otherwise k inverts the normal approximation the tests use
     (tie-corrected variance, continuity correction), which is where R's numerical
     root lands too; the estimate stays the median above (R's asymptotic estimate is
-    a root with tolerance 1e-4), and zero differences stay in the data (R drops them).
+    a root with tolerance 1e-4). The paired interval is kit.analysis.stats.hodges_lehmann's
+    (zero differences dropped as the signed-rank test drops them); this delegates to it.
     """
     where = "stats.hodges_lehmann"
     conf = _check_level(conf, "conf", where)
     alpha = 1.0 - conf
     zeros = 0
-    if paired:
-        x, y = _check_pair(a, b, where=where)
-        d = x - y
-        n = d.size
-        total = n * (n + 1) // 2
-        _check_pairwise_size(total, where)
-        nonzero = np.abs(d[d != 0])
-        zeros = int(n - nonzero.size)
-        ties = bool(np.unique(nonzero).size < nonzero.size)
-        exact = n <= EXACT_MAX_N and not ties and zeros == 0
-        i, j = np.triu_indices(n)
-        values = (d[i] + d[j]) / 2.0
-        definition = "median of Walsh averages (d_i + d_j)/2, i <= j, of d = a - b"
-        # ties that persist for every shift (equal d's) enter the variance, as in the test
-        var = n * (n + 1) * (2 * n + 1) / 24.0 - _tie_sum(d) / 48.0
-        pmf = _signed_rank_pmf(n) if exact else None
-    else:
-        x = _check_sample(a, name="a", where=where)
-        y = _check_sample(b, name="b", where=where)
-        total = x.size * y.size
-        _check_pairwise_size(total, where)
-        ties = bool(np.unique(np.concatenate([x, y])).size < x.size + y.size)
-        exact = x.size <= EXACT_MAX_N and y.size <= EXACT_MAX_N and not ties
-        values = np.subtract.outer(x, y).ravel()
-        definition = "median of all pairwise differences a_i - b_j"
-        big_n = x.size + y.size
-        var = x.size * y.size / 12.0 * (big_n + 1 - (_tie_sum(x) + _tie_sum(y)) / (big_n * (big_n - 1)))
-        pmf = _rank_sum_pmf(x.size, y.size) if exact else None
+    if paired:  # one rule for zero differences, the signed-rank test's: kit.analysis.stats.hodges_lehmann
+        from kit.analysis import stats as _stats
+
+        return _stats.hodges_lehmann(a, b, paired=True, conf=conf)  # type: ignore[return-value]
+    x = _check_sample(a, name="a", where=where)
+    y = _check_sample(b, name="b", where=where)
+    total = x.size * y.size
+    _check_pairwise_size(total, where)
+    ties = bool(np.unique(np.concatenate([x, y])).size < x.size + y.size)
+    exact = x.size <= EXACT_MAX_N and y.size <= EXACT_MAX_N and not ties
+    values = np.subtract.outer(x, y).ravel()
+    definition = "median of all pairwise differences a_i - b_j"
+    big_n = x.size + y.size
+    var = x.size * y.size / 12.0 * (big_n + 1 - (_tie_sum(x) + _tie_sum(y)) / (big_n * (big_n - 1)))
+    pmf = _rank_sum_pmf(x.size, y.size) if exact else None
     if pmf is not None:
         k, achieved = _exact_rank(pmf, alpha)
         method = "exact"
