@@ -407,36 +407,37 @@ def history_cmd(
     threshold: Annotated[float, typer.Option(help="Practical threshold for a step (0.05 = 5 %).")] = 0.05,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the plot and table as HTML here.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the history as JSON here.")] = None,
+    cache: Annotated[bool, typer.Option(help="Reuse what earlier calls read from unchanged runs "
+                                             "(~/.cache/kit/history or $KIT_HISTORY_CACHE).")] = True,
 ) -> None:
     """A metric across runs of successive versions, with the steps where it changed."""
     import json
 
-    from kit.history import history, plot_svg
+    from rich.progress import Progress
 
-    res = history(runs_dir, metric, phase, arm, experiment, threshold)
-    table = Table(title=f"{metric} ({phase}, {res['arm']}) across {len(res['runs'])} runs")
+    from kit.history import history, render_html
+    from kit.store import atomic_write_bytes
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("reading runs", total=None)
+        res = history(runs_dir, metric, phase, arm, experiment, threshold, use_cache=cache,
+                      on_run=lambda done, total: progress.update(task, completed=done, total=total))
+    table = Table(title=_esc(f"{metric} ({phase}, {res['arm']}) across {len(res['runs'])} runs"))
     for col in ("#", "label", "n", "median", "IQR"):
         table.add_column(col)
     for i, r in enumerate(res["runs"]):
-        table.add_row(str(i), r["label"], str(r["n"]), f"{r['median']:.4g}", f"{r['q1']:.4g}–{r['q3']:.4g}")
+        table.add_row(str(i), _esc(r["label"]), str(r["n"]), f"{r['median']:.4g}", f"{r['q1']:.4g}–{r['q3']:.4g}")
     out.print(table)
     if not res["steps"]:
         out.print("no step: no significant change larger than the threshold")
     for s in res["steps"]:
-        out.print(f"[{'red' if s['verdict'] == 'regression' else 'green'}]{s['verdict']}[/] between {s['from']!r} and "
-                  f"{s['to']!r}: ratio {s['ratio']:.3f} [{s['ratio_low']:.3f}, {s['ratio_high']:.3f}], p (Holm) {s['p_adj']:.3g}")
+        out.print(f"[{'red' if s['verdict'] == 'regression' else 'green'}]{s['verdict']}[/] between {_esc(repr(s['from']))} "
+                  f"and {_esc(repr(s['to']))}: ratio {s['ratio']:.3f} [{s['ratio_low']:.3f}, {s['ratio_high']:.3f}], "
+                  f"p (Holm) {s['p_adj']:.3g}")
     if json_out:
-        json_out.write_text(json.dumps(res, indent=1) + "\n")
+        atomic_write_bytes(json_out, (json.dumps(res, indent=1) + "\n").encode())
     if html_out:
-        from kit.store import atomic_write_bytes
-
-        rows = "".join(f"<tr><td>{s['verdict']}</td><td>{s['from']}</td><td>{s['to']}</td><td>{s['ratio']:.3f}</td>"
-                       f"<td>{s['p_adj']:.3g}</td></tr>" for s in res["steps"]) or "<tr><td colspan=5>no step</td></tr>"
-        html = (f"<!DOCTYPE html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-                f"<title>kit history {metric}</title><body style='font-family:system-ui;max-width:70rem;margin:auto'>"
-                f"<h1>{metric} ({phase}, {res['arm']})</h1>{plot_svg(res)}<table><tr><th>verdict</th><th>from</th>"
-                f"<th>to</th><th>ratio</th><th>p (Holm)</th></tr>{rows}</table><p>{res['method']}</p></body></html>")
-        atomic_write_bytes(html_out, html.encode())
+        atomic_write_bytes(html_out, render_html(res).encode())
 
 
 @app.command("pack")

@@ -2,22 +2,26 @@
 
 Runs are ordered by their start time (or by label) and labelled by ``kit run
 --label`` (else the framework versions reported from inside the trials).
-Step detection: PELT (ruptures, L1 cost, robust to outliers) over the
-trial-level values in run order, breakpoints snapped to run boundaries; each
-candidate step is then validated like a comparison (Mann–Whitney between the
-runs before and after it, up to the neighbouring steps; Holm; and the
-practical threshold on the ratio of medians), so a step is reported only
-where a change is both significant and large enough to matter.
+Step detection: binary segmentation (ruptures, L1 cost, robust to outliers)
+of the run medians in run order (the run is the unit a step sits between;
+O(n log n), so 1,000 nightly runs take seconds); each candidate step is then
+validated like a comparison on trial-level values (Mann–Whitney between the
+trials of the runs before and after it, up to the neighbouring steps and at
+most WINDOW_RUNS runs each side; Holm; and the practical threshold on the
+ratio of medians), so a step is reported only where a change is both
+significant and large enough to matter.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kit import history_cache
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
 from kit.compare import load_analysis
@@ -34,31 +38,63 @@ def _label(man: dict[str, Any], analysis: dict[str, Any], arm: str) -> str:
     return Path(str(man.get("run_dir", "run"))).name
 
 
-def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment: str | None) -> list[dict[str, Any]]:
-    """Per run (in start order): label and the measured values of ``metric`` in ``phase`` for ``arm``."""
+def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, Any]:
+    """What history needs of one run, from its (fresh) analysis: experiment, label, arm, start, trial values."""
+    rd = RunDir.open(path)
+    man = rd.manifest()
+    entry: dict[str, Any] = {"experiment": str(man.get("experiment")), "skip": True}
+    if not rd.finished_ids():
+        return entry
+    analysis = load_analysis(path)
+    chosen = arm or analysis["arms"][0]
+    vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
+            and v["arm"] == chosen and v["value"] is not None and not v["warmup"] and v["status"] == "ok"]
+    started = man.get("started")
+    if not vals:
+        return entry
+    return {"experiment": entry["experiment"], "label": _label(man, analysis, chosen), "arm": str(chosen),
+            "started": float(started) if isinstance(started, int | float) and math.isfinite(started) else 0.0,
+            "values": vals}
+
+
+def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment: str | None, *,
+            use_cache: bool = True, on_run: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Per run (in start order): label and the measured values of ``metric`` in ``phase`` for ``arm``.
+
+    Runs whose files are unchanged since the last call come from the user's history cache (kit/history_cache.py);
+    the others are read from their analysis, recomputed when stale. ``on_run(done, total)`` reports progress.
+    """
     if metric not in METRICS:
         raise AnalysisError(f"unknown metric {metric!r}", where="--metric", fix=f"use one of {', '.join(sorted(METRICS))}")
     found = sorted(p.parent for p in Path(runs_dir).glob("*/manifest.json"))
     if not found:
         raise AnalysisError("no run directories found", where=str(runs_dir), fix="give the directory that holds runs/<time>-<experiment>/")
+    cpath = history_cache.cache_path(runs_dir, f"{metric}|{phase}|{arm or ''}")
+    cached = history_cache.load(cpath) if use_cache else {}
+    entries: dict[str, dict[str, Any]] = {}
     runs = []
     experiments = set()
-    for path in found:
-        rd = RunDir.open(path)
-        man = rd.manifest()
-        if experiment and man["experiment"] != experiment:
+    for done, path in enumerate(found, 1):
+        fp, newest = history_cache.fingerprint(path)
+        entry = cached.get(path.name)
+        if entry is None or entry["fp"] != fp:
+            entry = _extract(path, metric, phase, arm)
+            fp, newest = history_cache.fingerprint(path)  # the analysis may just have been (re)written
+            entry.update(fp=fp, newest=newest)
+        entries[path.name] = entry
+        if on_run:
+            on_run(done, len(found))
+        if experiment and entry["experiment"] != experiment:
             continue
-        experiments.add(man["experiment"])
-        if not rd.finished_ids():
+        experiments.add(entry["experiment"])
+        if entry.get("skip"):
             continue
-        analysis = load_analysis(path)
-        chosen = arm or analysis["arms"][0]
-        vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
-                and v["arm"] == chosen and v["value"] is not None and not v["warmup"] and v["status"] == "ok"]
-        if vals:
-            runs.append({"run_dir": str(path), "started": man.get("started") or 0.0, "label": _label(man, analysis, chosen),
-                         "arm": chosen, "values": vals, "median": float(np.median(vals)),
-                         "q1": float(np.percentile(vals, 25)), "q3": float(np.percentile(vals, 75)), "n": len(vals)})
+        vals = entry["values"]
+        runs.append({"run_dir": str(path), "started": entry["started"], "label": entry["label"], "arm": entry["arm"],
+                     "values": vals, "median": float(np.median(vals)), "q1": float(np.percentile(vals, 25)),
+                     "q3": float(np.percentile(vals, 75)), "n": len(vals)})
+    if use_cache and entries != cached:
+        history_cache.save(cpath, entries)
     if len(experiments) > 1 and not experiment:
         raise AnalysisError(f"runs of several experiments ({', '.join(sorted(experiments))})", where=str(runs_dir),
                             fix="pick one with --experiment")
@@ -66,30 +102,68 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     return runs
 
 
+def _l1_cost() -> Any:
+    """ruptures' L1 cost allowing one-run segments (a regression in the newest run alone must be findable)."""
+    from ruptures.costs import CostL1
+
+    cost = CostL1()
+    cost.min_size = 1
+    return cost
+
+
+def _noise_scale(med: np.ndarray, runs: list[dict[str, Any]]) -> float:
+    """Noise of the run medians: the larger of the between-run scale (MAD of successive differences / sqrt(2),
+    insensitive to the steps themselves) and the sampling noise of a median (within-run MAD / sqrt(trials)).
+    """
+    resid = np.concatenate([np.asarray(r["values"], float) - r["median"] for r in runs])
+    within = float(stats.describe(resid).mad_normal) or float(np.std(resid))
+    n = float(np.median([len(r["values"]) for r in runs]))
+    sigma = within / math.sqrt(max(n, 1.0))
+    if len(med) >= 3:
+        sigma = max(sigma, float(stats.describe(np.diff(med)).mad_normal) / math.sqrt(2.0))
+    return sigma or 1e-12 * (float(np.max(np.abs(med))) or 1.0)
+
+
+def candidate_steps(med: np.ndarray, runs: list[dict[str, Any]]) -> list[int]:
+    """Run indices after each candidate step: binary segmentation (ruptures) of the run medians, L1 cost.
+
+    The run is the unit of a step (steps sit between runs), so the series is one median per run: O(n log n)
+    in the number of runs, where PELT over every trial value was quadratic (1,000 nightly runs took minutes).
+    Penalty 2 log(n) sigma on the L1 scale (BIC-like), sigma the robust between-run noise of the medians.
+    """
+    import ruptures as rpt
+
+    if len(med) < 2:
+        return []
+    pen = 2.0 * math.log(len(med)) * _noise_scale(med, runs)
+    algo = rpt.Binseg(custom_cost=_l1_cost(), min_size=1, jump=1).fit(med.reshape(-1, 1))
+    return sorted(int(b) for b in algo.predict(pen=pen)[:-1])
+
+
+# Each candidate is validated on the trials of at most this many runs on either side (bounded by the
+# neighbouring candidates): a step is a local change, and the test's cost stays bounded per step.
+WINDOW_RUNS = 10
+
+
 def detect_steps(runs: list[dict[str, Any]], *, threshold: float = 0.05, alpha: float = 0.05,
                  lower_is_better: bool | None = True) -> list[dict[str, Any]]:
     """Validated steps between runs: index of the first run after the step, ratio, p, verdict."""
-    import ruptures as rpt
-
     if len(runs) < 2:
         return []
-    series = np.concatenate([np.asarray(r["values"], float) for r in runs])
-    bounds = np.cumsum([len(r["values"]) for r in runs])[:-1]  # index where run i+1 starts
-    resid = np.concatenate([np.asarray(r["values"], float) - r["median"] for r in runs])
-    sigma = float(stats.describe(resid).mad_normal) or float(np.std(resid)) or 1e-12
-    pen = 2.0 * math.log(len(series)) * sigma  # BIC-like penalty on the L1 cost scale
-    bkps = rpt.Pelt(model="l1", min_size=2, jump=1).fit(series.reshape(-1, 1)).predict(pen=pen)[:-1]
-    cand = sorted({int(np.argmin(np.abs(bounds - b))) + 1 for b in bkps})  # run index after the step
+    med = np.asarray([r["median"] for r in runs], float)
+    cand = candidate_steps(med, runs)
     steps = []
     edges = [0, *cand, len(runs)]
     for k, i in enumerate(cand):
-        before = np.concatenate([runs[j]["values"] for j in range(edges[k], i)])
-        after = np.concatenate([runs[j]["values"] for j in range(i, edges[k + 2])])
+        lo, hi = max(edges[k], i - WINDOW_RUNS), min(edges[k + 2], i + WINDOW_RUNS)
+        before = np.concatenate([runs[j]["values"] for j in range(lo, i)])
+        after = np.concatenate([runs[j]["values"] for j in range(i, hi)])
         comp = stats.compare_two(after, before, paired=False, alpha=alpha).as_dict()
         ratio = (comp.get("ratio") or {}).get("estimate")
         steps.append({"index": i, "from": runs[i - 1]["label"], "to": runs[i]["label"], "ratio": ratio,
                       "ratio_low": (comp.get("ratio") or {}).get("low"), "ratio_high": (comp.get("ratio") or {}).get("high"),
-                      "p": (comp.get("test") or {}).get("p"), "n_before": len(before), "n_after": len(after)})
+                      "p": (comp.get("test") or {}).get("p"), "n_before": len(before), "n_after": len(after),
+                      "runs_before": i - lo, "runs_after": hi - i})
     from kit.compare import verdict
 
     for s, p_adj in zip(steps, stats.holm([s["p"] for s in steps]), strict=True):
@@ -99,8 +173,9 @@ def detect_steps(runs: list[dict[str, Any]], *, threshold: float = 0.05, alpha: 
 
 
 def history(runs_dir: Path, metric: str, phase: str = "train", arm: str | None = None, experiment: str | None = None,
-            threshold: float = 0.05, alpha: float = 0.05) -> dict[str, Any]:
-    runs = collect(runs_dir, metric, phase, arm, experiment)
+            threshold: float = 0.05, alpha: float = 0.05, *, use_cache: bool = True,
+            on_run: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    runs = collect(runs_dir, metric, phase, arm, experiment, use_cache=use_cache, on_run=on_run)
     if not runs:
         raise AnalysisError(f"no run has measured {metric} in the {phase} phase", where=str(runs_dir),
                             fix="check --metric, --phase and --arm against the runs' analysis.json")
@@ -108,8 +183,9 @@ def history(runs_dir: Path, metric: str, phase: str = "train", arm: str | None =
     return {"runs_dir": str(runs_dir), "metric": metric, "unit": METRICS[metric].unit, "phase": phase,
             "arm": runs[0]["arm"], "threshold": threshold, "alpha": alpha,
             "runs": [{k: v for k, v in r.items() if k != "values"} for r in runs], "steps": steps,
-            "method": "PELT (ruptures, L1 cost, BIC-like penalty) on trial values, snapped to run boundaries, "
-                      "each step validated by Mann-Whitney/Brunner-Munzel with Holm and the practical threshold"}
+            "method": "binary segmentation (ruptures, L1 cost, penalty 2 log(n) sigma) of the run medians; each "
+                      f"candidate step validated on the trials of up to {WINDOW_RUNS} runs on either side by "
+                      "Mann-Whitney/Brunner-Munzel with Holm and the practical threshold"}
 
 
 def plot_svg(result: dict[str, Any]) -> str:
@@ -127,8 +203,31 @@ def plot_svg(result: dict[str, Any]) -> str:
     for s in result["steps"]:
         ax.axvline(s["index"] - 0.5, color="red" if s["verdict"] == "regression" else "green", ls="--", lw=1)
         ax.annotate(f"{s['ratio']:.2f}×", (s["index"] - 0.5, float(med.max())), color="red", fontsize=8, ha="center")
-    ax.set_xticks(x, [r["label"] for r in runs], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(f"{METRICS[result['metric']].label} ({result['unit']})")
-    ax.set_title(f"{result['metric']} ({result['phase']}, {result['arm']}): median and IQR per run", fontsize=10)
+    # labels and arm come from run directories: shown literally (parse_math=False: a '$' is not mathtext)
+    ax.set_xticks(x, [r["label"] for r in runs], rotation=30, ha="right", fontsize=8, parse_math=False)
+    ax.set_ylabel(f"{METRICS[result['metric']].label} ({result['unit']})", parse_math=False)
+    ax.set_title(f"{result['metric']} ({result['phase']}, {result['arm']}): median and IQR per run", fontsize=10,
+                 parse_math=False)
     ax.grid(alpha=0.3)
     return to_svg(fig)
+
+
+def render_html(result: dict[str, Any]) -> str:
+    """The history page: plot and step table. Every string from the runs (labels, arm) is HTML-escaped."""
+    from html import escape
+
+    def e(v: object) -> str:
+        return escape(str(v), quote=True)
+
+    rows = "".join(f"<tr><td>{e(s['verdict'])}</td><td>{e(s['from'])}</td><td>{e(s['to'])}</td>"
+                   f"<td>{s['ratio']:.3f} [{s['ratio_low']:.3f}, {s['ratio_high']:.3f}]</td><td>{s['p_adj']:.3g}</td></tr>"
+                   for s in result["steps"]) or "<tr><td colspan=5>no step</td></tr>"
+    runs = "".join(f"<tr><td>{i}</td><td>{e(r['label'])}</td><td>{r['n']}</td><td>{r['median']:.4g}</td>"
+                   f"<td>{r['q1']:.4g}–{r['q3']:.4g}</td></tr>" for i, r in enumerate(result["runs"]))
+    head = f"{e(result['metric'])} ({e(result['phase'])}, {e(result['arm'])})"
+    return ("<!DOCTYPE html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
+            f"<title>kit history {head}</title><body style='font-family:system-ui;max-width:70rem;margin:auto'>"
+            f"<h1>{head}</h1>{plot_svg(result)}<h2>Steps</h2><table><tr><th>verdict</th><th>from</th><th>to</th>"
+            f"<th>ratio [CI]</th><th>p (Holm)</th></tr>{rows}</table><p>{e(result['method'])}</p>"
+            f"<h2>Runs</h2><table><tr><th>#</th><th>label</th><th>n</th><th>median ({e(result['unit'])})</th>"
+            f"<th>IQR</th></tr>{runs}</table></body></html>")

@@ -54,6 +54,7 @@ def kit_cmd() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never touch the user's dataset cache, never download in tests."""
+    """Never touch the user's dataset or history cache, never download in tests."""
     monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("KIT_HISTORY_CACHE", str(tmp_path_factory.mktemp("history-cache")))
     monkeypatch.delenv("KIT_DATA_DIR", raising=False)

@@ -51,3 +51,74 @@ def test_history_over_real_runs(tmp_path: Path) -> None:
                            "--html", str(html)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "regression between '2.1' and '2.2'" in proc.stdout and "<svg" in html.read_text()
+
+
+def test_a_regression_in_the_newest_run_alone_is_found() -> None:
+    """One-run segments are allowed: tonight's nightly regressed, and it is the last run of the series."""
+    steps = detect_steps(_runs([1.0] * 30 + [1.2], n=10))
+    assert [(s["index"], s["verdict"]) for s in steps] == [(30, "regression")]
+
+
+def test_one_planted_step_among_a_thousand_runs() -> None:
+    """Run-level segmentation at the size users keep (one run per nightly build); figures: benchmarks/history_bench.py."""
+    medians = [1.0] * 600 + [1.15] * 400
+    steps = detect_steps(_runs(medians, n=10))
+    assert [(s["index"], s["from"], s["to"], s["verdict"]) for s in steps] == [(600, "v599", "v600", "regression")]
+    assert steps[0]["runs_before"] == steps[0]["runs_after"] == 10  # validated on the neighbouring runs' trials
+    assert detect_steps(_runs([1.0] * 1000, n=10)) == []
+
+
+def _golden_runs(tmp_path: Path, n: int) -> Path:
+    import json
+    import shutil
+
+    golden = Path(__file__).parent / "data" / "golden" / "run"
+    runs = tmp_path / "runs"
+    for i in range(n):
+        dest = runs / f"r{i}"
+        shutil.copytree(golden, dest)
+        man = json.loads((dest / "manifest.json").read_text())
+        man.update(label=f"2.{i}", started=1_790_000_000.0 + i)
+        (dest / "manifest.json").write_text(json.dumps(man))
+    return runs
+
+
+def test_history_cache_serves_unchanged_runs_and_rereads_an_edited_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import kit.history as hist
+    from kit import history_cache
+
+    monkeypatch.setenv(history_cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(history_cache, "RACY_S", 0.0)
+    runs = _golden_runs(tmp_path, 3)
+    first = history(runs, "time_s", "train", "pytorch")
+    read: list[str] = []
+    real = hist._extract
+    monkeypatch.setattr(hist, "_extract", lambda path, *a: read.append(path.name) or real(path, *a))
+    assert history(runs, "time_s", "train", "pytorch")["runs"] == first["runs"] and read == []  # all from the cache
+    # the same bytes count edited in place (size unchanged): the run is read again and its new value used
+    trial = runs / "r1" / "trials" / "r003-c00-pytorch.json"
+    rec = json.loads(trial.read_text())
+    old = rec["phases"]["train"]["duration_s"]
+    digits = repr(old)
+    text = trial.read_text().replace(digits, digits[:2] + ("9" if digits[2] != "9" else "8") + digits[3:])
+    assert len(text) == len(trial.read_text())
+    trial.write_text(text)
+    again = history(runs, "time_s", "train", "pytorch")
+    assert read == ["r1"]
+    assert again["runs"][1]["q3"] != first["runs"][1]["q3"] or again["runs"][1]["median"] != first["runs"][1]["median"]
+    assert [r["median"] for r in again["runs"]][::2] == [r["median"] for r in first["runs"]][::2]
+
+
+@pytest.mark.parametrize("content", [b"\x00garbage", b'{"version": 1, "runs": {"r0": {"fp": "x", "values": ["NaN"]}}}',
+                                     b'{"version": 1, "runs": []}'])
+def test_a_damaged_history_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes) -> None:
+    from kit import history_cache
+
+    monkeypatch.setenv(history_cache.ENV, str(tmp_path / "cache"))
+    runs = _golden_runs(tmp_path, 2)
+    path = history_cache.cache_path(runs, "time_s|train|pytorch")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    assert len(history(runs, "time_s", "train", "pytorch")["runs"]) == 2
