@@ -59,6 +59,12 @@ def _die_with_parent() -> None:
         os._exit(EXIT_ERROR)
 
 
+# Settings a framework reads once, at import, pinned before any workload module is imported (a workload that
+# imports keras before kit.workloads.tf_env would otherwise get the CPU's default: issue 15). A value the
+# user set is kept; the trial records what ran and the analysis compares the arms.
+PINNED_ENV = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kit.harness", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="directory with request.json; results go here")
@@ -66,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out: Path = args.out
     _die_with_parent()
+    for key, value in PINNED_ENV.items():
+        os.environ.setdefault(key, value)
     started = time.time()
     try:
         req = json.loads((out / REQUEST_FILE).read_text(encoding="utf-8"))

@@ -98,3 +98,46 @@ def test_pytorch_records_its_cpu_dispatch() -> None:
             "print(json.dumps(torch_env(torch.device('cpu'))['cpu_kernels']))")
     k = _kernels(code, {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"})
     assert k["onednn"] is True and k["cpu_capability"] and k["onednn_max_cpu_isa"] == "AVX2"
+
+
+def test_the_harness_pins_onednn_before_a_workload_imports_tensorflow(tmp_path: Path, mnist_dir: Path) -> None:
+    """The flip's cause on an AVX2-only host: lenet_keras imports keras (hence TensorFlow) before tf_env set the
+    variable, and TensorFlow reads it once at import, so the trial recorded TF_ENABLE_ONEDNN_OPTS=1 while Eigen
+    kernels ran. A real LeNet trial through the harness, the variable unset, must run (and record) oneDNN."""
+    out = tmp_path / "tf"
+    out.mkdir()
+    req = {"trial_id": "t", "framework": "tensorflow", "seed": 1, "device": "cpu", "threads": 1,
+           "workload": {"name": "lenet5", "batch_size": 50, "epochs": 1, "steps_per_epoch": 5, "learning_rate": 0.05,
+                        "momentum": 0.5, "infer_batch_size": 250, "warmup_steps": 1},
+           "dataset": {"name": "mnist", "source": "t10k_split", "train_size": 500, "test_size": 250}}
+    (out / "request.json").write_text(json.dumps(req))
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(out), "--data", str(mnist_dir)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kernels = json.loads((out / "result.json").read_text())["env"]["cpu_kernels"]
+    assert kernels["tf_enable_onednn_opts"] == "1" and kernels["onednn"] is True
+
+
+def test_a_onednn_setting_that_did_not_take_stops_the_trial() -> None:
+    """On any CPU: TensorFlow imported with the variable at 0, then set to 1 (what the old import order did on an
+    AVX2 host). The record would say 1 while Eigen ran; the trial must stop with the cause instead."""
+    code = ("import os, json, tensorflow\n"
+            "os.environ['TF_ENABLE_ONEDNN_OPTS'] = '1'\n"
+            "from kit.workloads.common import DeviceUnavailable\n"
+            "from kit.workloads.tf_env import configure\n"
+            "try:\n    configure('cpu', 1)\n    print(json.dumps({'raised': None}))\n"
+            "except DeviceUnavailable as exc:\n    print(json.dumps({'raised': exc.cause, 'fix': exc.fix}))\n")
+    got = _kernels(code, {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert got["raised"] and "read once, at import" in got["raised"] and "kit.harness" in got["fix"]
+    # and the same code with the variable at 1 from the start runs
+    ok = _kernels(code, {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"})
+    assert ok == {"raised": None}
+
+
+def test_a_run_whose_onednn_pin_was_ignored_is_named_as_such() -> None:
+    """Runs made before the harness pinned the variable recorded TF_ENABLE_ONEDNN_OPTS=1 with oneDNN off."""
+    man, an = _run(23, ["avx2"], False)
+    an["trial_env"][0]["cpu_kernels"]["tf_enable_onednn_opts"] = "1"
+    (t,) = cpu_kernels(_Ctx(man, an))
+    assert t.severity == "high" and "did not take effect in tensorflow" in t.evidence and "harness" in t.mitigation

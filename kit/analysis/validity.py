@@ -267,10 +267,17 @@ def cpu_kernels(c: Ctx) -> list[Threat]:
              f"(ISA {isa})")
     numbers = {"cpu": cpu, "kernels": {e["arm"]: e["cpu_kernels"] for e in envs}}
     onednn = {e["arm"]: e["cpu_kernels"].get("onednn") for e in envs}
-    if len({v for v in onednn.values() if v is not None}) > 1:
+    # TF_ENABLE_ONEDNN_OPTS recorded as 1 while oneDNN was off: set after TensorFlow's import (kits before the
+    # harness pinned it did this on AVX2-only CPUs); today's harness stops such a trial instead
+    ignored = sorted({e["arm"] for e in envs if str(e["cpu_kernels"].get("tf_enable_onednn_opts")).lower() in ("1", "true")
+                      and e["cpu_kernels"].get("onednn") is False})
+    if len({v for v in onednn.values() if v is not None}) > 1 or ignored:
+        note = (f"; TF_ENABLE_ONEDNN_OPTS=1 did not take effect in {', '.join(ignored)} (set after TensorFlow was "
+                "imported)" if ignored else "")
         return [Threat("cpu_kernels", "internal", "high", "The frameworks ran different CPU kernel libraries",
-                       f"{shown}; {where}", "set TF_ENABLE_ONEDNN_OPTS=1 (the kit's default) so both use oneDNN, "
-                       "or report the result as one of the kernel libraries, not of the frameworks", numbers=numbers)]
+                       f"{shown}; {where}{note}", "re-run with this kit (its harness sets TF_ENABLE_ONEDNN_OPTS=1 "
+                       "before any framework import, so both use oneDNN), or report the result as one of the kernel "
+                       "libraries, not of the frameworks", numbers=numbers)]
     return [Threat("cpu_kernels", "external", "medium", "CPU result depends on the host's ISA and kernel dispatch",
                    f"{shown}; {where}. The kit records but does not control which kernels the CPU's ISA selects",
                    "state the CPU generation with the result; reproduce on a host with the same ISA, and use "

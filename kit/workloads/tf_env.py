@@ -15,13 +15,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow enables its oneDNN CPU kernels by default only on CPUs with VNNI/BF16/AMX features; on an
 # AVX2-only CPU it falls back to Eigen (about 3x slower on LeNet inference here) while PyTorch uses oneDNN
 # everywhere, so the TF/PT ratio would depend on the host's CPU generation. Pinned on, recorded per trial.
+# TensorFlow reads the variable once, when it is imported: the harness sets it before importing any workload
+# (a workload that imports keras first would otherwise miss this line), and ``configure`` checks it took.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 import tensorflow as tf
 
 from kit.workloads import cuda_driver
 from kit.workloads import device as devmod
-from kit.workloads.common import oom_text
+from kit.workloads.common import DeviceUnavailable, oom_text
 
 _STATE: dict[str, Any] = {}  # what configure decided: the driver view and the TF32 record, for tf_env
 
@@ -62,6 +64,8 @@ def configure(want: str, threads: int | None, gpu_uuids: list[str] | None = None
         device = "/GPU:0"
         devmod.check_uuid(gpu_uuids, gpu_uuid(0), "tensorflow", gpu_indices)
     _STATE["tf32"] = apply_tf32(tf32, device.startswith("/GPU"))
+    if device == "/CPU:0":
+        check_cpu_kernels()
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(int(threads))
     return device
@@ -155,6 +159,25 @@ def cpu_kernels() -> dict[str, Any]:
         onednn = None
     return {"onednn": onednn, "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or None,
             **{k.lower(): os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")}}
+
+
+def check_cpu_kernels() -> None:
+    """Stop a CPU trial whose TensorFlow did not get the oneDNN setting asked for (measure what was asked or stop).
+
+    TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import: set after ``import tensorflow`` (or ``import keras``)
+    it is recorded as "1" while Eigen kernels run, which on an AVX2-only CPU made TensorFlow's LeNet inference
+    about 5x slower and flipped the study's finding between hosts (issue 15).
+    """
+    asked = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    got = cpu_kernels()["onednn"]
+    if asked is None or got is None or got == (asked.strip().lower() in ("1", "true")):
+        return
+    raise DeviceUnavailable(
+        f"TF_ENABLE_ONEDNN_OPTS={asked} but TensorFlow's oneDNN kernels are {'on' if got else 'off'}: the variable "
+        "was set after TensorFlow was imported (it is read once, at import), or this TensorFlow build has no oneDNN",
+        "run trials through `python -m kit.harness` (it sets the variable before importing a workload) or set "
+        "TF_ENABLE_ONEDNN_OPTS before anything imports tensorflow or keras; with a build without oneDNN set "
+        "TF_ENABLE_ONEDNN_OPTS=0 and compare on the threat the report raises")
 
 
 def is_oom(exc: BaseException) -> bool:
