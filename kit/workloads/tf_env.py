@@ -13,7 +13,7 @@ from typing import Any
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow enables its oneDNN CPU kernels by default only on CPUs with VNNI/BF16/AMX features; on an
-# AVX2-only CPU it falls back to Eigen (about 3x slower on LeNet inference here) while PyTorch uses oneDNN
+# AVX2-only CPU it falls back to Eigen (LeNet inference 4.4x slower on a Zen 2 EPYC) while PyTorch uses oneDNN
 # everywhere, so the TF/PT ratio would depend on the host's CPU generation. Pinned on, recorded per trial.
 # TensorFlow reads the variable once, when it is imported: the harness sets it before importing any workload
 # (a workload that imports keras first would otherwise miss this line), and ``configure`` checks it took.
