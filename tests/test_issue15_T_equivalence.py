@@ -75,3 +75,31 @@ def test_unrecorded_precision_is_fp32_and_says_so() -> None:
     assert eq["loss_agrees"] and eq["loss_tolerance_formats"] == ["precision not recorded: fp32 assumed"]
     none = analyze._equivalence([], ["tensorflow", "pytorch"])
     assert none["loss_tolerance"] is None and not none["loss_agrees"] and not none["verified"]
+
+
+def test_each_framework_records_whether_its_kernels_are_deterministic() -> None:
+    """The tolerance's determinism line reads the trial's own record (real frameworks, fresh processes)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = {
+        "pytorch": ("import json, sys, torch\nfrom kit.workloads.torch_env import torch_env\n"
+                    "torch.use_deterministic_algorithms(sys.argv[1] == 'on')\n"
+                    "print(json.dumps(torch_env(torch.device('cpu'))['deterministic']))"),
+        "tensorflow": ("import json, sys\nfrom kit.workloads.tf_env import tf_env, tf\n"
+                       "if sys.argv[1] == 'on':\n    tf.config.experimental.enable_op_determinism()\n"
+                       "print(json.dumps(tf_env('/CPU:0')['deterministic']))"),
+    }
+    for fw, src in code.items():
+        for mode, want in (("off", False), ("on", True)):
+            out = subprocess.run([sys.executable, "-c", src, mode], capture_output=True, text=True, timeout=300,
+                                 cwd=root)
+            assert out.returncode == 0, out.stderr[-2000:]
+            assert json.loads(out.stdout.strip().splitlines()[-1]) is want, (fw, mode)
+    det = {**H100_FP32, "deterministic": True}
+    assert analyze.loss_tolerance(det, det)["determinism"] == "deterministic GPU kernels recorded"
+    assert "not deterministic in at least one arm" in analyze.loss_tolerance(det, {**det, "deterministic": False})[
+        "determinism"]

@@ -446,9 +446,9 @@ def loss_tolerance(env_a: dict[str, Any], env_b: dict[str, Any]) -> dict[str, An
 
     The coarser of the two formats decides: fp32 LOSS_TOL_FP32, TF32 LOSS_TOL_FACTOR_TRUNCATING x eps,
     bf16/fp16 LOSS_TOL_FACTOR_ROUNDING x eps (never below fp32's). Determinism is stated but does not
-    move the figure: fp32's figure covers non-deterministic kernels. No workload records it yet
-    (none sets torch.use_deterministic_algorithms or tf.config.experimental.enable_op_determinism):
-    on a GPU it is assumed off.
+    move the figure: fp32's figure covers non-deterministic kernels. Each trial records ``deterministic``
+    (torch.are_deterministic_algorithms_enabled / TensorFlow's op determinism); a trial without the
+    record (older runs) is assumed non-deterministic on a GPU.
     """
     fa, why_a = _trial_format(env_a)
     fb, why_b = _trial_format(env_b)

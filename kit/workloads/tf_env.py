@@ -138,6 +138,7 @@ def tf_env(device: str, precision: str | None = "fp32", conv_dominant: bool = Tr
         "device": device,
         "threads": tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count(),
         "cpu_kernels": cpu_kernels(),
+        "deterministic": op_determinism(),
         **devmod.device_fields(
             "gpu" if gpu else "cpu", name, gpu_uuid(0) if gpu else None, uuids, tf32,
             None if precision is None else (devmod.precision_used(precision, tf32, cc, conv_dominant)  # type: ignore[arg-type]
@@ -159,6 +160,16 @@ def cpu_kernels() -> dict[str, Any]:
         onednn = None
     return {"onednn": onednn, "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or None,
             **{k.lower(): os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")}}
+
+
+def op_determinism() -> bool | None:
+    """Whether deterministic kernels are on (tf.config.experimental.enable_op_determinism); None if unknown."""
+    try:
+        from tensorflow.python.framework import config
+
+        return bool(config.is_op_determinism_enabled())
+    except Exception:  # private module moved: say unknown rather than guess
+        return None
 
 
 def check_cpu_kernels() -> None:

@@ -109,6 +109,8 @@ def torch_env(device: torch.device, tf32: dict[str, Any] | None = None, precisio
         "device": str(device),
         "threads": torch.get_num_threads(),
         "cpu_kernels": cpu_kernels(),
+        # deterministic kernels (torch.use_deterministic_algorithms): the analysis's loss tolerance says which applied
+        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
         **devmod.device_fields(
             "gpu" if gpu else "cpu", torch.cuda.get_device_name(device) if gpu else "cpu",
             gpu_uuid(device), uuids, tf32,
