@@ -233,3 +233,19 @@ def test_paired_log_ratio_by_hand() -> None:
     q = 4.302652729911275  # t(0.975, 2)
     assert (r.low, r.high) == pytest.approx((math.exp(m - q * sd / math.sqrt(3)), math.exp(m + q * sd / math.sqrt(3))))
     assert S.paired_log_ratio([2.0], [1.0]).reason and S.paired_log_ratio([2.0, 4.0], [1.0, 2.0]).reason
+
+
+def test_q4_trend_rows_reach_the_report_power_section() -> None:
+    """The report's power section shows Q4 as tested (the trend per framework), not only the per-curve table."""
+    from kit.report.zoo import sections
+
+    values, infos = _power_values({"pytorch": 3.0, "tensorflow": 0.0})
+    rows = zoo.power_trend(values, infos, ["tensorflow", "pytorch"], "gpu_phase_power_w", 0.05)
+    d = {"arms": ["tensorflow", "pytorch"], "param_pairs": [], "ratios": [], "curves": [], "decrease_summary": {},
+         "power_measured": True, "power_source": "energy counter / phase duration", "power_trend": rows, "alpha": 0.05,
+         "cells": [], "missing": []}
+    (power,) = [s for s in sections({}, {"extras": {"zoo": d}}) if s["id"] == "zoo-power"]
+    (table,) = [t for t in power["tables"] if t["caption"].startswith("Q4")]
+    by = {r[0]: r for r in table["rows"]}
+    assert by["pytorch"][7] == "power rises with batch size" and by["pytorch"][2] == 30 and by["pytorch"][3] == 6
+    assert by["tensorflow"][7].startswith("no trend shown")

@@ -67,11 +67,13 @@ def small_n(c: Ctx) -> list[Threat]:
     if n < stats.MIN_N_FOR_TESTS:
         return [Threat("small_n", "conclusion", "high", "Too few samples for a test",
                        f"the smallest hypothesis has {n} paired samples (< {stats.MIN_N_FOR_TESTS}); only descriptives are reported",
-                       "run more repetitions (the paper profile has 100)", numbers={"min_pairs": n})]
+                       "run more repetitions: the design table gives the n each hypothesis needs and its minimum detectable "
+                       "effect (the paper profile is sized to decide its hypotheses)", numbers={"min_pairs": n})]
     if n < 30:
         return [Threat("small_n", "conclusion", "medium", "Small sample size",
                        f"the smallest hypothesis has {n} paired samples; small effects may go undetected (low power)",
-                       "use the paper profile (100 repetitions) for conclusions", numbers={"min_pairs": n})]
+                       "use the paper profile for conclusions (the design table gives each hypothesis's n and minimum "
+                       "detectable effect)", numbers={"min_pairs": n})]
     return []
 
 

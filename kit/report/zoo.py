@@ -154,6 +154,10 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     power_rows = [[c["case"], c["image_size"], c["arm"], *[_g(p.get("power_w"), ".1f") for p in c["points"]],
                    _g(c.get("power_kruskal_p"))] for c in curves if any(p.get("power_w") for p in c["points"])]
     batches = sorted({p["batch_size"] for c in curves for p in c["points"]})
+    # Q4 as tested: the stratified trend of trial-level power with batch size (kit.analysis.zoo.power_trend)
+    trend_rows = [[t["arm"], t["phase"], t.get("n_trials") or "–", t.get("strata") or "–",
+                   _g(t.get("concordance"), ".3f"), _g(t.get("p")), _g(t.get("p_holm")),
+                   t.get("decision") or "–", t.get("reason") or ""] for t in d.get("power_trend") or []]
     pfig = batch_figure(curves, "power_w", "mean GPU power (W)", "GPU power vs batch size", logy=False)
     efig = batch_figure(curves, "energy_j", "GPU energy of the training phase (J)", "GPU energy vs batch size")
     out.append({"id": "zoo-power", "title": "GPU power and energy against batch size (Fig. 5)",
@@ -164,9 +168,14 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                                "(trial means) checks that per curve." if d["power_measured"] else
                                "NOT MEASURED on this host: no NVIDIA GPU/NVML, so power and energy against batch "
                                "size (the paper's Fig. 5) are absent from this run."],
-                "tables": [{"caption": "Mean GPU power (W) per batch size", "columns": [
+                "tables": ([{"caption": "Q4: does GPU power change with batch size? Stratified "
+                             "Jonckheere-Terpstra trend test per framework and phase (unit: trial; strata: model, "
+                             "input side, repetition; Holm over the rows)", "columns": [
+                    "framework", "phase", "trials", "strata", "concordance", "p", "p (Holm)", "decision", "why"],
+                    "rows": trend_rows}] if trend_rows else []) + ([{
+                    "caption": "Mean GPU power (W) per batch size", "columns": [
                     "case", "side (px)", "framework", *[f"b{b}" for b in batches], "Kruskal-Wallis p"],
-                    "rows": power_rows}] if power_rows else [],
+                    "rows": power_rows}] if power_rows else []),
                 "figures": [f for f in ({"id": "zoo-power-fig", "title": "GPU power vs batch size", "svg": pfig},
                                         {"id": "zoo-energy-fig", "title": "GPU energy vs batch size", "svg": efig})
                             if f["svg"]]})
