@@ -196,3 +196,33 @@ def test_compare_two_uses_the_one_rule() -> None:
     assert comp["test"]["p"] < 0.05
     assert (comp["shift"]["low"], comp["shift"]["high"], comp["shift"]["low_open"]) == (0.5, 2.5, False)
     assert comp["shift"]["zeros"] == 2
+
+
+def test_the_report_marks_an_open_end_of_the_interval(tmp_path) -> None:
+    """An open end (the test rejects that shift itself) is shown with a round bracket in HTML and LaTeX."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from kit.analysis.analyze import analyze_run
+    from kit.report.context import build_context
+    from kit.report.html import render_html
+    from kit.report.latex import render_latex
+    from kit.store import RunDir
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "golden" / "run", run)
+    analysis = json.loads(json.dumps(analyze_run(run)))
+    h = next(h for h in analysis["hypotheses"] if h.get("tested") and h["comparison"].get("shift"))
+    shift = h["comparison"]["shift"]
+    shift.update(low=0.0, high=0.25, low_open=True, high_open=False)
+    ctx = build_context(RunDir.open(run).manifest(), analysis, run)
+    html = render_html(ctx, tmp_path / "html").read_text(encoding="utf-8")
+    assert "(0, 0.25]" in html and "round bracket marks an open end" in html
+    render_latex(ctx, tmp_path / "report")
+    tex = (tmp_path / "report" / "latex" / "tables" / "hypotheses.tex").read_text(encoding="utf-8")
+    assert "(0, 0.25]" in tex
+    shift.update(low_open=False)  # closed again: square brackets
+    html = render_html(build_context(RunDir.open(run).manifest(), analysis, run), tmp_path / "html2").read_text(
+        encoding="utf-8")
+    assert "[0, 0.25]" in html and "(0, 0.25]" not in html
