@@ -68,14 +68,7 @@ def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise disk_error(exc, path, after=after) from None
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    _fsync_dir(path.parent)
 
 
 def atomic_write_json(path: Path, obj: Any, after: str = "") -> None:

@@ -284,3 +284,16 @@ def test_sif_build_commands_and_missing_apptainer(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ImageError, match="apptainer is not installed"):
         build_sif(load_matrix().get("pytorch-2.13-cpu"), out_dir=tmp_path)
+
+
+def test_local_time_limit_kills_the_trials_process_group(tmp_path: Path) -> None:
+    """The local backend's time limit (kit.backends.base.wait_group): status timeout, the trial's group gone."""
+    from kit.backends.local import LocalBackend
+
+    work, data = _work(tmp_path, train_s=30)
+    target = TrialTarget()
+    t0 = time.monotonic()
+    out = LocalBackend().run_trial("pytorch", work, data, 2, target)
+    assert out.status == "timeout" and time.monotonic() - t0 < 20
+    with pytest.raises(ProcessLookupError):
+        os.killpg(target.pid, 0)  # no process of the trial's group is left

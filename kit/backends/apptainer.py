@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.backends.base import Backend, TrialOutcome, create_trial_file, fd_tail
+from kit.backends.base import Backend, TrialOutcome, create_trial_file, fd_tail, wait_group
 from kit.backends.container import (
     TrialContainer,
     choose_rows,
@@ -186,15 +185,7 @@ class ApptainerBackend(Backend):
             target.pid = proc.pid
             if on_start:
                 on_start()
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-            except BaseException:
-                _kill_group(proc)
-                raise
+            timed_out = wait_group(proc, timeout_s)
             wall = time.monotonic() - t0
             stdout, stderr = fd_tail(out_fd), fd_tail(err_fd)
         finally:
@@ -225,10 +216,3 @@ def _run_probe(cmd: list[str], env: dict[str, str], row: str) -> dict[str, Any]:
                              "(e.g. set [container] network = true where --network none is not permitted)")
     return json.loads(lines[-1])
 
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()

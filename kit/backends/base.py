@@ -26,7 +26,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import stat
+import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -238,6 +240,31 @@ def fd_tail(fd: int, max_bytes: int = LOG_TAIL_BYTES) -> str:
         chunks.append(chunk)
         pos += len(chunk)
     return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def wait_group(proc: subprocess.Popen[bytes], timeout_s: float | None) -> bool:
+    """Wait for a trial started with ``start_new_session``; True if it timed out (its process group killed).
+
+    On an interrupt (Ctrl-C, SIGTERM as an exception) the group is killed too and the exception goes on:
+    the trial in flight is lost, nothing else (no orphan keeps running under a resumed run).
+    """
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return True
+    except BaseException:
+        kill_group(proc)
+        raise
+    return False
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def tail(text: str, n: int = STDERR_TAIL_CHARS) -> str:

@@ -31,6 +31,7 @@ from kit.backends.base import (
     read_outputs,
     status_from,
     tail,
+    wait_group,
 )
 from kit.collectors.base import Probe
 from kit.errors import BackendError
@@ -109,15 +110,7 @@ class LocalBackend(Backend):
             target.pid = proc.pid
             if on_start:
                 on_start()
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-            except BaseException:  # KeyboardInterrupt, SIGTERM: the trial in flight is lost, nothing else
-                _kill_group(proc)
-                raise
+            timed_out = wait_group(proc, timeout_s)
             wall = time.monotonic() - t0
             err = fd_tail(err_fd)
         finally:
@@ -142,10 +135,3 @@ class LocalBackend(Backend):
             detail=detail,
         )
 
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
