@@ -11,6 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from kit.harness import PINNED_ENV
+
+# Tests run workloads in this process too: pin what the harness pins before any test imports a framework
+# (TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import; a CPU trial whose setting did not take stops).
+for _key, _value in PINNED_ENV.items():
+    os.environ.setdefault(_key, _value)
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "florencio2019_lenet.toml"
 MNIST_T10K = ROOT / "data" / "mnist-t10k"
