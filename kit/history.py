@@ -15,7 +15,8 @@ significant and large enough to matter.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ import numpy as np
 from kit import history_cache
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
-from kit.compare import load_analysis
 from kit.errors import AnalysisError
+from kit.freshness import current_analysis
 from kit.store import RunDir
 
 
@@ -45,16 +46,37 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, 
     entry: dict[str, Any] = {"experiment": str(man.get("experiment")), "skip": True}
     if not rd.finished_ids():
         return entry
-    analysis = load_analysis(path)
+    analysis, recomputed = current_analysis(path)
+    entry["recomputed"] = recomputed  # analysis.json rewritten: the caller fingerprints the run again
     chosen = arm or analysis["arms"][0]
     vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
             and v["arm"] == chosen and v["value"] is not None and not v["warmup"] and v["status"] == "ok"]
     started = man.get("started")
     if not vals:
         return entry
-    return {"experiment": entry["experiment"], "label": _label(man, analysis, chosen), "arm": str(chosen),
+    return {"experiment": entry["experiment"], "recomputed": recomputed, "label": _label(man, analysis, chosen),
+            "arm": str(chosen),
             "started": float(started) if isinstance(started, int | float) and math.isfinite(started) else 0.0,
             "values": vals}
+
+
+# Runs read in worker processes when at least this many are not in the cache (parsing each analysis.json and
+# hashing its raw files costs milliseconds per run; a first call over 1,000 runs is CPU-bound).
+PARALLEL_MIN_RUNS = 64
+
+
+def _extract_all(paths: list[Path], metric: str, phase: str, arm: str | None) -> Iterator[dict[str, Any]]:
+    """``_extract`` of each run, in order; in a process pool (one worker per CPU, at most 8) for many runs."""
+    workers = min(8, os.cpu_count() or 1, len(paths))
+    if len(paths) < PARALLEL_MIN_RUNS or workers < 2:
+        for path in paths:
+            yield _extract(path, metric, phase, arm)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(_extract, paths, *([x] * len(paths) for x in (metric, phase, arm)),
+                            chunksize=max(1, min(32, len(paths) // (4 * workers))))
 
 
 def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment: str | None, *,
@@ -72,18 +94,29 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     cpath = history_cache.cache_path(runs_dir, f"{metric}|{phase}|{arm or ''}")
     cached = history_cache.load(cpath) if use_cache else {}
     entries: dict[str, dict[str, Any]] = {}
-    runs = []
-    experiments = set()
-    for done, path in enumerate(found, 1):
+    todo: list[tuple[Path, str, float]] = []
+    for path in found:
+        # fingerprint before reading: a change made while the run is read moves it, so it is read again next time
         fp, newest = history_cache.fingerprint(path)
         entry = cached.get(path.name)
-        if entry is None or entry["fp"] != fp:
-            entry = _extract(path, metric, phase, arm)
-            fp, newest = history_cache.fingerprint(path)  # the analysis may just have been (re)written
-            entry.update(fp=fp, newest=newest)
-        entries[path.name] = entry
+        if entry is not None and entry["fp"] == fp:
+            entries[path.name] = entry
+        else:
+            todo.append((path, fp, newest))
+    done = len(entries)
+    if on_run:
+        on_run(done, len(found))
+    for (path, fp, newest), entry in zip(todo, _extract_all([p for p, _, _ in todo], metric, phase, arm), strict=True):
+        if entry.pop("recomputed", False):
+            fp, newest = history_cache.fingerprint(path)
+        entries[path.name] = {**entry, "fp": fp, "newest": newest}
+        done += 1
         if on_run:
             on_run(done, len(found))
+    runs = []
+    experiments = set()
+    for path in found:
+        entry = entries[path.name]
         if experiment and entry["experiment"] != experiment:
             continue
         experiments.add(entry["experiment"])

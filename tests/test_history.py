@@ -122,3 +122,21 @@ def test_a_damaged_history_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     assert len(history(runs, "time_s", "train", "pytorch")["runs"]) == 2
+
+
+def test_runs_read_in_worker_processes_give_the_serial_answer_and_its_errors(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first call over many runs reads them in a process pool: same runs, same order, same errors."""
+    import kit.history as hist
+    from kit.errors import KitError
+
+    runs = _golden_runs(tmp_path, 4)
+    serial = history(runs, "time_s", "train", "pytorch", use_cache=False)
+    monkeypatch.setattr(hist, "PARALLEL_MIN_RUNS", 2)
+    monkeypatch.setattr(hist.os, "cpu_count", lambda: 2)
+    pooled = history(runs, "time_s", "train", "pytorch", use_cache=False)
+    assert pooled["runs"] == serial["runs"] and [r["label"] for r in pooled["runs"]] == ["2.0", "2.1", "2.2", "2.3"]
+    (runs / "r2" / "trials" / "r003-c00-pytorch.json").write_text('{"trial_id": "r003-c00-pytorch", "status": "ok"')
+    with pytest.raises(KitError) as err:  # raised in a worker, with its cause, place and fix intact
+        history(runs, "time_s", "train", "pytorch", use_cache=False)
+    assert err.value.where and "r003-c00-pytorch" in str(err.value)
