@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -129,6 +130,11 @@ def main() -> None:
                   f"{'yes' if expected in steps and expected in steps_warm else 'NO'}  {steps}")
             if a.baseline:
                 old, old_steps = time_history(runs, root=a.baseline.resolve(), timeout=a.baseline_timeout)
+                if math.isinf(old):  # stopped: its time is only known to exceed the limit
+                    lim = a.baseline_timeout
+                    print(f"{n:>5} runs: baseline {a.baseline}: > {lim:.0f} s (stopped) = more than "
+                          f"{lim / cold:.0f}x this kit's --no-cache, more than {lim / warm:.0f}x cached")
+                    continue
                 print(f"{n:>5} runs: baseline {a.baseline}: {old:6.2f} s = {old / cold:.1f}x this kit's --no-cache, "
                       f"{old / warm:.1f}x cached; step found: {'yes' if expected in old_steps else 'NO'}  {old_steps}")
     finally:
