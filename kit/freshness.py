@@ -52,11 +52,11 @@ def raw_digest(run_dir: Path) -> str:
     return h.hexdigest()
 
 
-def current_analysis(run_dir: Path) -> tuple[dict[str, Any], bool]:
-    """(analysis of the run as it is on disk, whether it had to be recomputed)."""
+def current_analysis(run_dir: Path, rd: RunDir | None = None) -> tuple[dict[str, Any], bool]:
+    """(analysis of the run as it is on disk, whether it had to be recomputed); ``rd``: the run already opened."""
     from kit.analysis.analyze import analyze_run
 
-    rd = RunDir.open(run_dir)
+    rd = rd or RunDir.open(run_dir)
     path = rd.path / ANALYSIS
     if path.is_file() and not path.is_symlink():
         try:

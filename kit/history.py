@@ -46,7 +46,7 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, 
     entry: dict[str, Any] = {"experiment": str(man.get("experiment")), "skip": True}
     if not rd.finished_ids():
         return entry
-    analysis, recomputed = current_analysis(path)
+    analysis, recomputed = current_analysis(path, rd)
     entry["recomputed"] = recomputed  # analysis.json rewritten: the caller fingerprints the run again
     chosen = arm or analysis["arms"][0]
     vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
@@ -65,18 +65,33 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, 
 PARALLEL_MIN_RUNS = 64
 
 
-def _extract_all(paths: list[Path], metric: str, phase: str, arm: str | None) -> Iterator[dict[str, Any]]:
-    """``_extract`` of each run, in order; in a process pool (one worker per CPU, at most 8) for many runs."""
-    workers = min(8, os.cpu_count() or 1, len(paths))
-    if len(paths) < PARALLEL_MIN_RUNS or workers < 2:
-        for path in paths:
-            yield _extract(path, metric, phase, arm)
+def _read_run(path: Path, seen: tuple[str, float] | None, metric: str, phase: str, arm: str | None,
+              use_cache: bool) -> dict[str, Any]:
+    """One run for the cache: its fingerprint (taken before reading, unless the caller has it) and ``_extract``.
+
+    A change made while the run is read moves the fingerprint, so the run is read again next time; when the
+    analysis had to be recomputed (analysis.json rewritten) the run is fingerprinted again after it.
+    """
+    fp, newest = seen or (history_cache.fingerprint(path) if use_cache else ("", 0.0))
+    entry = _extract(path, metric, phase, arm)
+    if entry.pop("recomputed", False) and use_cache:
+        fp, newest = history_cache.fingerprint(path)
+    return {**entry, "fp": fp, "newest": newest}
+
+
+def _read_all(todo: list[tuple[Path, tuple[str, float] | None]], metric: str, phase: str, arm: str | None,
+              use_cache: bool) -> Iterator[dict[str, Any]]:
+    """``_read_run`` of each run, in order; in a process pool (one worker per CPU, at most 8) for many runs."""
+    workers = min(8, os.cpu_count() or 1, len(todo))
+    args = [(p, fp, metric, phase, arm, use_cache) for p, fp in todo]
+    if len(todo) < PARALLEL_MIN_RUNS or workers < 2:
+        for a in args:
+            yield _read_run(*a)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from pool.map(_extract, paths, *([x] * len(paths) for x in (metric, phase, arm)),
-                            chunksize=max(1, min(32, len(paths) // (4 * workers))))
+        yield from pool.map(_read_run, *zip(*args, strict=True), chunksize=max(1, min(32, len(todo) // (4 * workers))))
 
 
 def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment: str | None, *,
@@ -94,22 +109,22 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     cpath = history_cache.cache_path(runs_dir, f"{metric}|{phase}|{arm or ''}")
     cached = history_cache.load(cpath) if use_cache else {}
     entries: dict[str, dict[str, Any]] = {}
-    todo: list[tuple[Path, str, float]] = []
+    todo: list[tuple[Path, tuple[str, float] | None]] = []
     for path in found:
-        # fingerprint before reading: a change made while the run is read moves it, so it is read again next time
-        fp, newest = history_cache.fingerprint(path)
         entry = cached.get(path.name)
-        if entry is not None and entry["fp"] == fp:
+        if entry is None:  # not in the cache: fingerprinted where it is read (in a worker)
+            todo.append((path, None))
+            continue
+        seen = history_cache.fingerprint(path)
+        if entry["fp"] == seen[0]:
             entries[path.name] = entry
         else:
-            todo.append((path, fp, newest))
+            todo.append((path, seen))
     done = len(entries)
     if on_run:
         on_run(done, len(found))
-    for (path, fp, newest), entry in zip(todo, _extract_all([p for p, _, _ in todo], metric, phase, arm), strict=True):
-        if entry.pop("recomputed", False):
-            fp, newest = history_cache.fingerprint(path)
-        entries[path.name] = {**entry, "fp": fp, "newest": newest}
+    for (path, _), entry in zip(todo, _read_all(todo, metric, phase, arm, use_cache), strict=True):
+        entries[path.name] = entry
         done += 1
         if on_run:
             on_run(done, len(found))
