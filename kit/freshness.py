@@ -44,11 +44,14 @@ def raw_digest(run_dir: Path) -> str:
             if not e.is_file(follow_symlinks=False):
                 h.update(f"{sub}/{e.name}:not-a-regular-file\n".encode())
                 continue
-            h.update(f"{sub}/{e.name}:{e.stat(follow_symlinks=False).st_size}\n".encode())
-            fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            with os.fdopen(fd, "rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    h.update(chunk)
+            try:
+                h.update(f"{sub}/{e.name}:{e.stat(follow_symlinks=False).st_size}\n".encode())
+                fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, "rb") as fh:
+                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                        h.update(chunk)
+            except OSError:  # replaced by a link or made unreadable since the listing: never the stored digest
+                h.update(f"{sub}/{e.name}:unreadable\n".encode())
     return h.hexdigest()
 
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -52,18 +53,20 @@ def fingerprint(run_dir: Path) -> tuple[str, float]:
     for name in (MANIFEST, ANALYSIS):
         try:
             add(name, os.lstat(run_dir / name))
-        except FileNotFoundError:
+        except OSError:
             h.update(f"{name}:absent\n".encode())
     for sub in (TRIALS, "samples", ATTEMPTS):
         try:
-            add(sub, os.lstat(run_dir / sub))
+            st = os.lstat(run_dir / sub)
+            add(sub, st)
+            if not stat.S_ISDIR(st.st_mode):  # a link planted in the run is recorded, never followed
+                continue
             with os.scandir(run_dir / sub) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except (FileNotFoundError, NotADirectoryError):
-            h.update(f"{sub}:absent\n".encode())
-            continue
-        for e in entries:
-            add(f"{sub}/{e.name}", e.stat(follow_symlinks=False))
+            for e in entries:
+                add(f"{sub}/{e.name}", e.stat(follow_symlinks=False))
+        except OSError:  # absent, unreadable or changing: a fingerprint no cache entry has
+            h.update(f"{sub}:absent-or-unreadable\n".encode())
     return h.hexdigest(), newest
 
 

@@ -9,6 +9,7 @@ Each attack is performed for real on copies of the stored golden run.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -66,3 +67,29 @@ def test_history_plot_shows_a_dollar_label_literally_instead_of_failing(tmp_path
     """Text between two '$' was parsed as mathtext: a broken formula crashed kit history (internal error)."""
     output, page = _history(_runs(tmp_path, ["2.0", MATH]), tmp_path / "h.html")
     assert "<svg" in page and MATH in page and MATH in output
+
+
+def test_history_never_follows_a_directory_link_planted_in_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose trials/ is a link to another directory: the fingerprint records the link, never lists its target,
+    and the freshness digest counts it as absent (so the analysis is recomputed from what the run really holds)."""
+    from kit import history_cache
+    from kit.freshness import raw_digest
+
+    run = tmp_path / "run"
+    (run / "trials").mkdir(parents=True)
+    (run / "trials" / "t.json").write_text("{}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(3):
+        (outside / f"secret{i}").write_text("x")
+    before = history_cache.fingerprint(run)[0]
+    (run / "trials" / "t.json").unlink()
+    (run / "trials").rmdir()
+    (run / "trials").symlink_to(outside, target_is_directory=True)
+    listed: list[str] = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": listed.append(str(path)) or real(path))
+    linked = history_cache.fingerprint(run)[0]
+    digest = raw_digest(run)
+    assert linked != before and listed == []  # neither the link nor its target was listed
+    assert digest == raw_digest(tmp_path / "empty-run")  # the linked directory contributes nothing

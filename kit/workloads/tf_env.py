@@ -177,7 +177,7 @@ def check_cpu_kernels() -> None:
 
     TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import: set after ``import tensorflow`` (or ``import keras``)
     it is recorded as "1" while Eigen kernels run, which on an AVX2-only CPU made TensorFlow's LeNet inference
-    about 5x slower and flipped the study's finding between hosts (issue 15).
+    4.4x slower and flipped the study's finding between hosts (issue 15).
     """
     asked = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     got = cpu_kernels()["onednn"]
