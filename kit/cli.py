@@ -337,6 +337,12 @@ def _fmt_p(p: float | None) -> str:
     return "-" if p is None else f"{p:.3g}"
 
 
+def _fmt_mde(row: dict[str, Any]) -> str:
+    if row.get("decidable") is False:
+        return "none (n too small)"
+    return "unknown" if row.get("mde") is None else f"{row['mde']:.1%}"
+
+
 @app.command()
 def compare(
     run_a: Annotated[Path, typer.Argument(help="Baseline run directory (with --arms: the run whose arms are compared).")],
@@ -347,14 +353,25 @@ def compare(
     allow_different_hosts: Annotated[bool, typer.Option(help="Compare runs of different hosts or GPU models.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the comparison as JSON here.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the comparison as HTML here.")] = None,
-    fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating).")] = None,
+    fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating); exit 3 when none was found but a comparison was inconclusive.")] = None,
+    allow_inconclusive: Annotated[bool, typer.Option(help="With --fail-on: exit 0, not 3, when comparisons are inconclusive.")] = False,
+    metric: Annotated[list[str] | None, typer.Option("--metric", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
 ) -> None:
-    """Compare two runs, or two arms of one run (e.g. two framework versions): ratio, test, effect size and a verdict per metric."""
+    """Compare two runs, or two arms of one run (e.g. two framework versions): ratio, test, effect size,
+    minimum detectable change and a three-way verdict per metric (change, no change, inconclusive)."""
+    import dataclasses
     import json
 
-    from kit.compare import CompareOptions, compare_arms, compare_runs, exit_code, render_html
+    from kit.compare import CompareOptions, compare_arms, compare_runs, conclusive_advice, exit_code, render_html
 
     opts = CompareOptions(threshold=threshold, alpha=alpha, allow_different_hosts=allow_different_hosts)
+    if metric:
+        from kit.analysis.metrics import METRICS
+
+        unknown = [m for m in metric if m not in METRICS]
+        if unknown:
+            raise KitError(f"unknown metric {unknown[0]!r}", where="--metric", fix=f"use one of: {', '.join(sorted(METRICS))}")
+        opts = dataclasses.replace(opts, metrics=tuple(metric))
     if arms is not None:
         pair = [a.strip() for a in arms.split(",")]
         if run_b is not None or len(pair) != 2:
@@ -366,16 +383,23 @@ def compare(
     else:
         res = compare_runs(run_a, run_b, opts)
     table = Table(title=f"{res['experiment_b']}: B vs A (threshold {threshold:.0%}, α {alpha})")
-    for col in ("config", "metric", "phase", "arm", "median A", "median B", "B/A [95% CI]", "p (Holm)", "verdict"):
+    for col in ("config", "metric", "phase", "arm", "n", "median A", "median B", "B/A [95% CI]", "p (Holm)",
+                "detectable", "verdict"):
         table.add_column(col, overflow="fold")
-    style = {"regression": "red", "improvement": "green"}
+    style = {"regression": "red", "improvement": "green", "inconclusive": "yellow"}
     for r in res["rows"]:
         ci = "" if r["ratio_low"] is None else f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
-        table.add_row(_esc(r["config"]), _esc(r["metric"]), _esc(r["phase"]), _esc(r["arm"]), f"{r['median_a']:.4g}",
+        table.add_row(_esc(r["config"]), _esc(r["metric"]), _esc(r["phase"]), _esc(r["arm"]),
+                      str(min(r["n_a"], r["n_b"])), f"{r['median_a']:.4g}",
                       f"{r['median_b']:.4g}", _esc(("-" if r["ratio"] is None else f"{r['ratio']:.3f}") + ci),
-                      _fmt_p(r["p_adj"]),
+                      _fmt_p(r["p_adj"]), _fmt_mde(r),
                       f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
     out.print(table)
+    out.print(f"detectable: the smallest change the comparison would have found with power 80 % at its n and "
+              f"observed noise (level alpha/m = {alpha}/{len(res['rows'])}); \"no change\" needs it <= {threshold:.0%}")
+    advice = conclusive_advice(res)
+    if advice:
+        out.print(f"[yellow]{_esc(advice)}[/]")
     if res["provenance_differences"]:
         from rich.markup import escape
 
@@ -391,10 +415,59 @@ def compare(
         json_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
     if html_out:
         render_html(res, html_out)
-    code = exit_code(res, fail_on)
-    if code:
+    code = exit_code(res, fail_on, allow_inconclusive)
+    if code == 1:
         console.print(f"[red]{fail_on} found[/]: exit {code}")
+    elif code:
+        console.print(f"[yellow]no {fail_on} found, but the comparison could not have seen one everywhere[/]: exit {code} "
+                      "(more repetitions, or --allow-inconclusive)")
+    if code:
         raise typer.Exit(code)
+
+
+@app.command("bisect")
+def bisect_cmd(
+    spec: Annotated[Path, typer.Argument(help="Experiment TOML.")],
+    images: Annotated[str, typer.Option("--images", help="Image rows of one framework in release order, known good first, known bad last, e.g. tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu.")],
+    metric: Annotated[str, typer.Option(help="Metric that changed, e.g. time_s.")] = "time_s",
+    phase: Annotated[str, typer.Option(help="Phase of the metric: train or infer.")] = "train",
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
+    threshold: Annotated[float, typer.Option(help="Practical threshold: |B/A - 1| a change needs (0.05 = 5 %).")] = 0.05,
+    alpha: Annotated[float, typer.Option(help="Significance level after Holm's correction.")] = 0.05,
+    backend: Annotated[str, typer.Option(help="Container backend that runs the images: docker (Docker or Podman) or apptainer.")] = "docker",
+    runs_dir: Annotated[Path, typer.Option(help="Where the comparison runs are created.")] = Path("runs"),
+    data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the bisection as JSON here.")] = None,
+) -> None:
+    """Find the first release that changed a metric: the fewest paired runs, each a conclusive comparison."""
+    from kit.bisect import BisectOptions, run_bisect, save
+    from kit.runner import RunOptions
+    from kit.spec import load_spec
+    from kit.ui import RichEvents
+
+    if backend not in ("docker", "apptainer"):
+        raise KitError(f"kit bisect runs releases in images, not on the {backend!r} backend", where="--backend",
+                       fix="use --backend docker (Docker or Podman) or apptainer")
+    loaded = load_spec(spec, profile)
+    opts = BisectOptions(metric=metric, phase=phase, threshold=threshold, alpha=alpha)
+    run_opts = RunOptions(runs_root=runs_dir, backend=backend, data_dir=data_dir)
+    with RichEvents(console) as events:
+        res = run_bisect(loaded, images.split(","), opts, run_opts, events,
+                         on_compare=lambda a, b: console.print(f"[bold]comparing {b} with {a}[/] (one interleaved run)"))
+    table = Table(title=f"kit bisect {loaded.experiment.id}: {metric} ({phase}), threshold {threshold:.0%}")
+    for col in ("candidate", "baseline", f"{metric} B/A [95% CI]", "p (Holm)", "detectable", "verdict", "run"):
+        table.add_column(col, overflow="fold")
+    for c in res["comparisons"]:
+        ci = "" if c.get("ratio_low") is None else f" [{c['ratio_low']:.3f}, {c['ratio_high']:.3f}]"
+        ratio = "-" if c.get("ratio") is None else f"{c['ratio']:.3f}{ci}"
+        table.add_row(_esc(c["candidate"]), _esc(c["baseline"]), ratio, _fmt_p(c.get("p_adj")),
+                      "unknown" if c.get("mde") is None else f"{c['mde']:.1%}", c["verdict"], _esc(c["run"]))
+    out.print(table)
+    out.print(f"[bold]{_esc(res['status'])}[/]: {_esc(res['answer'])} ({res['n_comparisons']} comparison(s))")
+    if json_out:
+        save(res, json_out)
+    if res["status"] in ("inconclusive", "non-monotonic"):
+        raise typer.Exit(3)
 
 
 @app.command("history")

@@ -6,7 +6,11 @@ of medians B/A with a BCa bootstrap CI, the design's two-sample test
 (Mann–Whitney or Brunner–Munzel: trials of two runs are not paired), Cliff's
 δ, Holm's correction across the whole comparison, and a verdict that needs
 both significance *and* a practical effect (|ratio − 1| ≥ threshold, 5 % by
-default): "regression", "improvement" or "no change". The direction of
+default): "regression" or "improvement". Otherwise the verdict is "no change"
+only when the comparison could have seen a change of the threshold (its minimum
+detectable change at power 0.8, from its n and observed noise, is at most the
+threshold: :mod:`kit.analysis.detectability`), and "inconclusive" when it could
+not, with the repetitions that would make it conclusive. The direction of
 "better" comes from the metric (time: lower is better; throughput: higher).
 
 Runs from different hosts or GPU models are refused unless asked; every
@@ -24,11 +28,13 @@ import numpy as np
 import pandas as pd
 
 from kit.analysis import stats
+from kit.analysis.detectability import detectability
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError, KitError
 from kit.store import RunDir
 
-VERDICTS = ("regression", "improvement", "no change", "not tested")
+VERDICTS = ("regression", "improvement", "no change", "inconclusive", "not tested")
+EXIT_INCONCLUSIVE = 3  # --fail-on given, nothing it names found, but some comparison could not have seen it
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class CompareOptions:
     alpha: float = 0.05
     allow_different_hosts: bool = False
     metrics: tuple[str, ...] = ("time_s", "throughput_ips", "step_time_s", "latency_ms", "accuracy")
+    phases: tuple[str, ...] | None = None  # None: every phase
     n_boot: int = 5000
     seed: int = 0
 
@@ -131,11 +138,13 @@ def _config_label(analysis: dict[str, Any], cid: str) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "default"
 
 
-def _groups(analysis: dict[str, Any], metrics: tuple[str, ...]) -> dict[tuple[str, str, str, str], np.ndarray]:
+def _groups(analysis: dict[str, Any], metrics: tuple[str, ...],
+            phases: tuple[str, ...] | None = None) -> dict[tuple[str, str, str, str], np.ndarray]:
     """(config label, metric, phase, arm) -> measured values (warm-ups and failed trials excluded)."""
     out: dict[tuple[str, str, str, str], list[float]] = {}
     for v in analysis.get("values", []):
-        if v["metric"] not in metrics or v["value"] is None or v["warmup"] or v["status"] != "ok":
+        if (v["metric"] not in metrics or v["value"] is None or v["warmup"] or v["status"] != "ok"
+                or (phases is not None and v["phase"] not in phases)):
             continue
         key = (_config_label(analysis, v["config_id"]), v["metric"], v["phase"], v["arm"])
         out.setdefault(key, []).append(float(v["value"]))
@@ -143,14 +152,17 @@ def _groups(analysis: dict[str, Any], metrics: tuple[str, ...]) -> dict[tuple[st
 
 
 def verdict(ratio: float | None, p_adj: float | None, lower_is_better: bool | None, threshold: float,
-            alpha: float) -> str:
-    """Both a significant difference and a practical one (|ratio − 1| ≥ threshold) are needed."""
-    if ratio is None or p_adj is None or not np.isfinite(ratio):
-        return "not tested"
-    if p_adj >= alpha or abs(ratio - 1.0) < threshold or lower_is_better is None:
+            alpha: float, mde: float | None) -> str:
+    """Three-way: a significant *and* practical change; "no change" only when a change of ``threshold`` was
+    detectable (``mde`` <= threshold); "inconclusive" otherwise (``mde`` None: unknown, inf: undecidable)."""
+    if ratio is None or not np.isfinite(ratio):
+        return "inconclusive" if mde == float("inf") else "not tested"  # too few trials to test: say how many
+    if p_adj is not None and p_adj < alpha and abs(ratio - 1.0) >= threshold and lower_is_better is not None:
+        worse = ratio > 1.0 if lower_is_better else ratio < 1.0
+        return "regression" if worse else "improvement"
+    if mde is not None and mde <= threshold:
         return "no change"
-    worse = ratio > 1.0 if lower_is_better else ratio < 1.0
-    return "regression" if worse else "improvement"
+    return "inconclusive"
 
 
 def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -> dict[str, Any]:
@@ -165,16 +177,12 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
         what = "; ".join(f"{d['key']}: {d['a']} vs {d['b']}" for d in hard)
         raise KitError(f"the runs come from different machines ({what})", where=f"{run_a} vs {run_b}",
                        fix="compare runs of one host, or pass --allow-different-hosts to compare anyway (the report lists the differences)")
-    ga, gb = _groups(an_a, opts.metrics), _groups(an_b, opts.metrics)
-    rows: list[dict[str, Any]] = []
-    for key in sorted(set(ga) & set(gb)):
-        cfg, metric, phase, arm = key
-        rows.append(_row(cfg, metric, phase, arm, ga[key], gb[key], paired=False, opts=opts))
+    ga, gb = _groups(an_a, opts.metrics, opts.phases), _groups(an_b, opts.metrics, opts.phases)
+    judged = judge([(*key, ga[key], gb[key]) for key in sorted(set(ga) & set(gb))], paired=False, opts=opts)
+    rows, counts = judged["rows"], judged["counts"]
     if not rows:
         raise AnalysisError("the runs share no configuration, metric and arm to compare", where=f"{run_a} vs {run_b}",
                             fix="compare two runs of the same experiment")
-    _holm_verdicts(rows, opts)
-    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     return {
         "run_a": str(run_a), "run_b": str(run_b),
         "experiment_a": man_a["experiment"], "experiment_b": man_b["experiment"],
@@ -200,10 +208,28 @@ def _row(cfg: str, metric: str, phase: str, arm: str, a: np.ndarray, b: np.ndarr
     }
 
 
-def _holm_verdicts(rows: list[dict[str, Any]], opts: CompareOptions) -> None:
-    for r, p_adj in zip(rows, stats.holm([r["p"] for r in rows]), strict=True):
+def judge(items: list[tuple[str, str, str, str, np.ndarray, np.ndarray]], paired: bool,
+          opts: CompareOptions | None = None) -> dict[str, Any]:
+    """The comparisons of B against A for (config, metric, phase, arm, a, b) items, one Holm family:
+    rows with ratio, test, detectability and verdict, plus the counts (pure: ``kit compare``, ``kit bisect``)."""
+    opts = opts or CompareOptions()
+    rows = [_row(cfg, metric, phase, arm, np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=paired,
+                 opts=opts) for cfg, metric, phase, arm, a, b in items]
+    if rows:
+        _holm_verdicts(rows, opts, [(np.asarray(i[4], dtype=float), np.asarray(i[5], dtype=float)) for i in items])
+    return {"rows": rows, "counts": {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS},
+            "threshold": opts.threshold, "alpha": opts.alpha}
+
+
+def _holm_verdicts(rows: list[dict[str, Any]], opts: CompareOptions,
+                   samples: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Holm over the rows, then each row's detectability at the family's first Holm level alpha/m."""
+    level = opts.alpha / len(rows)
+    for r, p_adj, (a, b) in zip(rows, stats.holm([r["p"] for r in rows]), samples, strict=True):
+        det = detectability(a, b, paired=r["paired"], level=level, threshold=opts.threshold)
+        r.update({k: v for k, v in det.as_dict().items() if k in ("level", "noise", "mde", "decidable", "n_needed", "mde_why")})
         r["p_adj"] = p_adj
-        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha)
+        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha, det.mde)
 
 
 def _arm_provenance(manifest: dict[str, Any], analysis: dict[str, Any], arm: str) -> dict[str, Any]:
@@ -240,27 +266,29 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
     if not vals.empty:
         vals = vals[vals["metric"].isin(opts.metrics) & vals["value"].notna() & ~vals["warmup"].astype(bool)
                     & (vals["status"] == "ok")]
-    rows: list[dict[str, Any]] = []
+        if opts.phases is not None:
+            vals = vals[vals["phase"].isin(opts.phases)]
+    items: list[tuple[str, str, str, str, np.ndarray, np.ndarray]] = []
     if not vals.empty:
         for cid, metric, phase in sorted(vals.groupby(["config_id", "metric", "phase"]).groups):
             a, b, blocks = paired_arrays(vals, cid, metric, phase, arm_a, arm_b)
             if blocks:
-                rows.append(_row(_config_label(an, cid), metric, phase, f"{arm_b} vs {arm_a}", a, b, paired=True,
-                                 opts=opts))
+                items.append((_config_label(an, cid), metric, phase, f"{arm_b} vs {arm_a}", a, b))
+    judged = judge(items, paired=True, opts=opts)
+    rows, counts = judged["rows"], judged["counts"]
     if not rows:
         raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
                             fix="compare arms that both have finished trials (kit status RUN)")
-    _holm_verdicts(rows, opts)
     diffs = provenance_differences(_arm_provenance(man, an, arm_a), _arm_provenance(man, an, arm_b))
-    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     return {"run_a": f"{run} [{arm_a}]", "run_b": f"{run} [{arm_b}]", "experiment_a": man["experiment"],
             "experiment_b": man["experiment"], "threshold": opts.threshold, "alpha": opts.alpha, "rows": rows,
             "counts": counts, "provenance_differences": diffs, "different_hosts_allowed": False,
             "arms": [arm_a, arm_b]}
 
 
-def exit_code(result: dict[str, Any], fail_on: str | None) -> int:
-    """CI gating: 1 when a verdict named by ``fail_on`` occurs ("regression", "change", "any")."""
+def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: bool = False) -> int:
+    """CI gating: 1 when a verdict named by ``fail_on`` occurs ("regression", "improvement", "change");
+    otherwise EXIT_INCONCLUSIVE (3) when some comparison could not have seen it (unless allowed), else 0."""
     if not fail_on:
         return 0
     c = result["counts"]
@@ -268,7 +296,23 @@ def exit_code(result: dict[str, Any], fail_on: str | None) -> int:
            "change": c["regression"] + c["improvement"]}.get(fail_on)
     if bad is None:
         raise KitError(f"unknown --fail-on value {fail_on!r}", where="--fail-on", fix="use regression, improvement or change")
-    return 1 if bad else 0
+    if bad:
+        return 1
+    return EXIT_INCONCLUSIVE if c.get("inconclusive") and not allow_inconclusive else 0
+
+
+def conclusive_advice(result: dict[str, Any]) -> str | None:
+    """One line for the user when some rows are inconclusive: the largest repetition count they need."""
+    rows = [r for r in result["rows"] if r["verdict"] == "inconclusive"]
+    if not rows:
+        return None
+    need = [r.get("n_needed") for r in rows]
+    unit = "pairs (repetitions per arm)" if rows[0].get("paired") else "trials per run"
+    if any(n is None for n in need):
+        return (f"{len(rows)} comparison(s) inconclusive; for some the noise is unknown or too large for any "
+                "practical n: reduce the noise (kit doctor, pinned clocks, longer phases)")
+    return (f"{len(rows)} comparison(s) inconclusive: the run could not have seen a change of "
+            f"{result['threshold']:.0%}; {max(need)} {unit} would make them conclusive at the observed noise")
 
 
 def render_html(result: dict[str, Any], path: Path) -> Path:

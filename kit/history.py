@@ -216,7 +216,7 @@ def detect_steps(runs: list[dict[str, Any]], *, threshold: float = 0.05, alpha: 
 
     for s, p_adj in zip(steps, stats.holm([s["p"] for s in steps]), strict=True):
         s["p_adj"] = p_adj
-        s["verdict"] = verdict(s["ratio"], p_adj, lower_is_better, threshold, alpha)
+        s["verdict"] = verdict(s["ratio"], p_adj, lower_is_better, threshold, alpha, mde=None)  # steps only
     return [s for s in steps if s["verdict"] in ("regression", "improvement")]
 
 

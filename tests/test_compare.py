@@ -18,12 +18,16 @@ CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 
 
 def test_verdict_needs_significance_and_practical_size() -> None:
-    assert verdict(1.10, 0.001, True, 0.05, 0.05) == "regression"
-    assert verdict(0.90, 0.001, True, 0.05, 0.05) == "improvement"
-    assert verdict(1.10, 0.20, True, 0.05, 0.05) == "no change"  # not significant
-    assert verdict(1.01, 1e-9, True, 0.05, 0.05) == "no change"  # significant but below the threshold
-    assert verdict(0.90, 0.001, False, 0.05, 0.05) == "regression"  # throughput went down
-    assert verdict(None, None, True, 0.05, 0.05) == "not tested"
+    assert verdict(1.10, 0.001, True, 0.05, 0.05, mde=0.03) == "regression"
+    assert verdict(0.90, 0.001, True, 0.05, 0.05, mde=0.03) == "improvement"
+    assert verdict(1.10, 0.001, True, 0.05, 0.05, mde=0.20) == "regression"  # seen although hard to see
+    assert verdict(1.10, 0.20, True, 0.05, 0.05, mde=0.03) == "no change"  # not significant, 5 % was detectable
+    assert verdict(1.10, 0.20, True, 0.05, 0.05, mde=0.12) == "inconclusive"  # not significant, 5 % was not detectable
+    assert verdict(1.01, 1e-9, True, 0.05, 0.05, mde=0.01) == "no change"  # significant but below the threshold
+    assert verdict(1.01, 1e-9, True, 0.05, 0.05, mde=None) == "inconclusive"  # noise unknown
+    assert verdict(1.01, None, True, 0.05, 0.05, mde=float("inf")) == "inconclusive"  # too few trials to test
+    assert verdict(0.90, 0.001, False, 0.05, 0.05, mde=0.03) == "regression"  # throughput went down
+    assert verdict(None, None, True, 0.05, 0.05, mde=0.01) == "not tested"
 
 
 def calibrated_run(tmp_path: Path, name: str, slowdown: float) -> Path:
@@ -60,7 +64,7 @@ def test_planted_10_percent_slowdown_is_a_regression(runs: dict[str, Path]) -> N
 def test_planted_1_percent_is_no_change(runs: dict[str, Path]) -> None:
     res = compare_runs(runs["base"], runs["slow1"], CompareOptions(n_boot=2000))
     times = [r for r in res["rows"] if r["metric"] == "time_s"]
-    assert times and all(r["verdict"] == "no change" for r in times), [(r["ratio"], r["p_adj"]) for r in times]
+    assert times and all(r["verdict"] == "no change" for r in times), [(r["ratio"], r["p_adj"], r["mde"], r["noise"]) for r in times]
 
 
 @pytest.mark.slow

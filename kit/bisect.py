@@ -1,0 +1,200 @@
+"""From which release on did a metric change? Bisection across framework releases.
+
+Given releases in order (image rows of one framework: the first known good, the
+last known bad), ``kit bisect`` runs the fewest paired comparisons that locate
+the first release with the change:
+
+1. the last release against the first, in one interleaved run (two arms, paired
+   by block). A conclusive "no change" ends it: no release between them changed
+   the metric by more than the threshold *net* (the run says how small a change
+   it could see). "Inconclusive" ends it with the repetitions that would decide.
+2. otherwise, classic bisection: a release in the middle is compared with the
+   first (the known good); the same change (same direction, conclusive) makes
+   it bad, a conclusive "no change" good; ceil(log2(n - 1)) further comparisons.
+   An opposite change (the metric went back) or an inconclusive comparison stops
+   the search and says between which releases the change lies.
+
+Every comparison is a real run directory (``kit compare --arms`` reproduces its
+verdict); the verdict rule is :func:`kit.compare.judge`'s three-way rule. The
+search itself is pure over a ``compare_pair`` function, so it is tested on
+synthetic arms with a planted step and run for real through a container engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError
+
+CHANGES = ("regression", "improvement")
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    metric: str = "time_s"
+    phase: str = "train"
+    threshold: float = 0.05
+    alpha: float = 0.05
+
+
+# compare_pair(baseline_row, candidate_row) -> {"verdict", "ratio", "ratio_low", "ratio_high", "mde", "n_needed",
+#                                               "run", "rows": [...]}
+ComparePair = Callable[[str, str], dict[str, Any]]
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One verdict for a comparison from its rows (one per configuration): a change when some row changed
+    and all changed rows agree; "no change" when every row says so; otherwise inconclusive."""
+    changed = {r["verdict"] for r in rows if r["verdict"] in CHANGES}
+    if len(changed) > 1:
+        verdict = "mixed"
+    elif changed:
+        verdict = changed.pop()
+    elif rows and all(r["verdict"] == "no change" for r in rows):
+        verdict = "no change"
+    else:
+        verdict = "inconclusive"
+    lead = max(rows, key=lambda r: abs(math.log(r["ratio"])) if r.get("ratio") else 0.0) if rows else {}
+    mdes = [r.get("mde") for r in rows]
+    needs = [r.get("n_needed") for r in rows if r["verdict"] == "inconclusive"]
+    return {"verdict": verdict, "ratio": lead.get("ratio"), "ratio_low": lead.get("ratio_low"),
+            "ratio_high": lead.get("ratio_high"), "p_adj": lead.get("p_adj"),
+            "mde": None if any(m is None for m in mdes) else max(mdes, default=None),
+            "n_needed": None if not needs or any(n is None for n in needs) else max(needs), "rows": rows}
+
+
+def bisect_releases(releases: list[str], compare_pair: ComparePair) -> dict[str, Any]:
+    """Locate the first release whose metric differs from the first release's (see the module docstring)."""
+    if len(releases) < 2 or len(set(releases)) != len(releases):
+        raise KitError(f"bisection needs two or more different releases, got {', '.join(releases) or 'none'}",
+                       where="--images", fix="give the image rows in release order: GOOD,...,BAD")
+    good = releases[0]
+    done: list[dict[str, Any]] = []
+
+    def compare(cand: str) -> dict[str, Any]:
+        c = {"baseline": good, "candidate": cand, **compare_pair(good, cand)}
+        done.append(c)
+        return c
+
+    def result(status: str, text: str, **extra: Any) -> dict[str, Any]:
+        return {"status": status, "answer": text, "releases": list(releases), "baseline": good,
+                "comparisons": done, "n_comparisons": len(done), **extra}
+
+    end = compare(releases[-1])
+    if end["verdict"] == "no change":
+        return result("no change", f"no release from {good} to {releases[-1]} changed the metric by more than the "
+                      f"threshold net of the first ({_seen(end)}); a change and its reversal in between would "
+                      "cancel out")
+    if end["verdict"] not in CHANGES:
+        return result("inconclusive", f"{releases[-1]} vs {good} is {end['verdict']}: {_need(end)}")
+    direction = end["verdict"]
+    lo, hi = 0, len(releases) - 1  # releases[lo] like the first; releases[hi] changed
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        c = compare(releases[mid])
+        if c["verdict"] == direction:
+            hi = mid
+        elif c["verdict"] == "no change":
+            lo = mid
+        elif c["verdict"] in CHANGES or c["verdict"] == "mixed":
+            return result("non-monotonic", f"{releases[mid]} vs {good} is {c['verdict']} while {releases[-1]} is a "
+                          f"{direction}: the metric moved both ways between {releases[lo]} and {releases[hi]}; "
+                          "compare neighbouring releases with kit run --images",
+                          between=[releases[lo], releases[hi]])
+        else:
+            return result("inconclusive", f"the {direction} lies after {releases[lo]} and at or before "
+                          f"{releases[hi]}; {releases[mid]} vs {good} is inconclusive: {_need(c)}",
+                          between=[releases[lo], releases[hi]])
+    first = next(c for c in done if c["candidate"] == releases[hi])
+    return result("located", f"first release with the {direction}: {releases[hi]} (last like {good}: "
+                  f"{releases[lo]}); {releases[hi]}/{good} = {_ratio(first)}",
+                  first_changed=releases[hi], last_unchanged=releases[lo], direction=direction,
+                  ratio=first["ratio"], ratio_low=first["ratio_low"], ratio_high=first["ratio_high"])
+
+
+def _ratio(c: dict[str, Any]) -> str:
+    if c.get("ratio") is None:
+        return "-"
+    ci = "" if c.get("ratio_low") is None else f" [95 % CI {c['ratio_low']:.3f}, {c['ratio_high']:.3f}]"
+    return f"{c['ratio']:.3f}{ci}"
+
+
+def _seen(c: dict[str, Any]) -> str:
+    return "a smaller change was not detectable" if c.get("mde") is None else \
+        f"it would have seen a change of {c['mde']:.1%} or more"
+
+
+def _need(c: dict[str, Any]) -> str:
+    if c.get("n_needed"):
+        return (f"{c['n_needed']} repetitions per arm would make it conclusive: set [design] repetitions "
+                "(or a profile with them) and bisect again")
+    return "the noise is unknown or too large for any practical number of repetitions: reduce it (kit doctor)"
+
+
+def check_releases(rows: list[str], frameworks: tuple[str, ...], matrix: Any = None) -> list[str]:
+    """Rows of one framework the experiment runs, in strictly increasing version order (the bisection's order)."""
+    from kit.images.matrix import load_matrix
+
+    matrix = matrix or load_matrix()
+    found = [matrix.get(r.strip()) for r in rows if r.strip()]
+    kinds = {(r.framework, r.device) for r in found}
+    if len(kinds) != 1:
+        raise KitError("bisection compares releases of one framework on one device, got "
+                       + ", ".join(sorted(f"{f} ({d})" for f, d in kinds)), where="--images",
+                       fix="e.g. --images tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu")
+    if found[0].framework not in frameworks:
+        raise KitError(f"the experiment runs {', '.join(frameworks)}, not {found[0].framework}", where="--images",
+                       fix="give rows of a framework the experiment runs (kit images list)")
+    versions = [tuple(int(x) for x in r.version.split("+")[0].split(".") if x.isdigit()) for r in found]
+    if any(b <= a for a, b in itertools.pairwise(versions)):
+        raise KitError("the releases are not in increasing version order: "
+                       + ", ".join(f"{r.name} ({r.version})" for r in found), where="--images",
+                       fix="list them oldest (known good) first, newest (known bad) last")
+    return [r.name for r in found]
+
+
+def run_bisect(spec: Any, rows: list[str], opts: BisectOptions, run_opts: Any, events: Any = None,
+               on_compare: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+    """Bisect for real: each comparison is a `kit run --images BASELINE,CANDIDATE` plus `kit compare --arms`."""
+    from kit.analysis.metrics import METRICS
+    from kit.backends.container import image_arms
+    from kit.compare import CompareOptions, compare_arms
+    from kit.runner import start_run
+
+    if opts.metric not in METRICS:
+        raise KitError(f"unknown metric {opts.metric!r}", where="--metric", fix=f"use one of: {', '.join(sorted(METRICS))}")
+    releases = check_releases(rows, spec.experiment.frameworks)
+    copts = CompareOptions(threshold=opts.threshold, alpha=opts.alpha, metrics=(opts.metric,), phases=(opts.phase,))
+
+    def compare_pair(baseline: str, candidate: str) -> dict[str, Any]:
+        if on_compare:
+            on_compare(baseline, candidate)
+        arms, images = image_arms([baseline, candidate], spec.experiment.frameworks)
+        ro = dataclasses.replace(run_opts, arms=arms, label=f"bisect {candidate} vs {baseline}",
+                                 backend_options={**run_opts.backend_options, "images": images})
+        rd = start_run(spec, ro, events) if events is not None else start_run(spec, ro)
+        status = rd.manifest().get("status")
+        if status != "complete":
+            raise KitError(f"the comparison run of {candidate} vs {baseline} is {status}", where=str(rd.path),
+                           fix=f"kit status {rd.path}; finish it with kit run --resume {rd.path}, then bisect again")
+        res = compare_arms(rd.path, arms[0], arms[1], copts)
+        return {**summarize(res["rows"]), "run": str(rd.path), "arms": list(arms),
+                "provenance_differences": res["provenance_differences"]}
+
+    out = bisect_releases(releases, compare_pair)
+    return {**out, "metric": opts.metric, "phase": opts.phase, "threshold": opts.threshold, "alpha": opts.alpha,
+            "experiment": spec.experiment.id, "profile": spec.profile}
+
+
+def save(result: dict[str, Any], path: Path) -> None:
+    import json
+
+    from kit.store import atomic_write_bytes
+
+    atomic_write_bytes(path, (json.dumps(result, indent=1, default=str) + "\n").encode())
