@@ -104,3 +104,18 @@ def test_cli_prints_detectable_change_and_gates_on_inconclusive(tmp_path, monkey
     ok = CliRunner().invoke(app, ["compare", str(tmp_path), "--arms", "a,b", "--fail-on", "regression",
                                   "--allow-inconclusive"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_the_report_says_what_a_not_rejected_hypothesis_could_have_detected() -> None:
+    """A run's hypotheses: "H0 not rejected" comes with the difference the test would have found."""
+    import json
+    from pathlib import Path
+
+    from kit.report.context import detectable_text, finding_text
+
+    golden = json.loads((Path(__file__).parent / "data" / "golden" / "analysis.json").read_text())
+    rows = [h for h in golden["hypotheses"] if h["tested"] and not h["rejected"]]
+    assert rows and all(0 < h["detectable"]["mde"] < 1 and h["detectable"]["level"] == 0.025 for h in rows)
+    text = finding_text(rows[0])
+    assert f"would have detected a difference of {rows[0]['detectable']['mde']:.1%} or more" in text
+    assert detectable_text({"detectable": {"decidable": False, "mde": None}}).startswith("; with this n no difference")

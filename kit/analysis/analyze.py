@@ -300,6 +300,7 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
     # baseline, all in one Holm family, rather than silently testing only the first two.
     pairs = [(arms[0], other) for other in arms[1:]]
     rows: list[dict[str, Any]] = []
+    samples: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for h in spec.get("hypotheses", []):
         tested_metric = power_metric if h["metric"] == AVERAGED_POWER_METRIC else h["metric"]
         m = METRICS[tested_metric]
@@ -358,6 +359,7 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 row["comparison"] = comp
                 row["tested"] = comp.get("test") is not None
                 row["reason"] = comp.get("reason")
+                samples[id(row)] = (np.asarray(xa, dtype=float), np.asarray(xb, dtype=float))
             if refusal is not None:
                 row.update(tested=False, not_decided=True,
                            reason=f"{refusal}: no hypothesis is decided on arms that ran on different devices"
@@ -373,7 +375,18 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
         r["p_adjust"] = {"method": "holm", "family_size": family}  # p_adj is recomputable from the family's p
         r["test_method"] = r["comparison"]["test"]["method"] if r["tested"] else None
         r.update(_decision(r, alpha))
+        if r["tested"] and id(r) in samples:
+            r["detectable"] = _detectable(*samples[id(r)], level=alpha / max(family, 1))
     return rows
+
+
+def _detectable(xa: np.ndarray, xb: np.ndarray, level: float) -> dict[str, Any]:
+    """The smallest relative difference the row's test would have found (power 0.8 at alpha/m): a
+    "not rejected" is evidence of no difference only down to this size (kit.analysis.detectability)."""
+    from kit.analysis.detectability import detectability
+
+    d = detectability(xa, xb, paired=True, level=level, threshold=0.05).as_dict()
+    return {k: d[k] for k in ("level", "noise", "mde", "decidable")}
 
 
 def _decision(r: dict[str, Any], alpha: float) -> dict[str, Any]:

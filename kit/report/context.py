@@ -64,7 +64,17 @@ def finding_text(h: dict[str, Any]) -> str:
         return (f"{h['id']}, {phase}: {h['label']} is higher with {bigger} than with {smaller} — {nums}; "
                 f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}, {h['effect_text']}.")
     return (f"{h['id']}, {phase}: no significant difference in {h['label']} — {nums}; "
-            f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}.")
+            f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}{detectable_text(h)}.")
+
+
+def detectable_text(h: dict[str, Any]) -> str:
+    """What "not rejected" can claim: the difference the test would have found (power 80 %)."""
+    d = h.get("detectable") or {}
+    if d.get("decidable") is False:
+        return "; with this n no difference could have been detected"
+    if d.get("mde") is None:
+        return ""
+    return f"; it would have detected a difference of {d['mde']:.1%} or more (power 80 %); smaller ones remain open"
 
 
 def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[tuple[str, str]]:
