@@ -28,8 +28,12 @@ export CONTAINERS_CONF="$KIT_PODMAN_DIR/containers.conf"
 sock="$KIT_PODMAN_DIR/podman.sock"
 if ! curl -sf --max-time 5 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1; then
     rm -f "$sock"
+    # From its own directory: on an OOM kill conmon leaves an empty "oom" file in the service's working
+    # directory, which would otherwise be wherever this script was sourced (the checkout).
+    pushd "$KIT_PODMAN_DIR" >/dev/null
     nohup podman system service --time=0 "unix://$sock" >"$KIT_PODMAN_DIR/service.log" 2>&1 &
     echo $! > "$KIT_PODMAN_DIR/service.pid"
+    popd >/dev/null
     for _ in $(seq 1 50); do
         curl -sf --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1 && break
         sleep 0.2
