@@ -165,6 +165,22 @@ def test_forced_out_of_memory_is_recorded_as_oom(tmp_path: Path) -> None:
     assert "allocate" in res["error"].lower()
 
 
+def test_onednn_primitive_failure_is_oom_only_under_the_memory_cap() -> None:
+    # CI saw 1 of 6 oom-probe trials end "error: RuntimeError: could not create a primitive": oneDNN failing
+    # to allocate under RLIMIT_DATA (1 of 48 in a local repeat). Under the cap that is the out-of-memory
+    # the probe forces; without a cap the same text stays an error. In a child: the cap is process-wide.
+    code = (
+        "from kit.workloads import common\n"
+        "exc = RuntimeError('could not create a primitive')\n"
+        "before = common.oom_text(exc)\n"
+        "common.apply_memory_cap(4096)\n"
+        "print(before, common.oom_text(exc), common.oom_text(RuntimeError('shape mismatch')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "False"]
+
+
 @pytest.mark.slow
 def test_data_parallel_without_gpus_is_skipped_with_reason(tmp_path: Path) -> None:
     import torch

@@ -140,6 +140,14 @@ class SkipTrial(Exception):
     """
 
 
+_CAP: dict[str, int] = {}  # "mb": the cap this process applied (read by memory_capped)
+
+
+def memory_capped() -> bool:
+    """Whether :func:`apply_memory_cap` capped this process (then an allocator's failure is the cap's doing)."""
+    return _CAP.get("mb", 0) > 0
+
+
 def apply_memory_cap(cap_mb: int) -> None:
     """Cap this process's data segment at its current size plus ``cap_mb`` MiB (Linux RLIMIT_DATA).
 
@@ -149,6 +157,7 @@ def apply_memory_cap(cap_mb: int) -> None:
     """
     if cap_mb <= 0:
         return
+    _CAP["mb"] = cap_mb
     import resource
 
     with open("/proc/self/status", encoding="ascii") as fh:
@@ -198,9 +207,17 @@ OOM_TEXT = ("out of memory", "not enough memory", "can't allocate memory", "cann
             "oom when allocating", "failed to allocate")
 
 
+# oneDNN reports a failed allocation while creating a kernel ("primitive") as this, without the cause
+# (PyTorch's ideep wrapper drops dnnl_out_of_memory from the message); it is an out-of-memory only when
+# this process runs under apply_memory_cap's allocation limit, an error otherwise.
+CAPPED_OOM_TEXT = ("could not create a primitive",)
+
+
 def oom_text(exc: BaseException) -> bool:
     """Whether an exception's text is an allocation failure (any framework's wording)."""
     msg = str(exc).lower()
+    if memory_capped() and any(t in msg for t in CAPPED_OOM_TEXT):
+        return True
     return isinstance(exc, MemoryError) or any(t in msg for t in OOM_TEXT)
 
 
