@@ -35,15 +35,19 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks o
 
 @app.command("list")
 def list_cmd(
-    experiments_dir: Annotated[Path, typer.Option(help="Where experiment TOML files are.")] = Path("experiments"),
+    experiments: Annotated[list[Path] | None, typer.Option(
+        "--experiments", "--experiments-dir",
+        help="Also list the experiments of this directory (study folders and TOML files) or this study folder; "
+             "repeatable. Env: KIT_EXPERIMENTS (os.pathsep-separated).")] = None,
     deviations: Annotated[bool, typer.Option("--deviations", help="Also list where each experiment differs from its paper.")] = False,
 ) -> None:
     """List the experiments and their profiles (and, with --deviations, how each differs from its paper)."""
     from rich.markup import escape
 
     from kit.catalog import list_experiments
+    from kit.studies import experiment_dirs
 
-    found = list_experiments(experiments_dir)
+    found = list_experiments(experiment_dirs(experiments or []))
     from kit.analysis.design import design_summary
 
     table = Table(title="Experiments", show_lines=True)
@@ -563,6 +567,24 @@ def verify_cmd(
 from kit.cli_images import images_app  # noqa: E402  (kit images ...)
 
 app.add_typer(images_app, name="images")
+
+new_app = typer.Typer(no_args_is_help=True, help="Start something new from a working template.")
+app.add_typer(new_app, name="new")
+
+
+@new_app.command("study")
+def new_study_cmd(
+    name: Annotated[str, typer.Argument(help="The study's name (also its workload's and experiment's).")],
+    directory: Annotated[Path, typer.Option("--dir", help="Where the study folder is created.")] = Path("."),
+) -> None:
+    """Write a working study folder (an MLP on MNIST in both frameworks) that `kit run` executes at once."""
+    from kit.scaffold import new_study
+
+    dest = new_study(name, directory)
+    out.print(f"study folder {_esc(dest)}: experiment.toml, model.py, workload_torch.py, workload_keras.py, "
+              "analysis.py, report.py, README.md")
+    out.print(f"run it: kit run {_esc(dest)} --profile quick   (guide: docs/writing-a-study.md)")
+
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the kit itself (collector overhead).")
 app.add_typer(bench_app, name="bench")

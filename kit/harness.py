@@ -1,11 +1,13 @@
 """Runs one trial; the only kit code that executes inside a framework image.
 
-    python -m kit.harness --out OUT_DIR --data DATA_DIR
+    python -m kit.harness --out OUT_DIR --data DATA_DIR [--study STUDY_DIR]
 
 reads ``OUT_DIR/request.json``, appends phase markers to
 ``OUT_DIR/markers.jsonl`` and writes ``OUT_DIR/result.json`` (atomically).
 It imports nothing from the host side of the kit: only the standard library,
-numpy, ``kit.workloads`` and the one framework the trial needs.
+numpy, ``kit.workloads`` and the one framework the trial needs (or, for a
+study folder's own workload, the module the request names from STUDY_DIR:
+the run's read-only copy of the folder).
 
 Exit codes: 0 ok, 3 out of memory, 4 bad request, 5 skipped by design
 (``SkipTrial``: the trial cannot run on this host, with the reason), 6 the
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kit.harness", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="directory with request.json; results go here")
     ap.add_argument("--data", required=True, type=Path, help="directory holding the dataset files")
+    ap.add_argument("--study", type=Path, default=None, help="the study folder whose module the request names")
     args = ap.parse_args(argv)
     out: Path = args.out
     _die_with_parent()
@@ -79,7 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         req = json.loads((out / REQUEST_FILE).read_text(encoding="utf-8"))
         from kit.workloads import module_for
 
-        mod_name = module_for(req["workload"]["name"], req["framework"])
+        study = req.get("study")
+        if study is not None:
+            if args.study is None or not isinstance(study, dict) or not isinstance(study.get("module"), str):
+                raise ValueError("the request names a study module but no --study folder was given")
+            mod_name = str(study["module"])
+        else:
+            mod_name = module_for(req["workload"]["name"], req["framework"])
     except (OSError, ValueError, KeyError) as exc:
         _write_result(out, {"status": "error", "error": f"bad request: {exc!r}", "started": started})
         return EXIT_BAD_REQUEST
@@ -90,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     markers.event("harness_start", pid=os.getpid(), python=sys.version.split()[0])
     mod = None
     try:
-        mod = importlib.import_module(mod_name)
+        if study is not None:
+            from kit.workloads.study_import import import_study_module
+
+            mod = import_study_module(args.study, mod_name)
+        else:
+            mod = importlib.import_module(mod_name)
         markers.event("imported", module=mod_name)
         results, env = mod.run(req, args.data, markers)
     except DeviceUnavailable as exc:

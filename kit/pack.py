@@ -430,7 +430,12 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 10:
             raise IntegrityError(f"tolerance {tolerance!r} is not a number in [0, 10)", where="claims.json tolerance",
                                  fix="pass --tolerance, or obtain an unmodified bundle")
-        spec = load_spec(spec_path, None if profile == "paper" else profile)
+        # A study folder's run carries its copy of the folder (run/study/, covered by SHA256SUMS): the re-run
+        # loads and runs that copy, so the evaluator needs nothing but the kit. It is the bundle's code.
+        from kit.studies import checked_copy
+
+        study_copy = checked_copy(root / "run", man)
+        spec = load_spec(study_copy if study_copy is not None else spec_path, None if profile == "paper" else profile)
         if spec.experiment.id != man.get("experiment"):
             raise IntegrityError(f"the bundled spec is experiment {spec.experiment.id!r}, the bundled run "
                                  f"{man.get('experiment')!r}", where=str(spec_path),

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit import studies
 from kit.backends import make_backend
 from kit.backends.base import Backend, TrialOutcome
 from kit.collectors.base import Collector, Row, TrialTarget
@@ -38,6 +39,7 @@ from kit.plan import Plan, Trial, arm_framework, make_plan
 from kit.provenance import host_provenance, kit_provenance
 from kit.spec import Spec, parse_spec
 from kit.store import BASELINE_ID, RunDir
+from kit.workloads import WORKLOADS
 
 
 class RunEvents:
@@ -106,7 +108,19 @@ def trial_request(spec: Spec, trial: Trial, device: TrialDevice | None = None) -
         "seed": trial.seed,
         **fields,
         "threads": wl["threads"],
+        **_study_request(spec, trial.framework),
     }
+
+
+def _study_request(spec: Spec, framework: str) -> dict[str, Any]:
+    """For a study folder's own workload: which of its modules the harness imports (from --study)."""
+    info = WORKLOADS[spec.workload.name]
+    if not info.folder:
+        return {}
+    if framework not in info.modules:
+        raise PlanError(f"the study defines no {framework} module", where=f"{spec.path}: study.modules",
+                        fix=f"add study.modules.{framework}, or run only the arms it defines (--arms)")
+    return {"study": {"workload": info.name, "module": info.modules[framework]}}
 
 
 def phase_table(markers: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -202,6 +216,10 @@ class _Context:
     shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
     devices: DevicePlan | None = None  # this host's GPUs as the spec allows them (None: not resolved)
     retry: frozenset[str] = frozenset()  # finished trials to run again (their records are archived first)
+
+    def __post_init__(self) -> None:
+        # A study folder's trials import the run's copy of the folder (checked against the manifest's digest).
+        self.backend.study_dir = studies.checked_copy(self.rd.path, self.rd.manifest())
 
     def trial_device(self, trial: Trial) -> TrialDevice | None:
         return self.devices.resolve(self.spec.workload_for(trial.config).flat()) if self.devices else None
@@ -309,6 +327,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     backend, dataset, prepared = checked.backend, checked.dataset, checked.prepared
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
     spec_text = Path(spec.path).read_text(encoding="utf-8") if spec.path and Path(spec.path).is_file() else ""
+    study_files = _study_files(spec, plan)
     manifest = {
         "kit": kit_provenance(),
         "experiment": spec.experiment.id,
@@ -333,12 +352,18 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "ended": None,
         "status": "running",
     }
+    if study_files is not None:
+        manifest["study"] = studies.describe(Path(spec.study_dir), study_files)
     rd = RunDir.create(opts.runs_root, spec.experiment.id, manifest)
     try:
+        if study_files is not None:
+            studies.write_copy(study_files, rd.path / studies.RUN_COPY)
         rd.log_event("start", plan_digest=plan.digest(), executor=opts.executor)
-    except DiskError:
+    except (OSError, DiskError) as exc:
         shutil.rmtree(rd.path, ignore_errors=True)  # nothing ran yet: leave nothing half-written
-        raise
+        if isinstance(exc, DiskError):
+            raise
+        raise disk_error(exc, rd.path, "copy the study folder into the run directory") from None
     if opts.executor == "slurm":
         _submit(rd, manifest["executor"], list(range(len(manifest["executor"]["chunks"]))), opts, events)
         return rd
@@ -386,6 +411,15 @@ def _submit(rd: RunDir, executor: dict[str, Any], chunk_ids: list[int], opts: Ru
     rd.update_manifest(status="submitted")
     events.message(f"submitted Slurm job array {job} ({len(chunk_ids)} task(s)); follow with: kit status {rd.path}")
     return job
+
+
+def _study_files(spec: Spec, plan: Plan) -> list[tuple[str, bytes]] | None:
+    """A study folder's files, read (and checked) before the run directory exists; None for a kit experiment."""
+    for arm in plan.arms:
+        _study_request(spec, arm_framework(arm))
+    if not spec.study_dir:
+        return None
+    return studies.study_files(Path(spec.study_dir))
 
 
 def spec_digest(text: str) -> str:

@@ -400,6 +400,10 @@ class Spec:
     profile: str = "paper"
     profile_description: str = ""
     profiles: tuple[str, ...] = ()
+    # A study folder's [study] table (plain, validated; None for an experiment of the kit's workloads) and
+    # the folder it was loaded from ("" when parsed from a copy: resume reads the run's own copy).
+    study: dict[str, Any] | None = None
+    study_dir: str = ""
 
     def check(self, p: str) -> None:
         if self.schema != SPEC_SCHEMA:
@@ -636,7 +640,8 @@ def _build(cls: Any, data: Any, path: str) -> Any:
     if not isinstance(data, dict):
         raise _Invalid(path, "a table", data)
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("path", "profile", "profile_description", "profiles")}
+    loader_set = ("path", "profile", "profile_description", "profiles") + (("study", "study_dir") if cls is Spec else ())
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in loader_set}
     if cls is Workload:
         if "params" in data:
             raise _Invalid(f"{path}.params", "workload keys written directly in [workload]; unknown key")
@@ -686,7 +691,12 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
     import os
     import stat
 
+    from kit.studies import STUDY_FILE, check_modules, study_dir_of, study_files
+
     path = Path(path)
+    folder = study_dir_of(path)
+    if folder is not None:
+        path = folder / STUDY_FILE
     try:
         # Opened without blocking and checked on the open descriptor: a FIFO or device named as a spec
         # must be refused, not read (a FIFO would hang the kit), and a huge file not read into memory.
@@ -708,7 +718,12 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
         raise SpecError("spec file not found", where=str(path), fix="give the path of an experiment TOML (see `kit list`)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read the spec ({exc})", where=str(path), fix="check the file's permissions and encoding") from None
-    return parse_spec(text, str(path), profile)
+    spec = parse_spec(text, str(path), profile)
+    if folder is None:
+        return spec
+    check_modules(folder, spec.study)
+    study_files(folder)  # links, special files and sizes refused at load, before anything runs
+    return dataclasses.replace(spec, study_dir=str(folder.resolve()))
 
 
 def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
@@ -718,6 +733,11 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML ({exc})", where=path, fix="correct the TOML syntax at the line shown") from None
 
+    study = None
+    if "study" in raw:  # a study folder's own workload: known to the checks below before they run
+        from kit.studies import register_study
+
+        study = register_study(raw.pop("study"), path)
     profiles_raw = raw.pop("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise SpecError("expected a table of profiles", where=f"{path}: profiles", fix="write [profiles.NAME] tables")
@@ -770,4 +790,5 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
         profile=chosen,
         profile_description=descriptions.get(chosen, "the published protocol"),
         profiles=("paper", *profiles_raw),
+        study=study,
     )

@@ -300,3 +300,33 @@ def test_engine_exports_a_docker_archive_for_apptainer(ctx: Ctx, tmp_path: Path)
     assert manifest[0]["Layers"] and manifest[0]["Config"]
     with pytest.raises(ImageError, match="could not export"):
         export_image(ctx.engine, "localhost/kit-no-such-image:1", tmp_path / "x.tar")
+
+
+def test_scaffold_study_runs_through_containers(ctx: Ctx, tmp_path: Path) -> None:
+    """A study folder outside the repository (issue 17): its modules reach the harness in each image, read-only."""
+    from kit.scaffold import new_study
+
+    study = new_study("mlp_podman", tmp_path)
+    spec = study / "experiment.toml"
+    spec.write_text(spec.read_text().replace("repetitions = 10\ntimeout_s = 600", "repetitions = 3\ntimeout_s = 600"))
+    runs = tmp_path / "runs"
+    out = subprocess.run([sys.executable, "-m", "kit", "run", str(study), "--profile", "quick", "--backend", "docker",
+                          "--runs-dir", str(runs), "--data-dir", str(MNIST)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (run,) = list(runs.iterdir())
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["status"] == "complete" and man["backend"]["backend"] == "docker" and man["study"]["analysis"]
+    trials = [json.loads(p.read_text()) for p in sorted((run / "trials").glob("*.json"))]
+    assert len(trials) == 8
+    for t in trials:
+        assert t["status"] == "ok", t.get("error") or t["backend"].get("log_tail")
+        assert t["backend"]["image_id"] == man["backend"]["images"][t["framework"]]["id"]
+        assert t["env"]["framework"] == t["framework"]
+    analysis = json.loads((run / "analysis.json").read_text())
+    assert analysis["equivalence"]["param_counts_equal"] and analysis["equivalence"]["loss_agrees"]
+    assert {a["arm"] for a in analysis["extras"]["mlp_podman"]["arms"]} == {"pytorch", "tensorflow"}
+    assert "Model quality per framework" in (run / "report" / "index.html").read_text()
+    print(f"\nscaffold study through {ctx.engine.kind}: {len(trials)} trials ok in the images "
+          f"{sorted(i['row'] for i in man['backend']['images'].values())}; equivalence verified "
+          f"(max loss gap {analysis['equivalence']['max_rel_loss_gap']:.2e})")

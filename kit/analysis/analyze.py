@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,7 +83,8 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     nodes = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((rd.path / "nodes").glob("*.json"))}
     if nodes:
         manifest = {**manifest, "nodes": nodes}
-    analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials))
+    analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials),
+                                run_dir=rd.path)
     analysis["excluded_trials"] = excluded
     analysis["retried_trials"] = retried
     analysis[DIGEST_KEY] = digest
@@ -121,8 +123,11 @@ def usable(values: pd.DataFrame) -> pd.DataFrame:
 
 def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
                      trial_telemetry: list[dict[str, Any]] | None = None,
-                     baseline: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The analysis as plain data; ``trial_telemetry`` and ``baseline`` feed the telemetry validity rules."""
+                     baseline: dict[str, Any] | None = None, run_dir: Path | None = None) -> dict[str, Any]:
+    """The analysis as plain data; ``trial_telemetry`` and ``baseline`` feed the telemetry validity rules.
+
+    ``run_dir`` holds a study folder's copy (``study/``): its analysis.py adds to ``extras``.
+    """
     spec = manifest["spec"]
     arms = list(manifest["plan"]["arms"])
     alpha = float(spec["design"]["alpha"])
@@ -169,7 +174,9 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     from kit.analysis.validity import assess
 
     analysis["nodes"] = node_analysis(manifest, trials, use, arms)
-    analysis["extras"] = run_extras(manifest, trials, values)
+    from kit.studies import study_extras
+
+    analysis["extras"] = {**run_extras(manifest, trials, values), **(study_extras(run_dir, manifest, trials, values) if run_dir is not None else {})}
     analysis["validity"] = assess(manifest, trials, values, analysis)
     return _clean(analysis)
 

@@ -171,7 +171,8 @@ class ApptainerBackend(Backend):
             raise BackendError(f"the trial was given GPU(s) {target.gpu_indices}, but its container gets none "
                                f"(image {img.get('row')} is a {img['device']} image, or GPUs are off for this run)",
                                where="backend apptainer", fix="give a CUDA image row, or set [workload] device = \"cpu\"")
-        tc = trial_container(arm, work, data_dir, self.spec, img["path"], use, gpu_indices=target.gpu_indices)
+        tc = trial_container(arm, work, data_dir, self.spec, img["path"], use, gpu_indices=target.gpu_indices,
+                             study_dir=self.study_dir)
         prepare_work(work)
         cmd = exec_command(tc, Path(img["path"]), self.exe(), self.gpu_flag)
         t0 = time.monotonic()

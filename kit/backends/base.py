@@ -66,6 +66,9 @@ class Backend(ABC):
     # before prepare() (kit.gpus); None: not resolved (a backend used alone decides from the host).
     # Each trial's own GPUs arrive in run_trial's ``target.gpu_indices`` ([] for a CPU trial).
     device: str | None = None
+    # The run's copy of its study folder (kit.studies), set by the runner; the harness gets it as --study
+    # (read-only in containers). None: the experiment uses the kit's own workloads.
+    study_dir: Path | None = None
 
     @abstractmethod
     def available(self) -> Probe:

@@ -25,7 +25,7 @@ from kit.plan import arm_framework
 from kit.spec import Container
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
-KIT_MOUNT, OUT_MOUNT, DATA_MOUNT = "/kit", "/out", "/data"
+KIT_MOUNT, OUT_MOUNT, DATA_MOUNT, STUDY_MOUNT = "/kit", "/out", "/data", "/study"
 HARNESS_ARGV = ("python3", "-m", "kit.harness", "--out", OUT_MOUNT, "--data", DATA_MOUNT)
 LOG_TAIL_CHARS = 4000
 SIGKILL_EXIT = 137
@@ -71,7 +71,8 @@ def container_name(work: Path) -> str:
 
 
 def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image: str,
-                    use_gpus: bool, kit_root: Path = KIT_ROOT, *, gpu_indices: list[int] | None = None) -> TrialContainer:
+                    use_gpus: bool, kit_root: Path = KIT_ROOT, *, gpu_indices: list[int] | None = None,
+                    study_dir: Path | None = None) -> TrialContainer:
     """The container that runs one trial's harness (shared by every container backend).
 
     ``gpu_indices`` are the trial's GPUs (NVML indices, from ``TrialTarget.gpu_indices``); None: the
@@ -85,8 +86,12 @@ def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image
         Mount(work.resolve(), OUT_MOUNT, False),
         Mount(data_dir.resolve(), DATA_MOUNT, True),
     )
+    argv = HARNESS_ARGV
+    if study_dir is not None:  # a study folder's workload: the run's copy of the folder, read-only
+        mounts += (Mount(study_dir.resolve(), STUDY_MOUNT, True),)
+        argv += ("--study", STUDY_MOUNT)
     return TrialContainer(
-        name=container_name(work), image=image, argv=HARNESS_ARGV, mounts=mounts, env=env, workdir=OUT_MOUNT,
+        name=container_name(work), image=image, argv=argv, mounts=mounts, env=env, workdir=OUT_MOUNT,
         gpus=indices, shm_size=spec.shm_size, cpuset=spec.cpuset, mem_limit=spec.mem_limit, network=spec.network,
         labels={"io.kit.role": "trial", "io.kit.trial": work.name, "io.kit.framework": framework, "io.kit.arm": arm},
     )

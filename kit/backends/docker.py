@@ -199,7 +199,8 @@ class DockerBackend(Backend):
             raise BackendError(f"the trial was given GPU(s) {target.gpu_indices}, but its container gets none "
                                f"(image {img.get('row')} is a {img['device']} image, or GPUs are off for this run)",
                                where="backend docker", fix="give a CUDA image row, or set [workload] device = \"cpu\"")
-        tc = trial_container(arm, work, data_dir, self.spec, img["tag"], use, gpu_indices=target.gpu_indices)
+        tc = trial_container(arm, work, data_dir, self.spec, img["tag"], use, gpu_indices=target.gpu_indices,
+                             study_dir=self.study_dir)
         return dataclasses.replace(tc, user=self.owner().user)
 
     def run_trial(self, arm: str, work: Path, data_dir: Path, timeout_s: float, target: TrialTarget,

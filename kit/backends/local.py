@@ -97,6 +97,8 @@ class LocalBackend(Backend):
         # or data directory must reach it as an absolute path.
         work, data_dir = work.resolve(), data_dir.resolve()
         cmd = [self.python, "-m", "kit.harness", "--out", str(work), "--data", str(data_dir)]
+        if self.study_dir is not None:
+            cmd += ["--study", str(self.study_dir.resolve())]
         # stderr is read back through this descriptor, never by name (the trial may replace the file)
         out_fd, err_fd = create_trial_file(work, "stdout.log"), create_trial_file(work, "stderr.log")
         t0 = time.monotonic()

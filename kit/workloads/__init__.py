@@ -39,6 +39,9 @@ class WorkloadInfo:
     params: dict[str, Param] = field(default_factory=dict)
     description: str = ""
     optimizers: tuple[str, ...] = ("sgd",)  # the values of workload.optimizer both builds implement
+    # True: defined by a study folder's [study] table; ``modules`` then name files of that folder
+    # (imported by kit.workloads.study_import), not modules of the kit.
+    folder: bool = False
 
 
 WORKLOADS: dict[str, WorkloadInfo] = {
@@ -153,6 +156,14 @@ WORKLOADS["zoo_distributed"] = WorkloadInfo(
     description="Patel et al. Section VI-E: DataParallel vs DistributedDataParallel (and TF MirroredStrategy); "
                 "speed-up over one device and scaling efficiency",
 )
+
+
+def register(info: WorkloadInfo) -> None:
+    """Add a study folder's workload; it may replace another folder's, never one of the kit's."""
+    have = WORKLOADS.get(info.name)
+    if have is not None and not have.folder:
+        raise ValueError(f"{info.name!r} is a workload of the kit")
+    WORKLOADS[info.name] = info
 
 
 def module_for(workload: str, framework: str) -> str:

@@ -1,0 +1,310 @@
+"""Study folders: one directory per study, discovered and run without editing the kit.
+
+A study folder holds ``experiment.toml`` (the experiment file), optionally a
+``[study]`` table in it declaring the folder's own workload (one module per
+framework, its parameters and datasets), ``analysis.py`` (``analyse(manifest,
+trials, values) -> dict``: statistics beyond the generic hypotheses, stored
+under ``analysis["extras"][workload]``), ``report.py`` (``sections(manifest,
+analysis) -> list[section]``) and a README. docs/writing-a-study.md is the
+guide; ``kit new study NAME`` writes a working one.
+
+A run copies the folder into its run directory (``study/``) before the first
+trial and records the copy's digest in the manifest: trials import the copy
+(read-only in containers), so the code that ran is the code kept, an edit of
+the folder during a run changes nothing, and ``kit pack`` carries it. The folder
+is code the user chose to run; what the kit still refuses is a folder it
+could not copy faithfully: links (never followed), special files, more than
+:data:`MAX_FILES` files or :data:`MAX_TOTAL_BYTES` bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError, SpecError, StoreError
+from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo, register
+from kit.workloads.study_import import MODULE_NAME, import_study_module
+
+STUDY_FILE = "experiment.toml"
+RUN_COPY = "study"  # the copy's directory inside a run directory
+MAX_FILES = 256
+MAX_FILE_BYTES = 2 << 20
+MAX_TOTAL_BYTES = 16 << 20
+SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+SKIPPED_SUFFIXES = (".pyc", ".pyo")
+WORKLOAD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+PARAM_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+KIT_ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = KIT_ROOT / "experiments"
+
+
+class StudyError(KitError):
+    """A study folder that cannot be used as it is."""
+
+
+# -- the [study] table ----------------------------------------------------------------------------------------------
+
+def _bad(key: str, expected: str, got: Any, path: str) -> SpecError:
+    return SpecError(f"expected {expected} (got {got!r})", where=f"{path}: study.{key}",
+                     fix=f"set study.{key} as described (docs/writing-a-study.md)")
+
+
+def study_workload(raw: Any, path: str) -> tuple[dict[str, Any], WorkloadInfo]:
+    """Validate a ``[study]`` table; its plain copy (for the manifest) and the workload it declares."""
+    if not isinstance(raw, dict):
+        raise _bad("", "a table", raw, path)
+    known = {"workload", "description", "modules", "datasets", "optimizers", "params"}
+    for key in raw:
+        if key not in known:
+            raise _bad(key, f"one of the keys {', '.join(sorted(known))}; unknown key", key, path)
+    name = raw.get("workload")
+    if not isinstance(name, str) or not WORKLOAD_NAME.match(name):
+        raise _bad("workload", "the workload's name: lower-case letters, digits and _ (at most 64)", name, path)
+    if name in WORKLOADS and not WORKLOADS[name].folder:
+        raise _bad("workload", f"a name that is not one of the kit's workloads ({', '.join(sorted(WORKLOADS))})",
+                   name, path)
+    modules = raw.get("modules")
+    if not isinstance(modules, dict) or not modules:
+        raise _bad("modules", f"a table framework = module file without .py ({', '.join(FRAMEWORKS)})", modules, path)
+    for fw, mod in modules.items():
+        if fw not in FRAMEWORKS:
+            raise _bad(f"modules.{fw}", f"a framework ({', '.join(FRAMEWORKS)})", fw, path)
+        if not isinstance(mod, str) or not MODULE_NAME.match(mod):
+            raise _bad(f"modules.{fw}", "a module of the folder: letters, digits and _ (no path, no .py)", mod, path)
+    desc = raw.get("description", "")
+    if not isinstance(desc, str):
+        raise _bad("description", "a string", desc, path)
+    lists = {}
+    for key, default in (("datasets", []), ("optimizers", ["sgd"])):
+        val = raw.get(key, default)
+        if not isinstance(val, list) or not all(isinstance(v, str) and v for v in val):
+            raise _bad(key, "a list of names", val, path)
+        lists[key] = val
+    params_raw = raw.get("params", {})
+    if not isinstance(params_raw, dict):
+        raise _bad("params", "a table of [study.params.KEY] tables", params_raw, path)
+    params = {pname: _param(pname, p, path) for pname, p in params_raw.items()}
+    plain = {"workload": name, "description": desc, "modules": dict(modules), **lists,
+             "params": {k: dict(v) for k, v in params_raw.items()}}
+    info = WorkloadInfo(name=name, modules=dict(modules), datasets=tuple(lists["datasets"]), params=params,
+                        description=desc, optimizers=tuple(lists["optimizers"]), folder=True)
+    return plain, info
+
+
+def _param(name: str, raw: Any, path: str) -> Param:
+    where = f"params.{name}"
+    if not MODULE_NAME.match(name):
+        raise _bad(where, "a key name: letters, digits and _", name, path)
+    if not isinstance(raw, dict):
+        raise _bad(where, "a table with type, default and help", raw, path)
+    unknown = set(raw) - {"type", "default", "help", "choices", "minimum"}
+    if unknown:
+        raise _bad(f"{where}.{sorted(unknown)[0]}", "one of type, default, help, choices, minimum; unknown key",
+                   sorted(unknown)[0], path)
+    tname = raw.get("type")
+    if tname not in PARAM_TYPES:
+        raise _bad(f"{where}.type", f"one of {', '.join(PARAM_TYPES)}", tname, path)
+    tp = PARAM_TYPES[tname]
+    default = raw.get("default")
+    ok = isinstance(default, tp) and not (tp in (int, float) and isinstance(default, bool))
+    if tp is float and isinstance(default, int) and not isinstance(default, bool):
+        default, ok = float(default), True
+    if not ok:
+        raise _bad(f"{where}.default", f"a value of type {tname}", default, path)
+    choices = raw.get("choices", [])
+    if not isinstance(choices, list) or (choices and default not in choices):
+        raise _bad(f"{where}.choices", "a list of allowed values that holds the default", choices, path)
+    minimum = raw.get("minimum")
+    if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, (int, float))):
+        raise _bad(f"{where}.minimum", "a number", minimum, path)
+    if minimum is not None and tp in (int, float) and default < minimum:
+        raise _bad(f"{where}.default", f"at least the minimum {minimum}", default, path)
+    return Param(tp, default, str(raw.get("help", "")), tuple(choices), minimum)
+
+
+def register_study(raw: Any, path: str) -> dict[str, Any]:
+    """Validate a ``[study]`` table and make its workload known to the spec loader; its plain copy."""
+    plain, info = study_workload(raw, path)
+    register(info)
+    return plain
+
+
+# -- the folder's files ---------------------------------------------------------------------------------------------
+
+def study_dir_of(path: Path) -> Path | None:
+    """The study folder ``path`` names (the folder, or its experiment.toml); None for a plain TOML file."""
+    if path.is_dir() and not path.is_symlink():
+        return path
+    if path.name == STUDY_FILE and path.parent.is_dir():
+        return path.parent
+    return None
+
+
+def study_files(root: Path) -> list[tuple[str, bytes]]:
+    """Every file of the folder as (relative path, bytes), sorted; links and special files refused."""
+    out: list[tuple[str, bytes]] = []
+    total = 0
+    root_st = os.lstat(root)
+    if not stat.S_ISDIR(root_st.st_mode):
+        raise StudyError("the study folder is not a directory (or is a link)", where=str(root),
+                         fix="give the folder itself, not a link to it")
+
+    def walk(d: Path, rel: str) -> None:
+        nonlocal total
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            r = f"{rel}{e.name}"
+            st = os.lstat(e.path)
+            if stat.S_ISLNK(st.st_mode):
+                raise StudyError("the study folder holds a symbolic link (the kit copies a study, never follows "
+                                 "a link out of it)", where=str(Path(e.path)),
+                                 fix="replace the link with the file it points to, or remove it")
+            if stat.S_ISDIR(st.st_mode):
+                if e.name not in SKIPPED_DIRS:
+                    walk(Path(e.path), r + "/")
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise StudyError("the study folder holds a special file (FIFO, socket or device)",
+                                 where=str(Path(e.path)), fix="remove it from the folder")
+            if e.name.endswith(SKIPPED_SUFFIXES):
+                continue
+            if st.st_size > MAX_FILE_BYTES:
+                raise StudyError(f"a study file of {st.st_size} bytes exceeds the limit of {MAX_FILE_BYTES}",
+                                 where=str(Path(e.path)), fix="keep data out of the study folder (datasets come "
+                                 "from the kit's dataset cache)")
+            if len(out) >= MAX_FILES:
+                raise StudyError(f"the study folder holds more than {MAX_FILES} files", where=str(root),
+                                 fix="keep only the study's code, experiment.toml and README in it")
+            fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+            total += len(data)
+            if len(data) > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
+                raise StudyError(f"the study folder exceeds {MAX_TOTAL_BYTES} bytes (or a file grew while read)",
+                                 where=str(Path(e.path)), fix="keep only the study's code and text in it")
+            out.append((r, data))
+
+    walk(root, "")
+    return out
+
+
+def digest_of(files: Iterable[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for rel, data in files:
+        h.update(rel.encode("utf-8") + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+def describe(root: Path, files: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """The manifest's ``study`` entry: where it came from, its files and their digest."""
+    return {"source": str(root.resolve()), "files": [r for r, _ in files], "digest": digest_of(files),
+            "analysis": any(r == "analysis.py" for r, _ in files), "report": any(r == "report.py" for r, _ in files)}
+
+
+def write_copy(files: list[tuple[str, bytes]], dest: Path) -> None:
+    """The run's copy of the folder, read-only (the trials import it)."""
+    for rel, data in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(0o444)
+
+
+def checked_copy(run_dir: Path, manifest: dict[str, Any]) -> Path | None:
+    """The run's copy of its study folder, checked against the manifest's digest; None for a non-folder study."""
+    meta = manifest.get("study")
+    if not isinstance(meta, dict):
+        return None
+    copy = run_dir / RUN_COPY
+    try:
+        files = study_files(copy)
+    except (StudyError, OSError) as exc:
+        raise StoreError(f"the run's copy of its study folder cannot be read ({exc})", where=str(copy),
+                         fix="restore study/ from the run's bundle or start a new run") from None
+    if digest_of(files) != meta.get("digest"):
+        raise StoreError("the run's copy of its study folder was changed after the run started (its digest is not "
+                         "the manifest's study.digest)", where=str(copy),
+                         fix="restore study/ as the run left it, or start a new run from the folder")
+    return copy
+
+
+def check_modules(root: Path, plain: dict[str, Any] | None) -> None:
+    """Every module the [study] table names is a file of the folder (at load, before any trial)."""
+    for fw, mod in (plain or {}).get("modules", {}).items():
+        f = root / f"{mod}.py"
+        if f.is_symlink() or not f.is_file():
+            raise SpecError(f"the study's {fw} module {mod}.py is not a file of the folder", where=str(root / STUDY_FILE)
+                            + f": study.modules.{fw}", fix=f"create {f} (see docs/writing-a-study.md) or fix the name")
+
+
+# -- the study's own analysis and report ------------------------------------------------------------------------------
+
+def _hook(copy: Path, module: str, func: str) -> Any:
+    try:
+        mod = import_study_module(copy, module, package="kit_study_host")
+    except Exception as exc:  # the study's own code: any failure is the study's, said as such
+        raise StudyError(f"the study's {module}.py cannot be imported ({type(exc).__name__}: {exc})",
+                         where=str(copy / f"{module}.py"), fix=f"fix {module}.py in the study folder and "
+                         "start a new run (the run keeps the copy it ran)") from None
+    fn = getattr(mod, func, None)
+    if not callable(fn):
+        raise StudyError(f"the study's {module}.py defines no function {func}()", where=str(copy / f"{module}.py"),
+                         fix=f"define {func}() as docs/writing-a-study.md shows")
+    return fn
+
+
+def study_extras(run_dir: Path, manifest: dict[str, Any], trials: list[dict[str, Any]], values: Any) -> dict[str, Any]:
+    """The study folder's ``analysis.analyse`` result, under its workload name ({} without one)."""
+    copy = checked_copy(run_dir, manifest)
+    if copy is None or not (copy / "analysis.py").is_file():
+        return {}
+    fn = _hook(copy, "analysis", "analyse")
+    out = fn(manifest, trials, values)
+    if not isinstance(out, dict):
+        raise StudyError("the study's analyse() returned no dict", where=str(copy / "analysis.py"),
+                         fix="return plain data (a dict of lists, numbers and strings)")
+    return {manifest["spec"]["workload"]["name"]: out}
+
+
+def study_sections(run_dir: Path, manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The study folder's ``report.sections`` ([] without one)."""
+    copy = checked_copy(run_dir, manifest)
+    if copy is None or not (copy / "report.py").is_file():
+        return []
+    out = _hook(copy, "report", "sections")(manifest, analysis)
+    if not isinstance(out, list) or not all(isinstance(s, dict) and "id" in s and "title" in s for s in out):
+        raise StudyError("the study's sections() returned no list of sections", where=str(copy / "report.py"),
+                         fix="return a list of {id, title, paragraphs, tables, figures} dicts")
+    for sec in out:
+        for key in ("paragraphs", "tables", "figures"):
+            sec.setdefault(key, [])
+    return out
+
+
+# -- discovery ------------------------------------------------------------------------------------------------------
+
+def experiment_dirs(extra: Iterable[Path] = ()) -> list[Path]:
+    """The bundled experiments directory, then KIT_EXPERIMENTS (os.pathsep-separated), then ``extra``."""
+    env = [Path(p) for p in os.environ.get("KIT_EXPERIMENTS", "").split(os.pathsep) if p]
+    seen: list[Path] = []
+    for d in ((BUNDLED,) if BUNDLED.is_dir() else ()) + (*env, *extra):
+        if d.resolve() not in [s.resolve() for s in seen]:
+            seen.append(d)
+    return seen
+
+
+def experiment_paths(directory: Path) -> list[Path]:
+    """A directory's experiments: its *.toml files and its study folders (sub-folders with experiment.toml),
+    or the directory itself when it is one study folder."""
+    if (directory / STUDY_FILE).is_file():
+        return [directory]
+    found = [p for p in directory.glob("*.toml") if p.is_file()]
+    found += [p for p in directory.iterdir() if p.is_dir() and not p.is_symlink() and (p / STUDY_FILE).is_file()]
+    return sorted(found, key=lambda p: p.name)
