@@ -10,7 +10,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.kit-installed
 RUNS    ?= runs
-SPEC    ?= experiments/florencio2019_lenet.toml
+SPEC    ?= experiments/florencio2019_lenet/experiment.toml
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 # On a host with an NVIDIA GPU the paper's protocol runs; elsewhere its quick profile.
 PROFILE ?= $(if $(HAVE_GPU),paper,quick)

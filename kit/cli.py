@@ -188,7 +188,7 @@ def run(
             rd = resume_run(resume, opts, events)
         else:
             if spec is None:
-                raise KitError("no experiment given", where="kit run", fix="kit run experiments/<file>.toml (see `kit list`)")
+                raise KitError("no experiment given", where="kit run", fix="kit run experiments/<study> (a study folder or experiment TOML; see `kit list`)")
             rd = start_run(loaded, opts, events)
     out.print(f"run directory: [bold]{rd.path}[/]")
     if chunk is not None:
@@ -592,7 +592,7 @@ app.add_typer(bench_app, name="bench")
 
 @bench_app.command("overhead")
 def bench_overhead(
-    spec: Annotated[Path, typer.Argument(help="Experiment whose workload is timed.")] = Path("experiments/florencio2019_lenet.toml"),
+    spec: Annotated[Path, typer.Argument(help="Experiment whose workload is timed.")] = Path("experiments/florencio2019_lenet/experiment.toml"),
     profile: Annotated[str | None, typer.Option("--profile", "-p")] = "quick",
     framework: Annotated[str, typer.Option(help="Framework of the timed trials.")] = "pytorch",
     pairs: Annotated[int, typer.Option(help="Off/on pairs (after one discarded warm-up pair).")] = 15,

@@ -19,7 +19,7 @@ for _key, _value in PINNED_ENV.items():
     os.environ.setdefault(_key, _value)
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "experiments" / "florencio2019_lenet.toml"
+SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
 MNIST_T10K = ROOT / "data" / "mnist-t10k"
 # Markers whose tests CI must run, not skip (.ci/run installs the engine, Slurm, TeX and Chromium);
 # only gpu may skip there: CI machines have no GPU.

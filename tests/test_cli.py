@@ -60,7 +60,7 @@ def test_usage_error_is_clicks_message_not_a_traceback() -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "kit", "run", "experiments/florencio2019_lenet.toml", "--bogus"],
+    proc = subprocess.run([sys.executable, "-m", "kit", "run", "experiments/florencio2019_lenet/experiment.toml", "--bogus"],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 2, proc.stderr
     assert "No such option: --bogus" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout

@@ -44,7 +44,7 @@ from kit.spec import Container, load_spec
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "experiments" / "florencio2019_lenet.toml"
+SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
 CALIBRATED = ROOT / "tests" / "data" / "calibrated.toml"
 MNIST = ROOT / "data" / "mnist-t10k"
 CPU_ROWS = ("pytorch-2.13-cpu", "tensorflow-2.21-cpu")

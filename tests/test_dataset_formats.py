@@ -78,7 +78,7 @@ def test_kit_run_refuses_a_tampered_cifar_archive_before_writing(tmp_path: Path)
     data.mkdir()
     synthetic.write_cifar10(data, 20, 10)  # right name and format, wrong bytes
     spec = tmp_path / "one.toml"
-    text = (Path(__file__).resolve().parents[1] / "experiments" / "elshawi_dlbench.toml").read_text()
+    text = (Path(__file__).resolve().parents[1] / "experiments" / "elshawi_dlbench" / "experiment.toml").read_text()
     text = re.sub(r"\n\[cases\.(mnist|cifar100|svhn|imdb|ptb)\]\n(?:[^\[\n].*\n)+", "\n", text)
     spec.write_text(text.split("[profiles.quick]")[0])
     runs = tmp_path / "runs"

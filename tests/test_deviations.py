@@ -20,7 +20,7 @@ from kit.errors import SpecError
 from kit.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = sorted((ROOT / "experiments").glob("*.toml"))
+EXPERIMENTS = sorted((ROOT / "experiments").glob("*/experiment.toml"))
 CALIBRATED = ROOT / "tests" / "data" / "calibrated.toml"
 GOLDEN = ROOT / "tests" / "data" / "golden"
 
@@ -29,7 +29,7 @@ def test_there_are_experiments() -> None:
     assert len(EXPERIMENTS) >= 6
 
 
-@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.parent.name)
 def test_every_experiment_lists_its_deviations_and_its_paper_source(path: Path) -> None:
     spec = load_spec(path)
     assert spec.deviations, f"{path.name}: no [[deviations]]"
@@ -45,16 +45,16 @@ def test_the_deviations_the_issue_names_are_stated() -> None:
     """The ones found missing: ResNet50 in Patel's listings, DP vs DDP batches, one CPU core, Germino's split,
     the LeNet-5 variant, DLBench's CPU-only environment."""
     def text(name: str) -> str:
-        return " ".join(f"{d.aspect} {d.paper} {d.kit} {d.why}" for d in load_spec(ROOT / "experiments" / name).deviations)
+        return " ".join(f"{d.aspect} {d.paper} {d.kit} {d.why}" for d in load_spec(ROOT / "experiments" / name / "experiment.toml").deviations)
 
-    dist = text("patel_distributed.toml")
+    dist = text("patel_distributed")
     assert "ResNet50" in dist and "global batch" in dist and "per rank" in dist
-    assert load_spec(ROOT / "experiments" / "patel_distributed.toml").workload.flat()["model"] == "resnet50"
-    assert "one CPU core" in text("patel_models_sweep.toml")
-    assert "re-randomised" in text("germino_mnist_energy.toml")
-    lenet = text("florencio2019_lenet.toml")
+    assert load_spec(ROOT / "experiments" / "patel_distributed" / "experiment.toml").workload.flat()["model"] == "resnet50"
+    assert "one CPU core" in text("patel_models_sweep")
+    assert "re-randomised" in text("germino_mnist_energy")
+    lenet = text("florencio2019_lenet")
     assert "LeNet-5" in lenet and "61,706 parameters" in lenet
-    assert "CPU-only" in text("elshawi_dlbench.toml")
+    assert "CPU-only" in text("elshawi_dlbench")
 
 
 def _with(extra: str) -> str:

@@ -75,7 +75,7 @@ def test_doctor_without_engine_says_how_to_start_one(monkeypatch: pytest.MonkeyP
 def test_cli_run_docker_without_engine_fails_cleanly(tmp_path: Path) -> None:
     env = {"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
            "KIT_CACHE_DIR": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-m", "kit", "run", "experiments/florencio2019_lenet.toml", "--profile", "smoke",
+    out = subprocess.run([sys.executable, "-m", "kit", "run", "experiments/florencio2019_lenet/experiment.toml", "--profile", "smoke",
                           "--backend", "docker", "--runs-dir", str(tmp_path / "runs"), "--data-dir",
                           str(ROOT / "data" / "mnist-t10k")], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
@@ -86,7 +86,7 @@ def test_cli_run_docker_without_engine_fails_cleanly(tmp_path: Path) -> None:
 
 
 def test_cli_image_option_is_checked(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["run", "experiments/florencio2019_lenet.toml", "--image", "pytorch"],
+    res = CliRunner().invoke(app, ["run", "experiments/florencio2019_lenet/experiment.toml", "--image", "pytorch"],
                              catch_exceptions=True, standalone_mode=False)
     assert res.exception is not None and "FRAMEWORK=ROW" in str(res.exception)
 

@@ -306,7 +306,7 @@ def _spec(extra: str) -> Any:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet.toml").read_text()
+    text = (Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet" / "experiment.toml").read_text()
     text = re.sub(r"(?m)^(tf32|min_phase_s) = .*$", "", text)
     text = text.replace('name = "lenet5"\n', f'name = "lenet5"\n{extra}\n', 1)
     return parse_spec(text, "t.toml")
@@ -334,11 +334,11 @@ def test_every_paper_profile_states_its_tf32_choice() -> None:
 
     from kit.spec import load_spec
 
-    for path in sorted(Path(__file__).resolve().parents[1].glob("experiments/*.toml")):
+    for path in sorted(Path(__file__).resolve().parents[1].glob("experiments/*/experiment.toml")):
         spec = load_spec(path)
         assert spec.workload.tf32 in ("off", "on"), path  # chosen, not left to the frameworks' defaults
         assert "TF32" in path.read_text(encoding="utf-8"), path  # and the file says why
-    lenet = load_spec(Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet.toml")
+    lenet = load_spec(Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet" / "experiment.toml")
     assert lenet.workload.min_phase_s >= 1.0
 
 

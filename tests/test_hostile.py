@@ -325,7 +325,7 @@ def test_ddp_ranks_die_with_the_kit(tmp_path: Path, sig: str) -> None:
     import signal
 
     runs = tmp_path / "runs"
-    spec = Path(__file__).parents[1] / "experiments" / "patel_distributed.toml"
+    spec = Path(__file__).parents[1] / "experiments" / "patel_distributed" / "experiment.toml"
     kit = subprocess.Popen([sys.executable, "-m", "kit", "run", str(spec), "--profile", "quick", "--runs-dir", str(runs)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -355,7 +355,7 @@ def test_ddp_ranks_die_with_the_kit(tmp_path: Path, sig: str) -> None:
             kit.kill()
 
 
-LENET = Path(__file__).parents[1] / "experiments" / "florencio2019_lenet.toml"
+LENET = Path(__file__).parents[1] / "experiments" / "florencio2019_lenet" / "experiment.toml"
 
 
 def _variant(tmp_path: Path, old: str, new: str) -> Path:
@@ -563,7 +563,7 @@ def test_a_data_dir_that_does_not_exist_is_an_error(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("KIT_DATA_DIR", str(missing))
     with pytest.raises(DatasetError, match=r"\$KIT_DATA_DIR does not exist"):
         resolve("mnist", "t10k_split")
-    lenet = Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet.toml"
+    lenet = Path(__file__).resolve().parents[1] / "experiments" / "florencio2019_lenet" / "experiment.toml"
     res = subprocess.run([sys.executable, "-m", "kit", "run", str(lenet), "--profile", "quick", "--runs-dir",
                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "KIT_DATA_DIR": str(missing)})

@@ -22,7 +22,7 @@ from kit.spec import Container, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATED = ROOT / "tests" / "data" / "calibrated.toml"
-LENET = ROOT / "experiments" / "florencio2019_lenet.toml"
+LENET = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
 
 
 def test_rows_become_arms_named_by_version() -> None:

@@ -120,7 +120,7 @@ def test_ten_pairs_are_not_enough_in_a_large_family() -> None:
 
 
 def test_unit_is_validated(tmp_path: Path) -> None:
-    text = (EXPERIMENTS / "dai_single_gpu_factors.toml").read_text(encoding="utf-8")
+    text = (EXPERIMENTS / "dai_single_gpu_factors" / "experiment.toml").read_text(encoding="utf-8")
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('unit = "configuration"     #', 'unit = "steps"     #'), encoding="utf-8")
     with pytest.raises(SpecError, match="unit"):
@@ -129,10 +129,10 @@ def test_unit_is_validated(tmp_path: Path) -> None:
 
 # -- 2. every paper profile can decide its hypotheses -----------------------------------------
 
-PAPER = sorted(EXPERIMENTS.glob("*.toml"))
+PAPER = sorted(EXPERIMENTS.glob("*/experiment.toml"))
 
 
-@pytest.mark.parametrize("path", PAPER, ids=[p.stem for p in PAPER])
+@pytest.mark.parametrize("path", PAPER, ids=[p.parent.name for p in PAPER])
 def test_every_paper_profile_decides_its_hypotheses(path: Path) -> None:
     spec = load_spec(path)
     plan = make_plan(spec)
@@ -144,7 +144,7 @@ def test_every_paper_profile_decides_its_hypotheses(path: Path) -> None:
 def test_the_issue_s_profiles_use_the_alternatives_chosen() -> None:
     """Patel sweep and Dai across configurations (3 trials each), distributed and DLBench more runs."""
     def table(name: str) -> dict[str, Any]:
-        spec = load_spec(EXPERIMENTS / f"{name}.toml")
+        spec = load_spec(EXPERIMENTS / name / "experiment.toml")
         plan = make_plan(spec)
         return design_table(spec.to_dict(), plan.configs, list(plan.arms))
 
@@ -159,7 +159,7 @@ def test_the_issue_s_profiles_use_the_alternatives_chosen() -> None:
     dl = table("elshawi_dlbench")
     assert {(r["unit"], r["n"]) for r in dl["rows"]} == {("trial", 11)} and dl["family_size"] == 30
     for name in ("patel_distributed", "elshawi_dlbench"):  # the change of repetitions is a listed deviation
-        spec = load_spec(EXPERIMENTS / f"{name}.toml")
+        spec = load_spec(EXPERIMENTS / name / "experiment.toml")
         assert any(d.aspect == "repetitions" and str(spec.design.repetitions) in d.kit for d in spec.deviations)
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_hypothesis_labels_say_what_is_tested() -> None:
-    sweep = load_spec(ROOT / "experiments" / "patel_models_sweep.toml")
+    sweep = load_spec(ROOT / "experiments" / "patel_models_sweep" / "experiment.toml")
     q4 = next(q for q in sweep.goal.questions if q.startswith("Q4"))
     assert q4 == zoo.Q4  # the trend test carries the paper's question
     for h in sweep.hypotheses:  # every hypothesis of the table compares the two frameworks
@@ -39,7 +39,7 @@ def test_hypothesis_labels_say_what_is_tested() -> None:
     h3 = next(h for h in sweep.hypotheses if h.id == "H3")
     assert "Framework contrast" in h3.question and "TensorFlow" in h3.question and "PyTorch" in h3.question
 
-    dist = load_spec(ROOT / "experiments" / "patel_distributed.toml")
+    dist = load_spec(ROOT / "experiments" / "patel_distributed" / "experiment.toml")
     assert dist.goal.questions == (zoo_dist.Q1,)
     (h1,) = dist.hypotheses
     assert not h1.question.startswith("Q1")  # it does not test DDP against DataParallel

@@ -22,8 +22,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-SPECS = {"germino": ROOT / "experiments" / "germino_mnist_energy.toml",
-         "dlbench": ROOT / "experiments" / "elshawi_dlbench.toml"}
+SPECS = {"germino": ROOT / "experiments" / "germino_mnist_energy" / "experiment.toml",
+         "dlbench": ROOT / "experiments" / "elshawi_dlbench" / "experiment.toml"}
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,8 @@ from kit.runner import trial_request
 from kit.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-DLBENCH = ROOT / "experiments" / "elshawi_dlbench.toml"
-GERMINO = ROOT / "experiments" / "germino_mnist_energy.toml"
+DLBENCH = ROOT / "experiments" / "elshawi_dlbench" / "experiment.toml"
+GERMINO = ROOT / "experiments" / "germino_mnist_energy" / "experiment.toml"
 
 
 def test_dlbench_cases_carry_their_dataset_and_settings() -> None:

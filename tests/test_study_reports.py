@@ -57,7 +57,7 @@ def _html_text(path: Path) -> str:
 
 def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> None:
     """RAPL counter rows from the real collector over a fake powercap tree -> joules per run -> Table VI."""
-    spec = load_spec(ROOT / "experiments" / "germino_mnist_energy.toml", "quick")
+    spec = load_spec(ROOT / "experiments" / "germino_mnist_energy" / "experiment.toml", "quick")
     zone = rapl_zone(tmp_path / "sys", "intel-rapl:0", "package-0", 1_000_000)
     rapl = RaplCollector(sysfs_root=tmp_path / "sys")
     assert rapl.available().ok
@@ -111,7 +111,7 @@ def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> Non
 
 
 def test_germino_says_why_cpu_energy_is_missing(tmp_path: Path) -> None:
-    spec = load_spec(ROOT / "experiments" / "germino_mnist_energy.toml", "quick")
+    spec = load_spec(ROOT / "experiments" / "germino_mnist_energy" / "experiment.toml", "quick")
     man = _manifest(spec, [{"name": "rapl", "ok": False, "detail": "no RAPL zone under /sys/class/powercap",
                             "fix": "load the driver"}])
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
@@ -122,7 +122,7 @@ def test_germino_says_why_cpu_energy_is_missing(tmp_path: Path) -> None:
 
 
 def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> None:
-    spec = load_spec(ROOT / "experiments" / "elshawi_dlbench.toml")
+    spec = load_spec(ROOT / "experiments" / "elshawi_dlbench" / "experiment.toml")
     spec = dataclasses.replace(spec, design=dataclasses.replace(spec.design, repetitions=5))  # the paper's 5 runs
     datasets = {f"{d.name}:{d.source}": {"name": d.name, "source": d.source, "origin": "--data-dir",
                                          "directory": "/data", "sha256": {}} for d in spec.datasets()}

@@ -29,7 +29,7 @@ from kit.images.matrix import load_matrix
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "experiments" / "florencio2019_lenet.toml"
+SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
 MNIST = ROOT / "data" / "mnist-t10k"
 TF_ROWS = ("tensorflow-2.19-cpu", "tensorflow-2.20-cpu", "tensorflow-2.21-cpu")
 LOCAL_BASE = "localhost/kit-base:bookworm"

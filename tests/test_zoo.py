@@ -129,7 +129,7 @@ def test_skipped_is_a_recognised_status() -> None:
 def test_dai_design_is_the_resolution_v_half_fraction() -> None:
     from kit.spec import load_spec
 
-    spec = load_spec(ROOT / "experiments" / "dai_single_gpu_factors.toml")
+    spec = load_spec(ROOT / "experiments" / "dai_single_gpu_factors" / "experiment.toml")
     coded = []
     for case in spec.cases.values():
         w = case.workload
@@ -231,9 +231,9 @@ print(sum(int(np.prod(w.shape)) for w in m.trainable_weights))
 
 # -- quick profiles end to end (slow) -------------------------------------------------------------------------------
 
-SPECS = {"patel": ROOT / "experiments" / "patel_models_sweep.toml",
-         "dist": ROOT / "experiments" / "patel_distributed.toml",
-         "dai": ROOT / "experiments" / "dai_single_gpu_factors.toml"}
+SPECS = {"patel": ROOT / "experiments" / "patel_models_sweep" / "experiment.toml",
+         "dist": ROOT / "experiments" / "patel_distributed" / "experiment.toml",
+         "dai": ROOT / "experiments" / "dai_single_gpu_factors" / "experiment.toml"}
 
 
 @pytest.fixture(scope="module")

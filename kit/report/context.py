@@ -244,7 +244,7 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
     tel = telemetry_figure(run_path, arms)
     if tel is not None:
         figs.append(tel)
-    spec_path = manifest.get("spec_source", {}).get("path") or "experiments/<file>.toml"
+    spec_path = manifest.get("spec_source", {}).get("path") or "experiments/<study>/experiment.toml"
     profile = manifest.get("profile", "paper")
     reproduce = [f"kit run {spec_path}" + ("" if profile == "paper" else f" --profile {profile}")
                  + (f" --backend {manifest['backend']['backend']}" if manifest.get("backend", {}).get("backend") not in (None, "local") else ""),
