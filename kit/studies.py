@@ -260,9 +260,22 @@ def _hook(copy: Path, module: str, func: str) -> Any:
     return fn
 
 
-def study_extras(run_dir: Path, manifest: dict[str, Any], trials: list[dict[str, Any]], values: Any) -> dict[str, Any]:
+def hook_dir(run_dir: Path | None, manifest: dict[str, Any]) -> Path | None:
+    """Where a run's study code is: its checked copy, else (a run without one: written before study folders,
+    or by a tool) the kit's bundled folder of the same experiment id; None for neither."""
+    copy = checked_copy(run_dir, manifest) if run_dir is not None else None
+    if copy is not None:
+        return copy
+    exp = manifest.get("experiment")
+    if isinstance(exp, str) and WORKLOAD_NAME.match(exp) and (BUNDLED / exp / STUDY_FILE).is_file():
+        return BUNDLED / exp  # a name, never a path from the manifest: the kit's own code
+    return None
+
+
+def study_extras(run_dir: Path | None, manifest: dict[str, Any], trials: list[dict[str, Any]],
+                 values: Any) -> dict[str, Any]:
     """The study folder's ``analysis.analyse`` result, under its workload name ({} without one)."""
-    copy = checked_copy(run_dir, manifest)
+    copy = hook_dir(run_dir, manifest)
     if copy is None or not (copy / "analysis.py").is_file():
         return {}
     fn = _hook(copy, "analysis", "analyse")
@@ -273,9 +286,9 @@ def study_extras(run_dir: Path, manifest: dict[str, Any], trials: list[dict[str,
     return {manifest["spec"]["workload"]["name"]: out}
 
 
-def study_sections(run_dir: Path, manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+def study_sections(run_dir: Path | None, manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
     """The study folder's ``report.sections`` ([] without one)."""
-    copy = checked_copy(run_dir, manifest)
+    copy = hook_dir(run_dir, manifest)
     if copy is None or not (copy / "report.py").is_file():
         return []
     out = _hook(copy, "report", "sections")(manifest, analysis)

@@ -37,6 +37,7 @@ from kit.collectors.base import SAMPLE_COLUMNS
 from kit.plan import make_plan
 from kit.spec import load_spec
 from kit.store import RunDir
+from tests._studies import study_module
 
 PERIOD = 0.1
 OWN = 3  # the trial's GPU (NVML index)
@@ -485,7 +486,7 @@ def _dai_trials(fail: set[tuple[str, str]]) -> list[dict[str, Any]]:
 def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
     """Every TensorFlow NCHW trial failed (channels_first with input_shape=(s, s, 3)): before, the
     cells were dropped and the layout factor was fitted on what was left."""
-    from kit.analysis.dai import analyse
+    analyse = study_module("dai_single_gpu_factors", "analysis").analyse
     from kit.analysis.validity import failed_cells
 
     d = analyse(_dai_manifest(), _dai_trials({("c00", "tensorflow"), ("c02", "tensorflow")}), pd.DataFrame())
@@ -501,7 +502,7 @@ def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
 
 
 def test_dai_without_failed_cells_fits_the_factors() -> None:
-    from kit.analysis.dai import analyse
+    analyse = study_module("dai_single_gpu_factors", "analysis").analyse
 
     d = analyse(_dai_manifest(), _dai_trials(set()), pd.DataFrame())
     assert d["failed_cells"] == [] and d["error"] is None

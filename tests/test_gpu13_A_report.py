@@ -17,6 +17,7 @@ from kit.analysis.analyze import analyze_run
 from kit.report import write_report
 from kit.report.latex import LATEX_DIR
 from kit.store import REPORT
+from tests._studies import study_module
 from tests.test_gpu13_A_analysis import NAMES, OWN, UUIDS, _dai_manifest, _dai_trials, make_run
 
 SELFTEST = {"schema": 1, "ok": True, "gpu": True, "checks": [
@@ -101,8 +102,8 @@ def test_refused_run_says_no_hypothesis_was_decided(tmp_path: Path) -> None:
 
 
 def test_dai_report_names_the_failed_cells() -> None:
-    from kit.analysis.dai import analyse
-    from kit.report.dai import sections
+    analyse = study_module("dai_single_gpu_factors", "analysis").analyse
+    sections = study_module("dai_single_gpu_factors", "report").sections
 
     d = analyse(_dai_manifest(), _dai_trials({("c00", "tensorflow")}), pd.DataFrame())
     secs = sections(_dai_manifest(), {"extras": {"dai_factors": d}})

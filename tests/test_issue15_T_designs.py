@@ -19,9 +19,12 @@ import pandas as pd
 import pytest
 
 from kit.analysis import stats as S
-from kit.analysis import zoo, zoo_dist
 from kit.analysis.metrics import VALUE_COLUMNS
 from kit.spec import load_spec
+from tests._studies import study_module
+
+zoo = study_module("patel_models_sweep", "analysis")
+zoo_dist = study_module("patel_distributed", "analysis")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -237,7 +240,7 @@ def test_paired_log_ratio_by_hand() -> None:
 
 def test_q4_trend_rows_reach_the_report_power_section() -> None:
     """The report's power section shows Q4 as tested (the trend per framework), not only the per-curve table."""
-    from kit.report.zoo import sections
+    sections = study_module("patel_models_sweep", "report").sections
 
     values, infos = _power_values({"pytorch": 3.0, "tensorflow": 0.0})
     rows = zoo.power_trend(values, infos, ["tensorflow", "pytorch"], "gpu_phase_power_w", 0.05)

@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from kit.analysis import zoo
+from tests._studies import study_module
+
+zoo = study_module("patel_models_sweep", "analysis")
+
 
 BATCHES = [1, 2, 4, 8, 16]
 

@@ -31,8 +31,10 @@ MNIST = ROOT / "data" / "mnist-t10k"
 GENERIC = ("kit.spec", "kit.plan", "kit.runner", "kit.harness", "kit.store", "kit.studies", "kit.backends",
            "kit.collectors", "kit.executors", "kit.analysis.stats", "kit.analysis.analyze", "kit.analysis.validity",
            "kit.report.html", "kit.report.latex", "kit.report.context", "kit.pack", "kit.compare")
-STUDY_SPECIFIC = ("kit.analysis.germino", "kit.analysis.dlbench", "kit.analysis.zoo", "kit.analysis.dai",
-                  "kit.report.germino", "kit.report.dlbench", "kit.report.zoo", "kit.report.dai")
+# What used to be study code inside the kit: now each study folder's analysis.py and report.py.
+STUDY_SPECIFIC = ("kit.analysis.zoo", "kit.analysis.dai", "kit.analysis.zoo_dist", "kit.analysis.germino",
+                  "kit.analysis.dlbench", "kit.report.zoo", "kit.report.dai", "kit.report.zoo_dist",
+                  "kit.report.germino", "kit.report.dlbench")
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -62,9 +64,8 @@ def test_nothing_under_kit_imports_a_study() -> None:
     bad = {m: sorted(d for d in deps if d.split(".")[0] in ("experiments", "kit_study", "kit_study_host"))
            for m, deps in graph.items()}
     assert not {m: d for m, d in bad.items() if d}, "kit/ -> experiments/ or a study folder"
-    generic = {m: sorted(d for d in deps if d.startswith(STUDY_SPECIFIC))
-               for m, deps in graph.items() if m.startswith(GENERIC)}
-    assert not {m: d for m, d in generic.items() if d}, "a generic layer imports study-specific code"
+    generic = {m: sorted(d for d in deps if d.startswith(STUDY_SPECIFIC)) for m, deps in graph.items()}
+    assert not {m: d for m, d in generic.items() if d}, "kit/ imports study-specific code"
     print("\nkit/ modules:", len(graph), "| imports of experiments/ or a study folder: 0 | generic layers "
           "importing study-specific modules: 0")
 
@@ -92,6 +93,29 @@ def _folder(tmp_path: Path, table: str = STUDY_TABLE) -> Path:
     for mod in ("workload_torch", "workload_keras"):
         (d / f"{mod}.py").write_text("def run(req, data, markers):\n    return {}, {}\n")
     return d
+
+
+def test_moved_study_code_is_only_in_its_folder() -> None:
+    for study in ("germino_mnist_energy", "elshawi_dlbench", "patel_models_sweep", "patel_distributed",
+                  "dai_single_gpu_factors"):
+        folder = ROOT / "experiments" / study
+        assert (folder / "analysis.py").is_file() and (folder / "report.py").is_file() and (folder / "README.md").is_file()
+    for mod in STUDY_SPECIFIC:
+        assert not (ROOT / (mod.replace(".", "/") + ".py")).exists(), mod
+    every = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/experiment.toml"))
+    assert every == ["dai_single_gpu_factors", "elshawi_dlbench", "florencio2019_lenet", "germino_mnist_energy",
+                     "patel_distributed", "patel_models_sweep"]
+    assert not list((ROOT / "experiments").glob("*.toml"))  # each study is one folder
+
+
+def test_a_run_without_a_copy_uses_the_bundled_folder_by_name_only(tmp_path: Path) -> None:
+    from kit.studies import BUNDLED, hook_dir
+
+    assert hook_dir(tmp_path, {"experiment": "germino_mnist_energy"}) == BUNDLED / "germino_mnist_energy"
+    (tmp_path / "evil").mkdir()
+    (tmp_path / "evil" / "experiment.toml").write_text("")
+    for crafted in ("../" * 12 + str(tmp_path / "evil"), str(tmp_path / "evil"), "nope", None, 3):
+        assert hook_dir(tmp_path, {"experiment": crafted}) is None  # never a path taken from the manifest
 
 
 def test_a_study_folder_loads_as_a_spec(tmp_path: Path) -> None:

@@ -20,9 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit.analysis import dai, zoo, zoo_dist
 from kit.backends.base import status_from
 from kit.workloads import zoo as zoo_models
+from tests._studies import study_module
+
+dai = study_module("dai_single_gpu_factors", "analysis")
+zoo = study_module("patel_models_sweep", "analysis")
+zoo_dist = study_module("patel_distributed", "analysis")
 
 ROOT = Path(__file__).resolve().parents[1]
 

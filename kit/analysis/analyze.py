@@ -174,9 +174,7 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     from kit.analysis.validity import assess
 
     analysis["nodes"] = node_analysis(manifest, trials, use, arms)
-    from kit.studies import study_extras
-
-    analysis["extras"] = {**run_extras(manifest, trials, values), **(study_extras(run_dir, manifest, trials, values) if run_dir is not None else {})}
+    analysis["extras"] = run_extras(manifest, trials, values, run_dir)
     analysis["validity"] = assess(manifest, trials, values, analysis)
     return _clean(analysis)
 

@@ -1,36 +1,22 @@
-"""Study-specific analyses, plugged in by workload name.
+"""Study-specific analyses: a study folder's analysis.py (kit.studies.study_extras).
 
 The core analysis (descriptives, hypotheses, validity) is the same for every
 study; a study that needs more (sweeps over batch size, scaling efficiency,
-convergence curves) registers a function here. It receives finished data
-only and returns plain data, stored under ``analysis["extras"][name]``.
+convergence curves) says so in its folder's ``analysis.py``, which receives
+finished data only and returns plain data, stored under
+``analysis["extras"][workload]``. The kit itself registers no study code.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-ExtraAnalysis = Callable[[dict[str, Any], list[dict[str, Any]], pd.DataFrame], dict[str, Any]]
 
-# workload name -> "module:function"
-EXTRA_ANALYSES: dict[str, str] = {
-    "germino": "kit.analysis.germino:analyse",
-    "dlbench": "kit.analysis.dlbench:analyse",
-    "zoo": "kit.analysis.zoo:analyse",
-    "dai_factors": "kit.analysis.dai:analyse",
-    "zoo_distributed": "kit.analysis.zoo_dist:analyse",
-}
+def run_extras(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
+               run_dir: Path | None = None) -> dict[str, Any]:
+    from kit.studies import study_extras
 
-
-def run_extras(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
-    name = manifest["spec"]["workload"]["name"]
-    target = EXTRA_ANALYSES.get(name)
-    if target is None:
-        return {}
-    mod, _, fn = target.partition(":")
-    func: ExtraAnalysis = getattr(importlib.import_module(mod), fn)
-    return {name: func(manifest, trials, values)}
+    return study_extras(run_dir, manifest, trials, values)

@@ -16,7 +16,6 @@ from kit.analysis.metrics import METRICS
 from kit.plan import config_label
 from kit.report import figures
 from kit.report.sections import extra_sections
-from kit.studies import study_sections
 
 PHASE_WORD = {"train": "learning (training)", "infer": "inference"}
 POWER_NOTE = ("GPU power: 'NVML 1-s moving average' is nvmlDeviceGetPowerUsage, which Ampere and newer drivers "
@@ -290,6 +289,5 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
-        "sections": extra_sections(manifest, analysis) + study_sections(run_path, manifest, analysis)
-        + excluded_section(analysis) + retried_section(analysis),
+        "sections": extra_sections(manifest, analysis, run_path) + excluded_section(analysis) + retried_section(analysis),
     }

@@ -8,6 +8,7 @@ Matplotlib runs headless (Agg).
 from __future__ import annotations
 
 import io
+import math
 import re
 from typing import Any
 
@@ -148,3 +149,8 @@ def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: l
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return to_svg(fig)
+
+
+def fmt_num(x: float | None, fmt: str = ".3g", scale: float = 1.0) -> str:
+    """A number for a report table: ``fmt`` of ``x * scale``, a dash for a missing or NaN value."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x * scale, fmt)

@@ -3,36 +3,24 @@
 A section is plain data:
 ``{"id", "title", "paragraphs": [str], "tables": [{"caption", "columns": [str],
 "rows": [[cell, ...]]}], "figures": [{"id", "title", "svg"}]}``.
-Functions registered here receive the manifest and the finished analysis.
+A study folder's report.py makes them from the manifest and the finished analysis.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Section = dict[str, Any]
 SectionMaker = Callable[[dict[str, Any], dict[str, Any]], list[Section]]
 
-# workload name -> "module:function"
-EXTRA_SECTIONS: dict[str, str] = {
-    "germino": "kit.report.germino:sections",
-    "dlbench": "kit.report.dlbench:sections",
-    "zoo": "kit.report.zoo:sections",
-    "dai_factors": "kit.report.dai:sections",
-    "zoo_distributed": "kit.report.zoo_dist:sections",
-}
 
+def extra_sections(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path | None = None) -> list[Section]:
+    """The study's own sections: its folder's report.py (kit.studies.study_sections); the kit registers none."""
+    from kit.studies import study_sections
 
-def extra_sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[Section]:
-    name = manifest["spec"]["workload"]["name"]
-    target = EXTRA_SECTIONS.get(name)
-    if target is None:
-        return []
-    mod, _, fn = target.partition(":")
-    maker: SectionMaker = getattr(importlib.import_module(mod), fn)
-    sections = maker(manifest, analysis)
+    sections: list[Section] = study_sections(run_path, manifest, analysis)
     for s in sections:
         s.setdefault("paragraphs", [])
         s.setdefault("tables", [])

@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from kit.analysis import stats
+from kit.analysis.cells import cell_stats
 
 PARAM_DIFF_PCT = 1.0  # a pair whose counts differ by more than this is flagged as differently defined
 PLATEAU_REL = 0.05  # a neighbouring decrease smaller than this is "levelled off" even when significant
@@ -49,34 +50,6 @@ def config_info(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _mean(xs: list[float]) -> float | None:
     return float(np.mean(xs)) if xs else None
-
-
-def cell_stats(trials: list[dict[str, Any]]) -> dict[str, Any]:
-    """One (configuration, framework) cell: status and timing from its measured trials."""
-    measured = [t for t in trials if not t.get("warmup")]
-    ok = [t for t in measured if t["status"] == "ok"]
-    statuses = sorted({t["status"] for t in measured})
-    status = "ok" if ok else (statuses[0] if len(statuses) == 1 else "/".join(statuses)) if statuses else "missing"
-    cell: dict[str, Any] = {"status": status, "n_ok": len(ok), "n": len(measured),
-                            "reason": next((t.get("error") for t in measured if t["status"] != "ok"), None)}
-    if not ok:
-        return cell
-    r0 = ok[0]["results"]
-    bs = int(r0.get("batch_size") or r0.get("global_batch") or 1)
-    for phase in ("train", "infer"):
-        per_trial = [float(np.mean(t["results"][f"{phase}_step_s"])) for t in ok if t["results"].get(f"{phase}_step_s")]
-        if not per_trial:
-            continue
-        cell[f"{phase}_step_s"] = float(np.mean(per_trial))
-        cell[f"{phase}_trial_means_s"] = per_trial
-        cell[f"{phase}_throughput_ips"] = bs / cell[f"{phase}_step_s"]
-        cell[f"{phase}_latency_per_image_s"] = cell[f"{phase}_step_s"] / bs
-    cell["param_count"] = r0.get("param_count")
-    cell["flops_per_example_fwd"] = next((t["results"].get("flops_per_example_fwd") for t in ok
-                                          if t["results"].get("flops_per_example_fwd")), None)
-    cell["peak_flops"], cell["peak_source"] = r0.get("peak_flops"), r0.get("peak_source")
-    cell["device_name"] = (ok[0].get("env") or {}).get("device_name")
-    return cell
 
 
 def mfu(flops_fwd: float | None, throughput_ips: float | None, peak: float | None, train: bool) -> float | None:

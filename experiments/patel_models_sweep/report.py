@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from kit.report.figures import PALETTE, arm_color, to_svg
-
-
-def _g(x: float | None, fmt: str = ".3g", scale: float = 1.0) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x * scale, fmt)
+from kit.report.figures import fmt_num as _g
 
 
 def _pct(x: float | None) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from kit.analysis.zoo import cell_stats
+from kit.analysis.cells import cell_stats
 
 # factor -> (label, low level, high level)
 FACTORS: dict[str, tuple[str, Any, Any]] = {

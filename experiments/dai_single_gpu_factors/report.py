@@ -7,7 +7,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from kit.report.figures import arm_color, to_svg
-from kit.report.zoo import _g
+from kit.report.figures import fmt_num as _g
 
 
 def _share(x: float | None) -> str:
