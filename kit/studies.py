@@ -14,7 +14,7 @@ trial and records the copy's digest in the manifest: trials import the copy
 the folder during a run changes nothing, and ``kit pack`` carries it. The folder
 is code the user chose to run; what the kit still refuses is a folder it
 could not copy faithfully: links (never followed), special files, more than
-:data:`MAX_FILES` files or :data:`MAX_TOTAL_BYTES` bytes.
+:data:`MAX_FILES` files, :data:`MAX_TOTAL_BYTES` bytes or :data:`MAX_DEPTH` nested folders.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ RUN_COPY = "study"  # the copy's directory inside a run directory
 MAX_FILES = 256
 MAX_FILE_BYTES = 2 << 20
 MAX_TOTAL_BYTES = 16 << 20
+MAX_DEPTH = 8  # nested folders (a crafted chain of empty folders would otherwise recurse without bound)
 SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
 WORKLOAD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -157,6 +158,9 @@ def study_files(root: Path) -> list[tuple[str, bytes]]:
 
     def walk(d: Path, rel: str) -> None:
         nonlocal total
+        if rel.count("/") >= MAX_DEPTH:
+            raise StudyError(f"the study folder nests folders more than {MAX_DEPTH} deep", where=str(d),
+                             fix="keep the study's code in the folder and a few sub-folders")
         with os.scandir(d) as it:
             entries = sorted(it, key=lambda e: e.name)
         for e in entries:

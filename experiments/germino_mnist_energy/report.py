@@ -7,7 +7,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-from kit.report.figures import arm_color, to_svg
+from kit.report.figures import arm_color, finish_lines, to_svg
 
 FIG_SIZE = (6.4, 3.2)
 
@@ -66,12 +66,7 @@ def per_run_plot(per_run: list[dict[str, Any]], models: list[str], labels: dict[
     if log:
         ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("run")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
-    return to_svg(fig)
+    return finish_lines(fig, ax, "run", ylabel, title, 10)
 
 
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from kit.report.figures import PALETTE, arm_color, to_svg
+from kit.report.figures import PALETTE, arm_color, finish_lines, to_svg
 from kit.report.figures import fmt_num as _g
 
 
@@ -59,12 +59,7 @@ def batch_figure(curves: list[dict[str, Any]], key: str, ylabel: str, title: str
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel("batch size")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
-    return to_svg(fig)
+    return finish_lines(fig, ax, "batch size", ylabel, title, 9)
 
 
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:

@@ -169,12 +169,13 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
         "baseline": baseline or {"recorded": False},
         "values": values.to_dict(orient="records"),
     }
-    from kit.analysis.extras import run_extras
     from kit.analysis.nodes import node_analysis
     from kit.analysis.validity import assess
 
     analysis["nodes"] = node_analysis(manifest, trials, use, arms)
-    analysis["extras"] = run_extras(manifest, trials, values, run_dir)
+    from kit.studies import study_extras
+
+    analysis["extras"] = study_extras(run_dir, manifest, trials, values)  # the study folder's analysis.py
     analysis["validity"] = assess(manifest, trials, values, analysis)
     return _clean(analysis)
 

@@ -154,3 +154,14 @@ def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: l
 def fmt_num(x: float | None, fmt: str = ".3g", scale: float = 1.0) -> str:
     """A number for a report table: ``fmt`` of ``x * scale``, a dash for a missing or NaN value."""
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x * scale, fmt)
+
+
+def finish_lines(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, title_size: int = 10) -> str:
+    """The common ending of a line chart with several series: labels, title, light grid, a small two-column
+    legend; the figure as SVG (shared by the studies' report.py)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=title_size)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+    return to_svg(fig)

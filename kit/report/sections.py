@@ -8,21 +8,14 @@ A study folder's report.py makes them from the manifest and the finished analysi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 Section = dict[str, Any]
-SectionMaker = Callable[[dict[str, Any], dict[str, Any]], list[Section]]
 
 
 def extra_sections(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path | None = None) -> list[Section]:
     """The study's own sections: its folder's report.py (kit.studies.study_sections); the kit registers none."""
     from kit.studies import study_sections
 
-    sections: list[Section] = study_sections(run_path, manifest, analysis)
-    for s in sections:
-        s.setdefault("paragraphs", [])
-        s.setdefault("tables", [])
-        s.setdefault("figures", [])
-    return sections
+    return study_sections(run_path, manifest, analysis)
