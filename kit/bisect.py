@@ -164,13 +164,14 @@ def run_bisect(spec: Any, rows: list[str], opts: BisectOptions, run_opts: Any, e
     """Bisect for real: each comparison is a `kit run --images BASELINE,CANDIDATE` plus `kit compare --arms`."""
     from kit.analysis.metrics import METRICS
     from kit.backends.container import image_arms
-    from kit.compare import CompareOptions, compare_arms
+    from kit.compare import CompareOptions, check_options, compare_arms
     from kit.runner import start_run
 
     if opts.metric not in METRICS:
         raise KitError(f"unknown metric {opts.metric!r}", where="--metric", fix=f"use one of: {', '.join(sorted(METRICS))}")
     releases = check_releases(rows, spec.experiment.frameworks)
     copts = CompareOptions(threshold=opts.threshold, alpha=opts.alpha, metrics=(opts.metric,), phases=(opts.phase,))
+    check_options(copts)  # before any run: a threshold of -1 or nan decides nothing
 
     def compare_pair(baseline: str, candidate: str) -> dict[str, Any]:
         if on_compare:

@@ -190,7 +190,8 @@ def run(
             if spec is None:
                 raise KitError("no experiment given", where="kit run", fix="kit run experiments/<study> (a study folder or experiment TOML; see `kit list`)")
             rd = start_run(loaded, opts, events)
-    out.print(f"run directory: [bold]{rd.path}[/]")
+    _trust_what_ran(rd)
+    out.print(f"run directory: [bold]{_esc(rd.path)}[/]")
     if chunk is not None:
         return
     if wait and rd.manifest().get("executor", {}).get("name") == "slurm":
@@ -205,6 +206,19 @@ def run(
         _make_report(rd.path, formats)
     elif status != "complete":
         out.print(f"[yellow]run is {status}[/]: continue with `kit run --resume {rd.path}`")
+
+
+def _trust_what_ran(rd: Any) -> None:
+    """The study code a `kit run` just executed is code the user chose to run: its digest joins their allow-list,
+    so this run's report (and later ones) include the study's own sections."""
+    from kit import trust as trustmod
+    from kit.studies import RUN_COPY, resolve_hooks
+
+    man = rd.manifest()
+    hooks = resolve_hooks(rd.path, man, trustmod.StudyTrust(trust_run_copy=True))
+    if hooks.kind == "copy" and hooks.digest:  # not the kit's own bundled study (always trusted)
+        meta = man.get("study") or {}
+        trustmod.trust(hooks.digest, str(meta.get("source") or rd.path / RUN_COPY), list(meta.get("files") or []))
 
 
 def _wait_for_jobs(run_dir: Path) -> None:
@@ -296,26 +310,42 @@ def _build_run_images(spec: Any, arms: tuple[str, ...], overrides: dict[str, str
                   on_start=lambda r: console.print(f"[bold]building image {r.name}[/] (needed by this run)"))
 
 
+TRUST_HELP = ("Run the study code in the run's own copy (study/analysis.py, report.py) for this command; "
+              "by default only the kit's own studies and digests trusted with `kit trust` run. Read the code first.")
+STUDY_HELP = "Use this study folder's analysis.py/report.py instead of the run's copy (your own code)."
+
+
 @app.command("report")
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `kit run`.")],
     format: Annotated[str, typer.Option("--format", "-f", help="Comma-separated: html, latex, pdf.")] = "html",
+    trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
+    study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
 ) -> None:
     """Analyse a run directory (no trial is run) and write its report."""
+    from kit.trust import StudyTrust
+
     formats = tuple(f.strip() for f in format.split(",") if f.strip())
-    _make_report(run_dir, formats)
+    _make_report(run_dir, formats, StudyTrust(trust_run_copy=trust_study_code, study_dir=study))
 
 
-def _make_report(run_dir: Path, formats: tuple[str, ...]) -> None:
+def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> None:
     from kit.analysis.analyze import analyze_run
     from kit.report import write_report
 
-    analysis = analyze_run(run_dir)
-    paths = write_report(run_dir, analysis, formats)
-    out.print(f"analysis: [bold]{Path(run_dir) / 'analysis.json'}[/]")
+    analysis = analyze_run(run_dir, trust=trust)
+    paths = write_report(run_dir, analysis, formats, trust)
+    out.print(f"analysis: [bold]{_esc(Path(run_dir) / 'analysis.json')}[/]")
     for p in paths:
-        out.print(f"report: [bold]{p}[/]")
+        out.print(f"report: [bold]{_esc(p)}[/]")
     _print_hypotheses(analysis)
+    _print_study_notice(analysis)
+
+
+def _print_study_notice(analysis: dict[str, Any]) -> None:
+    notice = (analysis.get("study_code") or {}).get("notice")
+    if notice:
+        console.print(f"[yellow]note:[/] {_esc(notice)}", highlight=False, soft_wrap=True)
 
 
 def _esc(value: object) -> str:
@@ -507,6 +537,8 @@ def history_cmd(
     out.print(table)
     if not res["steps"]:
         out.print("no step: no significant change larger than the threshold")
+    for c in res.get("caveats", []):
+        out.print(f"[yellow]note:[/] {_esc(c)}")
     for s in res["steps"]:
         out.print(f"[{'red' if s['verdict'] == 'regression' else 'green'}]{s['verdict']}[/] between {_esc(repr(s['from']))} "
                   f"and {_esc(repr(s['to']))}: ratio {s['ratio']:.3f} [{s['ratio_low']:.3f}, {s['ratio_high']:.3f}], "
@@ -521,12 +553,18 @@ def history_cmd(
 def pack_cmd(
     run_dir: Annotated[Path, typer.Argument(help="The run directory to bundle.")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="Bundle directory (default: RUN_DIR.bundle).")] = None,
+    trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
+    study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
 ) -> None:
     """Bundle a run for artifact evaluation: raw data, report, recipes, source, claims, SHA256SUMS, README."""
+    from kit.analysis.analyze import current_analysis
     from kit.pack import pack
+    from kit.trust import StudyTrust
 
-    tgz = pack(run_dir, out_dir)
-    out.print(f"bundle: [bold]{tgz}[/] (and the directory beside it)")
+    trust = StudyTrust(trust_run_copy=trust_study_code, study_dir=study)
+    tgz = pack(run_dir, out_dir, trust)
+    out.print(f"bundle: [bold]{_esc(tgz)}[/] (and the directory beside it)")
+    _print_study_notice(current_analysis(run_dir, trust=trust)[0])
 
 
 @app.command("verify")
@@ -535,18 +573,23 @@ def verify_cmd(
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Re-run this profile (default: the bundle's).")] = None,
     tolerance: Annotated[float | None, typer.Option(help="Allowed relative change of each ratio (default: the bundle's).")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="Where the re-run goes (default: beside the bundle).")] = None,
-    backend: Annotated[str, typer.Option(help="Backend of the re-run.")] = "local",
+    backend: Annotated[str, typer.Option(help="Backend of the re-run: auto (containers when the bundle carries study "
+                                              "code, else local), docker, apptainer or local.")] = "auto",
+    trust_bundle_code: Annotated[bool, typer.Option("--trust-bundle-code", help=(
+        "The bundle's study code may run unsandboxed on this host (the local backend) and its analysis/report "
+        "hooks may run (in a child process). Read run/study/ first."))] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset directory for the re-run.")] = None,
 ) -> None:
     """Check a bundle's integrity, re-run it, and say whether its claims reproduce (exit 1 if not)."""
-    from kit.pack import VerifyOptions, verify
     from kit.ui import RichEvents
+    from kit.verify import VerifyOptions, verify
 
     with RichEvents(console) as events:
         res = verify(bundle, VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend,
-                                           data_dir=data_dir), events)
-    out.print(f"integrity: ok ({res['files_verified']} files match SHA256SUMS)")
-    out.print(_esc(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']})"))
+                                           data_dir=data_dir, trust_bundle_code=trust_bundle_code), events)
+    out.print(f"integrity: ok ({res['files_verified']} files match SHA256SUMS: {res['integrity_means']})")
+    out.print(_esc(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']}); "
+                   f"{res['code_ran']}"))
     table = Table(title=f"Claims (tolerance ±{res['tolerance']:.0%})")
     for col in ("id", "phase", "decision (original)", "decision (re-run)", "ratio (original)", "ratio (re-run)", "reproduced"):
         table.add_column(col, overflow="fold")
@@ -558,10 +601,50 @@ def verify_cmd(
     out.print(table)
     if res["note"]:
         out.print(f"[yellow]note:[/] {_esc(res['note'])}")
+    if res.get("study_code_notice"):
+        out.print(f"[yellow]note:[/] {_esc(res['study_code_notice'])}")
     badges = ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'no'}" for k, v in res["badges"].items())
     out.print(f"badges: {badges}")
     if not res["claims_reproduced"]:
         raise typer.Exit(1)
+
+
+@app.command("trust")
+def trust_cmd(
+    run_dir: Annotated[Path | None, typer.Argument(help="A run directory (or a bundle's run/) whose study code you "
+                                                        "have read and trust.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the trusted study digests.")] = False,
+    remove: Annotated[str | None, typer.Option("--remove", help="Stop trusting this digest.")] = None,
+) -> None:
+    """Trust a run's study code (its digest, computed here), so that report/pack run its analysis and report
+    hooks; the allow-list lives in your config directory, never in a run directory."""
+    from kit import trust as trustmod
+
+    if remove is not None:
+        found = trustmod.untrust(remove)
+        out.print(f"{'removed' if found else 'not in the list'}: {_esc(remove)}")
+        return
+    if list_ or run_dir is None:
+        entries = trustmod.trusted()
+        table = Table(title=f"trusted study code ({_esc(trustmod.config_dir() / trustmod.TRUST_FILE)})")
+        for col in ("digest", "source", "files"):
+            table.add_column(col, overflow="fold")
+        for digest, e in sorted(entries.items()):
+            table.add_row(digest, _esc(e.get("source", "")), _esc(", ".join(map(str, e.get("files", [])))))
+        out.print(table)
+        return
+    from kit.store import RunDir
+    from kit.studies import RUN_COPY, checked_copy, digest_of, study_files
+
+    rd = RunDir.open(run_dir)
+    copy = checked_copy(rd.path, rd.manifest())
+    if copy is None:
+        raise KitError("the run has no study folder copy: it runs only the kit's own code", where=str(run_dir),
+                       fix="nothing to trust")
+    files = study_files(copy)
+    digest = digest_of(files)
+    trustmod.trust(digest, str(rd.path / RUN_COPY), [r for r, _ in files])
+    out.print(f"trusted study code {digest} ({len(files)} files: {_esc(', '.join(r for r, _ in files))})")
 
 
 from kit.cli_images import images_app  # noqa: E402  (kit images ...)
@@ -638,8 +721,11 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except KitError as err:
-        console.print(f"[bold red]error:[/] {err.one_line()}", highlight=False, soft_wrap=True)
+        # the message quotes input (manifest values, names from bundles): shown as written, never as markup
+        console.print(f"[bold red]error:[/] {_esc(err.one_line())}", highlight=False, soft_wrap=True)
         if _STATE["debug"]:
+            if err.detail:
+                console.print(_esc(err.detail), highlight=False, soft_wrap=True)
             console.print_exception()
         sys.exit(err.exit_code)
     except (typer.Abort, KeyboardInterrupt):
@@ -653,7 +739,7 @@ def main() -> None:
         from kit.errors import disk_error
 
         kerr = disk_error(err, getattr(err, "filename", None) or "?", "complete the command")
-        console.print(f"[bold red]error:[/] {kerr.one_line()}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {_esc(kerr.one_line())}", highlight=False, soft_wrap=True)
         if _STATE["debug"]:
             console.print_exception()
         sys.exit(kerr.exit_code)
@@ -661,7 +747,8 @@ def main() -> None:
         if _is_usage_error(err):
             err.show()  # type: ignore[attr-defined]
             sys.exit(int(err.exit_code))  # type: ignore[attr-defined]
-        console.print(f"[bold red]internal error:[/] {type(err).__name__}: {err}. Re-run with --debug for the traceback and report it.")
+        console.print(f"[bold red]internal error:[/] {_esc(f'{type(err).__name__}: {err}')}. Re-run with --debug for "
+                      "the traceback and report it.", highlight=False, soft_wrap=True)
         if _STATE["debug"]:
             console.print_exception()
         sys.exit(1)

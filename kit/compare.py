@@ -49,10 +49,29 @@ class CompareOptions:
 
 
 def load_analysis(run_dir: Path) -> dict[str, Any]:
-    """analysis.json of a run, recomputed when it is missing or stale (the raw files changed since)."""
-    from kit.freshness import current_analysis
+    """analysis.json of a run when this kit sealed it from the run's inputs as they are now, else recomputed
+    (a forged or stale file never answers: kit.freshness). A comparison reads only the generic values and
+    provenance, never a study's own sections, so it runs no study code it was not given."""
+    from kit.analysis.analyze import current_analysis
 
-    return current_analysis(run_dir)[0]
+    return current_analysis(run_dir, need_study=False)[0]
+
+
+def check_options(opts: CompareOptions) -> None:
+    """The threshold and level a verdict needs, as numbers that mean something (KitError naming the option)."""
+    check_threshold(opts.threshold)
+    check_alpha(opts.alpha)
+
+
+def check_threshold(threshold: Any) -> None:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 10:
+        raise KitError(f"threshold {threshold!r} is not a relative change in (0, 10)", where="--threshold",
+                       fix="give the practical threshold as a fraction, e.g. 0.05 for 5 %")
+
+
+def check_alpha(alpha: Any) -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise KitError(f"significance level {alpha!r} is not in (0, 1)", where="--alpha", fix="e.g. --alpha 0.05")
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -168,6 +187,7 @@ def verdict(ratio: float | None, p_adj: float | None, lower_is_better: bool | No
 def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -> dict[str, Any]:
     """Compare run B (candidate) against run A (baseline); plain data for every output format."""
     opts = opts or CompareOptions()
+    check_options(opts)
     man_a, man_b = RunDir.open(run_a).manifest(), RunDir.open(run_b).manifest()
     an_a, an_b = load_analysis(run_a), load_analysis(run_b)
     prov_a, prov_b = provenance(man_a, an_a), provenance(man_b, an_b)
@@ -253,6 +273,7 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
     the provenance differences are those of the two arms' images.
     """
     opts = opts or CompareOptions()
+    check_options(opts)
     man, an = RunDir.open(run).manifest(), load_analysis(run)
     arms = list(man.get("plan", {}).get("arms", []))
     for arm in (arm_a, arm_b):

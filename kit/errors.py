@@ -14,10 +14,12 @@ class KitError(Exception):
 
     exit_code: int = 2
 
-    def __init__(self, cause: str, *, where: str | None = None, fix: str | None = None) -> None:
+    def __init__(self, cause: str, *, where: str | None = None, fix: str | None = None,
+                 detail: str | None = None) -> None:
         self.cause = cause
         self.where = where
         self.fix = fix
+        self.detail = detail  # e.g. a study hook's traceback: shown with --debug, never in the one line
         super().__init__(self.one_line())
 
     def one_line(self) -> str:

@@ -1,25 +1,79 @@
-"""Is a run's analysis.json still the analysis of what is on disk?
+"""May a run's analysis.json be reused, or must it be recomputed?
 
 ``kit compare``, ``kit history`` and ``kit pack`` read analysis.json instead
-of recomputing it. An analysis made while the run was incomplete (or before a
-trial file was added, removed or edited) would silently answer for data that
-is no longer there. The analysis records ``raw_digest`` (trial files and
-telemetry samples, name and content); a reader recomputes the analysis when
-the digest on disk differs or is missing (analyses made before it existed).
+of recomputing it, which is only right when this kit made that file from the
+run's inputs as they are now. Two ways it can be wrong:
+
+- stale: made before a trial file was added, removed or edited, before the
+  manifest, nodes/ or the study copy changed, or by another build of the kit;
+- forged: written by whoever handed over the run directory (an edited ratio
+  turns identical raw data into a "3x regression").
+
+A digest stored inside analysis.json cannot tell a forged file from a real
+one (its author recomputes it), so the kit *seals* each analysis it writes:
+an HMAC-SHA256, under a per-user key kept outside every run directory
+(:func:`kit.trust.seal_key`), over the digest of every input the analysis
+depends on (:func:`inputs_digest`: trials, samples, attempts, manifest.json,
+nodes/, the study copy, the kit build), the study code it ran (``Hooks.state``)
+and the analysis's own content. A reader reuses analysis.json only when the
+seal verifies under its own key (``kit.analysis.analyze.current_analysis``);
+anything else (a file from another user or host, a forged or stale one, a
+missing key) is recomputed.
+``benchmarks/analysis_seal_bench.py`` measures what reuse saves over
+recomputing every time.
+
+The owner of a key can always re-seal their own files: the seal defends
+readers against run directories made by others and against accidents, not a
+user against themselves (README, *Security*).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import hmac
 import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
-from kit.store import ANALYSIS, ATTEMPTS, TRIALS, RunDir
+from kit.store import ATTEMPTS, MANIFEST, NODES, TRIALS
 
 DIGEST_KEY = "raw_digest"
+SEAL_KEY = "seal"
+SEAL_VERSION = 1
+MAX_ANALYSIS_BYTES = 512 << 20
+
+
+def _hash_tree(h: Any, root: str, sub: str, recursive: bool = False, depth: int = 0) -> None:
+    """Names, sizes and contents of the regular files under ``root/sub`` (links and special files count by name)."""
+    d = os.path.join(root, sub)
+    try:
+        if not stat.S_ISDIR(os.lstat(d).st_mode):
+            if os.path.lexists(d):
+                h.update(f"{sub}:not-a-directory\n".encode())
+            return
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        rel = f"{sub}/{e.name}"
+        if recursive and e.is_dir(follow_symlinks=False) and depth < 16:
+            _hash_tree(h, root, rel, True, depth + 1)
+            continue
+        if not e.is_file(follow_symlinks=False):
+            h.update(f"{rel}:not-a-regular-file\n".encode())
+            continue
+        try:
+            h.update(f"{rel}:{e.stat(follow_symlinks=False).st_size}\n".encode())
+            fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+        except OSError:  # replaced by a link or made unreadable since the listing: never the stored digest
+            h.update(f"{rel}:unreadable\n".encode())
 
 
 def raw_digest(run_dir: Path) -> str:
@@ -29,43 +83,83 @@ def raw_digest(run_dir: Path) -> str:
     counts as ``sub/name:not-a-regular-file``. Read through descriptors (O_NOFOLLOW): `kit history`
     checks a thousand runs per call.
     """
-    root = os.fspath(run_dir)
     h = hashlib.sha256()
     for sub in (TRIALS, "samples", ATTEMPTS):
-        d = os.path.join(root, sub)
-        try:
-            if not stat.S_ISDIR(os.lstat(d).st_mode):
-                continue
-            with os.scandir(d) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
-        for e in entries:
-            if not e.is_file(follow_symlinks=False):
-                h.update(f"{sub}/{e.name}:not-a-regular-file\n".encode())
-                continue
-            try:
-                h.update(f"{sub}/{e.name}:{e.stat(follow_symlinks=False).st_size}\n".encode())
-                fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                with os.fdopen(fd, "rb") as fh:
-                    for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                        h.update(chunk)
-            except OSError:  # replaced by a link or made unreadable since the listing: never the stored digest
-                h.update(f"{sub}/{e.name}:unreadable\n".encode())
+        _hash_tree(h, os.fspath(run_dir), sub)
     return h.hexdigest()
 
 
-def current_analysis(run_dir: Path, rd: RunDir | None = None) -> tuple[dict[str, Any], bool]:
-    """(analysis of the run as it is on disk, whether it had to be recomputed); ``rd``: the run already opened."""
-    from kit.analysis.analyze import analyze_run
+@functools.cache
+def kit_build() -> str:
+    """The kit's version and a digest of its Python sources: another build may analyse differently."""
+    from kit import __version__
 
-    rd = rd or RunDir.open(run_dir)
-    path = rd.path / ANALYSIS
-    if path.is_file() and not path.is_symlink():
-        try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            stored = None
-        if isinstance(stored, dict) and stored.get(DIGEST_KEY) == raw_digest(rd.path):
-            return stored, False
-    return analyze_run(rd.path), True
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256(__version__.encode())
+    for p in sorted(root.rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes())
+    return f"{__version__}+{h.hexdigest()[:16]}"
+
+
+def inputs_digest(run_dir: Path, raw: str | None = None) -> str:
+    """sha256 over every input an analysis depends on: the raw files (:func:`raw_digest`, or ``raw`` when the
+    caller has it), manifest.json, nodes/*, the study copy (study/, recursively) and the kit build."""
+    root = os.fspath(run_dir)
+    h = hashlib.sha256((raw or raw_digest(run_dir)).encode())
+    h.update(kit_build().encode())
+    try:
+        fd = os.open(os.path.join(root, MANIFEST), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise OSError("not a regular file")
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        h.update(b"manifest:unreadable")
+    _hash_tree(h, root, NODES)
+    _hash_tree(h, root, "study", recursive=True)
+    return h.hexdigest()
+
+
+def _content_digest(analysis: dict[str, Any]) -> str:
+    body = {k: v for k, v in analysis.items() if k != SEAL_KEY}
+    canon = json.dumps(json.loads(json.dumps(body, default=str)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def _mac(key: bytes, inputs: str, hooks: str, content: str) -> str:
+    msg = f"kit-analysis-seal/{SEAL_VERSION}\n{inputs}\n{hooks}\n{content}".encode()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def seal(analysis: dict[str, Any], inputs: str, hooks: str) -> dict[str, Any] | None:
+    """The seal of an analysis this kit just computed (None when the user has no key: it will be recomputed)."""
+    from kit.trust import seal_key
+
+    key = seal_key()
+    if key is None:
+        return None
+    return {"version": SEAL_VERSION, "inputs": inputs, "hooks": hooks,
+            "hmac": _mac(key, inputs, hooks, _content_digest(analysis))}
+
+
+def seal_holds(analysis: dict[str, Any], run_dir: Path, hooks: str | None) -> bool:
+    """Whether this user's kit made ``analysis`` from the run's inputs as they are now (and, with ``hooks``,
+    with that study code)."""
+    from kit.trust import seal_key
+
+    s = analysis.get(SEAL_KEY)
+    key = seal_key(create=False)
+    if not isinstance(s, dict) or key is None or s.get("version") != SEAL_VERSION:
+        return False
+    inputs, state, mac = s.get("inputs"), s.get("hooks"), s.get("hmac")
+    if not (isinstance(inputs, str) and isinstance(state, str) and isinstance(mac, str)):
+        return False
+    if hooks is not None and state != hooks:
+        return False
+    if not hmac.compare_digest(_mac(key, inputs, state, _content_digest(analysis)), mac):
+        return False
+    return hmac.compare_digest(inputs, inputs_digest(run_dir))

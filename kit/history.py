@@ -26,7 +26,6 @@ from kit import history_cache
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError
-from kit.freshness import current_analysis
 from kit.store import RunDir
 
 
@@ -46,7 +45,9 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, 
     entry: dict[str, Any] = {"experiment": str(man.get("experiment")), "skip": True}
     if not rd.finished_ids():
         return entry
-    analysis, recomputed = current_analysis(path, rd)
+    from kit.analysis.analyze import current_analysis
+
+    analysis, recomputed = current_analysis(path, rd, need_study=False)  # history reads values only
     entry["recomputed"] = recomputed  # analysis.json rewritten: the caller fingerprints the run again
     chosen = arm or analysis["arms"][0]
     vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
@@ -159,15 +160,22 @@ def _l1_cost() -> Any:
     return cost
 
 
+# The between-run noise is estimated from the successive differences of the run medians only when there are at
+# least this many runs (3 differences): a step is one large difference, and the MAD ignores one of three but not
+# one of two (with 3 runs, a 15x step in the newest run was its own noise estimate and went unseen).
+MIN_RUNS_BETWEEN = 4
+
+
 def _noise_scale(med: np.ndarray, runs: list[dict[str, Any]]) -> float:
-    """Noise of the run medians: the larger of the between-run scale (MAD of successive differences / sqrt(2),
-    insensitive to the steps themselves) and the sampling noise of a median (within-run MAD / sqrt(trials)).
+    """Noise of the run medians: the sampling noise of a median (within-run MAD / sqrt(trials)) and, from
+    MIN_RUNS_BETWEEN runs on, the larger of it and the between-run scale (MAD of successive differences /
+    sqrt(2), insensitive to one step among them).
     """
     resid = np.concatenate([np.asarray(r["values"], float) - r["median"] for r in runs])
     within = float(stats.describe(resid).mad_normal) or float(np.std(resid))
     n = float(np.median([len(r["values"]) for r in runs]))
     sigma = within / math.sqrt(max(n, 1.0))
-    if len(med) >= 3:
+    if len(med) >= MIN_RUNS_BETWEEN:
         sigma = max(sigma, float(stats.describe(np.diff(med)).mad_normal) / math.sqrt(2.0))
     return sigma or 1e-12 * (float(np.max(np.abs(med))) or 1.0)
 
@@ -223,14 +231,28 @@ def detect_steps(runs: list[dict[str, Any]], *, threshold: float = 0.05, alpha: 
 def history(runs_dir: Path, metric: str, phase: str = "train", arm: str | None = None, experiment: str | None = None,
             threshold: float = 0.05, alpha: float = 0.05, *, use_cache: bool = True,
             on_run: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    from kit.compare import check_alpha, check_threshold
+
+    check_threshold(threshold)
+    check_alpha(alpha)
     runs = collect(runs_dir, metric, phase, arm, experiment, use_cache=use_cache, on_run=on_run)
     if not runs:
         raise AnalysisError(f"no run has measured {metric} in the {phase} phase", where=str(runs_dir),
                             fix="check --metric, --phase and --arm against the runs' analysis.json")
     steps = detect_steps(runs, threshold=threshold, alpha=alpha, lower_is_better=METRICS[metric].lower_is_better)
+    caveats = []
+    if len(runs) < MIN_RUNS_BETWEEN:
+        caveats.append(f"{len(runs)} runs: the run-to-run noise of the host needs {MIN_RUNS_BETWEEN} runs to be "
+                       "estimated, so a step is judged against the trials' own noise only (a busy host between "
+                       "runs can read as a step)")
+    small = [r["label"] for r in runs if r["n"] < stats.MIN_N_FOR_TESTS]
+    if small:
+        caveats.append(f"{len(small)} run(s) have fewer than {stats.MIN_N_FOR_TESTS} measured trials (e.g. "
+                       f"{small[0]}): a step right before such a run (the newest, say) cannot be tested")
     return {"runs_dir": str(runs_dir), "metric": metric, "unit": METRICS[metric].unit, "phase": phase,
             "arm": runs[0]["arm"], "threshold": threshold, "alpha": alpha,
             "runs": [{k: v for k, v in r.items() if k != "values"} for r in runs], "steps": steps,
+            "caveats": caveats,
             "method": "binary segmentation (ruptures, L1 cost, penalty 2 log(n) sigma) of the run medians; each "
                       f"candidate step validated on the trials of up to {WINDOW_RUNS} runs on either side by "
                       "Mann-Whitney/Brunner-Munzel with Holm and the practical threshold"}

@@ -16,6 +16,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -163,22 +164,28 @@ def drain(collectors: list[Collector]) -> tuple[list[Row], list[dict[str, Any]]]
 
 @contextlib.contextmanager
 def run_lock(rd: RunDir, name: str = ".lock") -> Iterator[None]:
-    """One `kit run` per run directory (or per chunk of a cluster run) at a time."""
+    """One `kit run` per run directory (or per chunk of a cluster run) at a time.
+
+    The lock file is opened without following a link and never truncated: a ``.lock`` planted as a link to
+    another file is refused, its target untouched.
+    """
+    from kit.safeio import open_lock
+
     try:
-        fh = (rd.path / name).open("w")
+        fd = open_lock(rd.path / name)
     except OSError as exc:
         raise disk_error(exc, rd.path / name, "take the run's lock") from None
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        fh.close()
+        os.close(fd)
         raise StoreError("another `kit run` is using this run directory", where=str(rd.path),
                          fix="wait for it to finish, or stop it before resuming") from None
     try:
         yield
     finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -459,6 +466,64 @@ def stored_spec(rd: RunDir, man: dict[str, Any], events: RunEvents) -> tuple[Spe
     return parse_spec(src["text"], f"{src.get('path')} (copy in manifest)", man.get("profile")), state
 
 
+# Spec fields the loader fills from where the file was found, not from its text.
+LOADER_FIELDS = ("path", "study_dir")
+
+
+def protocol_of(spec_dict: Any) -> Any:
+    """A resolved spec as the protocol it fixes (JSON-normalised, without where it was loaded from)."""
+    plain = json.loads(json.dumps(spec_dict, default=str))
+    return {k: v for k, v in plain.items() if k not in LOADER_FIELDS} if isinstance(plain, dict) else plain
+
+
+def protocol_differences(now: Any, recorded: Any, path: str = "spec") -> list[str]:
+    """Key paths where the protocol at hand differs from the recorded one (first 5), for messages.
+
+    A setting the recorded spec does not have at all (the run was made by an older kit, before the setting
+    existed) is not a difference: the recorded spec cannot say what it was. Every setting it has must match.
+    """
+    if isinstance(now, dict) and isinstance(recorded, dict):
+        out: list[str] = []
+        for k in sorted(recorded):
+            out += protocol_differences(now.get(k), recorded[k], f"{path}.{k}")
+            if len(out) >= 5:
+                break
+        return out[:5]
+    if isinstance(now, list) and isinstance(recorded, list) and len(now) == len(recorded):
+        out = []
+        for i, (a, b) in enumerate(zip(now, recorded, strict=True)):
+            out += protocol_differences(a, b, f"{path}[{i}]")
+        return out[:5]
+    return [] if now == recorded else [f"{path}: {recorded!r} recorded, {now!r} now"[:200]]
+
+
+def recorded_plan(spec: Spec, man: dict[str, Any], where: str) -> Plan:
+    """The run's plan, once the spec at hand is shown to be the protocol the run recorded.
+
+    The plan in the manifest is the authority: the spec must resolve to the recorded spec (every setting a
+    trial gets) and reproduce the recorded plan exactly (trials, configurations, order, seeds) from the
+    recorded seed and arms. A digest stored beside the copy proves nothing (whoever edits the copy can
+    recompute it); this check does not depend on one.
+    """
+    plan = Plan.from_dict(man["plan"])
+    if plan.digest() != man.get("plan_digest"):
+        raise PlanError("the stored plan does not match its digest", where=where,
+                        fix="the manifest was edited; start a new run")
+    diffs = protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.get("spec")))
+    if diffs:
+        raise PlanError("the spec does not resolve to the protocol the run recorded (" + "; ".join(diffs) + ")",
+                        where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run")
+    try:
+        again = make_plan(spec, seed=plan.seed, arms=plan.arms)
+    except KitError as exc:
+        raise PlanError(f"the spec cannot rebuild the recorded plan ({exc.cause})", where=where,
+                        fix="restore the run's copy of its spec (spec_source.text), or start a new run") from None
+    if again.digest() != plan.digest():
+        raise PlanError("the spec does not reproduce the recorded plan (its trials, configurations or seeds differ)",
+                        where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run")
+    return plan
+
+
 def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) -> RunDir:
     """Continue a run from its manifest: the plan is re-read, never re-drawn.
 
@@ -473,10 +538,7 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
     rd = RunDir.open(path)
     man = rd.manifest()
     spec, digest_state = stored_spec(rd, man, events)
-    plan = Plan.from_dict(man["plan"])
-    if plan.digest() != man.get("plan_digest"):
-        raise PlanError("the stored plan does not match its digest", where=str(rd.path / "manifest.json"),
-                        fix="the manifest was edited; start a new run")
+    plan = recorded_plan(spec, man, str(rd.path / "manifest.json"))
     bad = [s for s in opts.retry if s not in RETRYABLE]
     if bad:
         raise PlanError(f"cannot retry trials with status {', '.join(bad)}", where="--retry-failed",
@@ -662,8 +724,8 @@ def _write_node(ctx: _Context) -> None:
     from kit.store import atomic_write_json
 
     host = socket.gethostname()
-    path = ctx.rd.path / "nodes" / f"{host}.json"
-    if not path.exists():
+    path = ctx.rd.subdir("nodes") / f"{host}.json"
+    if not os.path.lexists(path):
         atomic_write_json(path, {"host": host, "t": time.time(), **host_provenance()})
 
 
@@ -745,10 +807,11 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
         rd.log_event("retry", trial_id=trial.trial_id, archived=archived, status=failed.get("status"),
                      signal=failed.get("signal"), error=str(failed.get("error") or "")[:300])
     work = rd.work_dir(trial.trial_id)
+    rd.subdir("work")  # a real directory of the run (a planted link is refused, never written through)
     shutil.rmtree(work, ignore_errors=True)  # leftovers of a killed attempt
     device = ctx.trial_device(trial)
     try:
-        work.mkdir(parents=True)
+        work.mkdir()
         (work / REQUEST_FILE).write_text(json.dumps(trial_request(ctx.spec, trial, device), indent=1), encoding="utf-8")
     except OSError as exc:
         raise disk_error(exc, work, "prepare the trial's work directory", after=rd.resume_hint()) from None

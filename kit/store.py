@@ -33,6 +33,7 @@ import pandas as pd
 
 from kit.collectors.base import SAMPLE_COLUMNS, Row
 from kit.errors import StoreError, disk_error
+from kit.safeio import create_exclusive, load_json, open_append, read_capped, real_dir
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -43,6 +44,11 @@ ANALYSIS = "analysis.json"
 REPORT = "report"
 BASELINE_ID = "_baseline"
 MAX_TRIAL_BYTES = 64 << 20  # a trial file holds markers and a stderr tail, never this much
+MAX_MANIFEST_BYTES = 64 << 20  # the plan of a 10,000-trial run and the spec's text: a few MiB
+MAX_NODE_BYTES = 4 << 20  # nodes/<host>.json: one host's provenance
+MAX_NODES = 4096
+MAX_SAMPLES_BYTES = 1 << 30  # samples/<trial>.parquet (the bundle's per-file limit)
+NODES = "nodes"
 RESERVE = ".space-reserve"  # released on a write failure so the status "failed" can still be written
 RESERVE_BYTES = 1 << 20
 ATTEMPTS = "attempts"  # failed attempts of retried trials (see RunDir.archive_trial)
@@ -59,7 +65,9 @@ def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as fh:
+        # O_EXCL | O_NOFOLLOW: a link planted at the temporary name is removed, never written through; the
+        # rename then replaces whatever is at ``path`` (a planted link included) instead of following it
+        with os.fdopen(create_exclusive(tmp), "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -84,6 +92,30 @@ def rows_to_frame(rows: Iterable[Row] | pd.DataFrame | None) -> pd.DataFrame:
     df = df.reindex(columns=list(SAMPLE_COLUMNS))
     return df.astype({"t": "float64", "value": "float64", "source": "string", "device": "string",
                       "metric": "string", "unit": "string"})
+
+
+# The sample file's columns and the Arrow types the kit writes (strings may come back as large_string or
+# dictionary-encoded from other writers of the same schema; numbers must be numbers).
+SAMPLE_TYPES = {"t": "float", "source": "string", "device": "string", "metric": "string", "value": "float",
+                "unit": "string"}
+
+
+def check_sample_schema(schema: Any, where: str, fix: str) -> None:
+    """StoreError unless a samples file has exactly the long format's columns with number/string types."""
+    import pyarrow as pa
+
+    names = [n for n in schema.names if not n.startswith("__index_level_")]
+    if sorted(names) != sorted(SAMPLE_TYPES):
+        raise StoreError(f"samples file has the columns {names[:10]}, not the kit's long format "
+                         f"{list(SAMPLE_COLUMNS)}", where=where, fix=fix)
+    for name, kind in SAMPLE_TYPES.items():
+        t = schema.field(name).type
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        ok = (pa.types.is_floating(t) or pa.types.is_integer(t)) if kind == "float" else \
+            (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t))
+        if not ok:
+            raise StoreError(f"samples column {name!r} has type {t}, expected a {kind}", where=where, fix=fix)
 
 
 def run_dir_name(experiment_id: str, now: datetime | None = None) -> str:
@@ -134,7 +166,10 @@ class RunDir:
 
     @classmethod
     def open(cls, path: Path) -> RunDir:
-        """Open an existing run directory, checking its schema version."""
+        """Open an existing run directory: its schema version, then the shape of its manifest
+        (:func:`kit.records.check_manifest`: a malformed one is refused here, naming the key)."""
+        from kit.records import check_manifest
+
         rd = cls(Path(path))
         if not rd.path.is_dir():
             raise StoreError("run directory not found", where=str(path), fix="give the path printed by `kit run`")
@@ -146,19 +181,19 @@ class RunDir:
                 where=str(rd.path / MANIFEST),
                 fix="use the kit version that wrote it (see manifest.kit.version)",
             )
+        check_manifest(man, str(rd.path / MANIFEST))
         return rd
 
     # -- manifest ----------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
+        """manifest.json, read without following a link or blocking on a FIFO, capped, a JSON object (its shape
+        is checked when the run is opened: :meth:`open`)."""
         path = self.path / MANIFEST
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        fix = "restore it from a copy of the run (a bundle holds one); trials/ and samples/ are intact"
+        if not os.path.lexists(path):
             raise StoreError("manifest.json missing: not a run directory", where=str(self.path),
-                             fix="give the directory `kit run` created (runs/<time>-<experiment>)") from None
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"manifest.json is not valid JSON ({exc})", where=str(path),
-                             fix="restore it from a copy; trials/ and samples/ are intact") from None
+                             fix="give the directory `kit run` created (runs/<time>-<experiment>)")
+        return load_json(path, MAX_MANIFEST_BYTES, "manifest.json", fix=fix)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         atomic_write_json(self.path / MANIFEST, manifest, after=self.resume_hint())
@@ -175,7 +210,7 @@ class RunDir:
         """
         path = self.path / RESERVE
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
             try:
                 if os.fstat(fd).st_size < nbytes:
                     try:
@@ -203,18 +238,41 @@ class RunDir:
         return man
 
     def log_event(self, event: str, **fields: Any) -> None:
-        """Append one line to events.jsonl (starts, resumes, interruptions)."""
+        """Append one line to events.jsonl (starts, resumes, interruptions); never through a planted link."""
         rec = {"t": time.time(), "event": event, "host": socket.gethostname(), "pid": os.getpid(), **fields}
         path = self.path / "events.jsonl"
         try:
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(rec, default=str) + "\n")
+            fd = open_append(path, "events.jsonl")
+            try:
+                os.write(fd, (json.dumps(rec, default=str) + "\n").encode())
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise disk_error(exc, path, after=self.resume_hint()) from None
+
+    def subdir(self, name: str, create: bool = True) -> Path:
+        """``RUN/name`` as a real directory (created when missing): a planted link there is refused, so no
+        write of the kit lands outside the run directory."""
+        try:
+            return real_dir(self.path / name, create=create, what=f"{name}/ in the run directory")
+        except OSError as exc:
+            raise disk_error(exc, self.path / name, "create a directory in the run") from None
 
     # -- trials ------------------------------------------------------------
     def trial_path(self, trial_id: str) -> Path:
         return self.path / TRIALS / f"{trial_id}.json"
+
+    def nodes(self) -> dict[str, dict[str, Any]]:
+        """nodes/<host>.json of a cluster run (each node's hardware), read like every file of a run."""
+        d = self.path / NODES
+        if not os.path.lexists(d):
+            return {}
+        real_dir(d, what="nodes/ in the run directory")
+        names = sorted(p.name for p in d.iterdir() if p.name.endswith(".json"))
+        if len(names) > MAX_NODES:
+            raise StoreError(f"nodes/ holds {len(names)} files, more than the {MAX_NODES} a run may have",
+                             where=str(d), fix="remove the files a cluster run did not write")
+        return {n.removesuffix(".json"): load_json(d / n, MAX_NODE_BYTES, f"node file {n}") for n in names}
 
     def samples_path(self, trial_id: str) -> Path:
         return self.path / SAMPLES / f"{trial_id}.parquet"
@@ -228,7 +286,8 @@ class RunDir:
     def write_trial(self, record: dict[str, Any], rows: Iterable[Row] | pd.DataFrame | None) -> None:
         """Samples first, then the trial file: the trial file is the commit."""
         trial_id = record["trial_id"]
-        if self.trial_path(trial_id).exists():
+        self.subdir(TRIALS)
+        if os.path.lexists(self.trial_path(trial_id)):
             raise StoreError(f"trial {trial_id} already recorded (the store is append-only)",
                              where=str(self.trial_path(trial_id)), fix="resume the run instead of re-running trials")
         self.write_samples(trial_id, rows)
@@ -237,17 +296,15 @@ class RunDir:
     def write_samples(self, name: str, rows: Iterable[Row] | pd.DataFrame | None) -> None:
         import io
 
+        self.subdir(SAMPLES)
         buf = io.BytesIO()
         rows_to_frame(rows).to_parquet(buf, index=False)
         atomic_write_bytes(self.samples_path(name), buf.getvalue(), after=self.resume_hint())
 
     def read_trial(self, trial_id: str) -> dict[str, Any]:
         path = self.trial_path(trial_id)
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise StoreError(f"cannot read trial file ({exc})", where=str(path),
-                             fix="delete it and run `kit run --resume` to redo that trial") from None
+        return load_json(path, MAX_TRIAL_BYTES, "trial file",
+                         fix="delete it and run `kit run --resume` to redo that trial")
 
     def iter_trials(self) -> Iterator[dict[str, Any]]:
         """Finished trials in schedule order, each checked against the plan (see ``checked_trials``)."""
@@ -260,21 +317,20 @@ class RunDir:
         an id outside the plan, a link) would otherwise be counted: 27 of 26
         finished, and a paired test on a duplicated block.
         """
-        import stat as st
+        from kit.records import check_trial
 
-        planned = {t.get("trial_id") for t in self.manifest().get("plan", {}).get("trials", [])}
+        plan = {t["trial_id"]: t for t in self.manifest()["plan"]["trials"]}
         fix = "remove the file (kit run --resume re-runs a missing planned trial)"
         recs: list[dict[str, Any]] = []
         seen: dict[str, str] = {}
-        for p in sorted((self.path / TRIALS).glob("*.json")):
+        d = self.path / TRIALS
+        if not os.path.lexists(d):
+            return []
+        real_dir(d, what="trials/ in the run directory")
+        for p in sorted(d.glob("*.json")):
             where = str(p)
-            mode = p.lstat().st_mode
-            if not st.S_ISREG(mode):
-                raise StoreError("a trial file is a link or special file", where=where, fix=fix)
-            if p.lstat().st_size > MAX_TRIAL_BYTES:
-                raise StoreError(f"trial file is larger than {MAX_TRIAL_BYTES} bytes", where=where, fix=fix)
-            rec = self.read_trial(p.stem)
-            tid = rec.get("trial_id") if isinstance(rec, dict) else None
+            rec = self.read_trial(p.stem)  # a regular file under the cap, never a link's target
+            tid = rec.get("trial_id")
             if not isinstance(tid, str):
                 raise StoreError("trial file holds no trial_id", where=where, fix=fix)
             if tid in seen:
@@ -282,20 +338,36 @@ class RunDir:
             seen[tid] = p.name
             if tid != p.stem:
                 raise StoreError(f"file holds trial {tid}, its name says {p.stem}", where=where, fix=fix)
-            if planned and tid not in planned:
+            if plan and tid not in plan:
                 raise StoreError(f"trial {tid} is not in the run's plan", where=where, fix=fix)
-            recs.append(rec)
+            recs.append(check_trial(rec, plan.get(tid), where))
         return sorted(recs, key=lambda r: (r.get("position", 0), r["trial_id"]))
 
     def read_samples(self, name: str) -> pd.DataFrame:
+        """samples/<name>.parquet as the long-format frame; an empty frame when the trial has none.
+
+        Read like every file of a run (no link, no FIFO, capped) and checked against the sample schema:
+        a file with other columns or types is an error naming it, never silently "no telemetry".
+        """
+        import io
+
         path = self.samples_path(name)
-        if not path.exists():
+        fix = "delete the trial and its samples and run `kit run --resume`"
+        data = read_capped(path, MAX_SAMPLES_BYTES, "telemetry samples file", missing_ok=True, fix=fix)
+        if data is None:
             return rows_to_frame(None)
         try:
-            return rows_to_frame(pd.read_parquet(path))
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(io.BytesIO(data))
         except Exception as exc:  # pyarrow raises several types for a corrupt file
-            raise StoreError(f"cannot read samples ({exc})", where=str(path),
-                             fix="delete the trial and its samples and run `kit run --resume`") from None
+            raise StoreError(f"cannot read samples ({type(exc).__name__}: {str(exc)[:200]})", where=str(path),
+                             fix=fix) from None
+        check_sample_schema(table.schema, str(path), fix)
+        try:
+            return rows_to_frame(table.to_pandas())
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"samples hold values of the wrong type ({exc})", where=str(path), fix=fix) from None
 
     # -- retried trials: the failed attempts are kept -----------------------
     def attempt_path(self, trial_id: str, n: int, suffix: str = ".json") -> Path:
@@ -304,7 +376,7 @@ class RunDir:
     def attempt_numbers(self, trial_id: str) -> list[int]:
         """The numbers n of attempts/<trial_id>.<n>.json, ascending (an archived attempt per retry)."""
         d = self.path / ATTEMPTS
-        if not d.is_dir():
+        if not d.is_dir() or d.is_symlink():
             return []
         out = []
         for p in d.iterdir():
@@ -331,18 +403,18 @@ class RunDir:
         writing a second copy. One trial id never has two files in trials/.
         """
         src = self.trial_path(trial_id)
-        import stat as st
-
-        if not st.S_ISREG(src.lstat().st_mode) or src.lstat().st_size > MAX_TRIAL_BYTES:
-            raise StoreError("the trial file to retry is a link, a special file or too large", where=str(src),
-                             fix="remove it (kit run --resume re-runs a missing planned trial)")
-        data = src.read_bytes()
+        fix = "remove it (kit run --resume re-runs a missing planned trial)"
+        data = read_capped(src, MAX_TRIAL_BYTES, "the trial file to retry", fix=fix)
+        assert data is not None
         numbers = self.attempt_numbers(trial_id)
-        n = numbers[-1] if numbers and self.attempt_path(trial_id, numbers[-1]).read_bytes() == data \
-            else (numbers[-1] if numbers else 0) + 1
+        last = self.attempt_path(trial_id, numbers[-1]) if numbers else None
+        same = last is not None and read_capped(last, MAX_TRIAL_BYTES, "attempt file", fix=fix) == data
+        n = numbers[-1] if same else (numbers[-1] if numbers else 0) + 1
+        self.subdir(ATTEMPTS)
         samples = self.samples_path(trial_id)
-        if samples.is_file() and not samples.is_symlink():
-            atomic_write_bytes(self.attempt_path(trial_id, n, ".parquet"), samples.read_bytes())
+        kept = read_capped(samples, MAX_SAMPLES_BYTES, "telemetry samples file", missing_ok=True, fix=fix)
+        if kept is not None:
+            atomic_write_bytes(self.attempt_path(trial_id, n, ".parquet"), kept)
         atomic_write_bytes(self.attempt_path(trial_id, n), data)  # the archive's commit
         os.unlink(src)  # the trial is missing from here on
         _fsync_dir(src.parent)
@@ -360,15 +432,12 @@ class RunDir:
         refused with the file named (a crafted archive would otherwise invent
         retries in the report).
         """
-        import stat as st
-
         d = self.path / ATTEMPTS
-        if not d.exists() and not d.is_symlink():
+        if not os.path.lexists(d):
             return []
         fix = "remove the file; attempts/ holds only what `kit run --resume --retry-failed` set aside"
-        if d.is_symlink() or not d.is_dir():
-            raise StoreError("attempts/ is a link or not a directory", where=str(d), fix=fix)
-        planned = {t.get("trial_id") for t in self.manifest().get("plan", {}).get("trials", [])}
+        real_dir(d, what="attempts/ in the run directory")
+        planned = {t["trial_id"] for t in self.manifest()["plan"]["trials"]}
         out: list[dict[str, Any]] = []
         for p in sorted(d.iterdir()):
             if p.suffix == ".parquet" or p.name.startswith("."):
@@ -377,16 +446,8 @@ class RunDir:
             m = ATTEMPT_NAME.match(p.name)
             if not m:
                 raise StoreError("not an attempt file (attempts/<trial-id>.<n>.json)", where=where, fix=fix)
-            mode = p.lstat().st_mode
-            if not st.S_ISREG(mode):
-                raise StoreError("an attempt file is a link or special file", where=where, fix=fix)
-            if p.lstat().st_size > MAX_TRIAL_BYTES:
-                raise StoreError(f"attempt file is larger than {MAX_TRIAL_BYTES} bytes", where=where, fix=fix)
-            try:
-                rec = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise StoreError(f"cannot read attempt file ({exc})", where=where, fix=fix) from None
-            tid = rec.get("trial_id") if isinstance(rec, dict) else None
+            rec = load_json(p, MAX_TRIAL_BYTES, "attempt file", fix=fix)
+            tid = rec.get("trial_id")
             if tid != m["tid"]:
                 raise StoreError(f"file holds trial {tid!r}, its name says {m['tid']}", where=where, fix=fix)
             if planned and tid not in planned:

@@ -23,11 +23,14 @@ import hashlib
 import os
 import re
 import stat
+import traceback
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError, SpecError, StoreError
+from kit.trust import StudyTrust
 from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo, register
 from kit.workloads.study_import import MODULE_NAME, import_study_module
 
@@ -248,7 +251,96 @@ def check_modules(root: Path, plain: dict[str, Any] | None) -> None:
                             + f": study.modules.{fw}", fix=f"create {f} (see docs/writing-a-study.md) or fix the name")
 
 
-# -- the study's own analysis and report ------------------------------------------------------------------------------
+# -- the study's own analysis and report: whose code runs, and where ------------------------------------------------
+
+HOOK_TIMEOUT_S = 1800.0  # a study's analyse()/sections() in a child process
+HOOK_OUTPUT_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Where a run's study hooks come from, as the reader decided (:func:`resolve_hooks`).
+
+    ``kind``: ``bundled`` (the kit's own folder of that experiment: kit code, imported in this process),
+    ``copy`` (the run's copy, trusted by the user), ``folder`` (a folder the user named), ``none``
+    (no study code, or code that was not trusted: the generic analysis only). Code that is not the
+    kit's own never runs in the kit's process: ``call`` runs it in a child process (JSON out).
+    """
+
+    kind: str
+    root: Path | None = None
+    digest: str | None = None
+    notice: str | None = None  # one line: which sections were left out and how to include them
+
+    @property
+    def in_process(self) -> bool:
+        return self.kind == "bundled"
+
+    def has(self, module: str) -> bool:
+        return self.root is not None and (self.root / f"{module}.py").is_file() and \
+            not (self.root / f"{module}.py").is_symlink()
+
+    def state(self) -> str:
+        """What an analysis made with these hooks depends on (part of its seal)."""
+        return f"{self.kind}:{self.digest or '-'}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "digest": self.digest, "root": str(self.root) if self.root else None,
+                "notice": self.notice}
+
+
+def bundled_folder(experiment: Any) -> Path | None:
+    """The kit's own study folder of an experiment id (a name, never a path from a manifest)."""
+    if isinstance(experiment, str) and WORKLOAD_NAME.match(experiment) and (BUNDLED / experiment / STUDY_FILE).is_file():
+        return BUNDLED / experiment
+    return None
+
+
+def copy_digest(run_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """The digest of the run's study copy as this reader computes it (checked against the manifest's)."""
+    copy = checked_copy(run_dir, manifest)
+    return digest_of(study_files(copy)) if copy is not None else None
+
+
+def resolve_hooks(run_dir: Path | None, manifest: dict[str, Any], trust: StudyTrust | None = None) -> Hooks:
+    """Decide whose analysis.py/report.py a reader of this run may use (see :mod:`kit.trust`)."""
+    from kit import trust as trustmod
+
+    trust = trust or StudyTrust()
+    if trust.study_dir is not None:
+        folder = study_dir_of(Path(trust.study_dir)) or Path(trust.study_dir)
+        try:
+            files = study_files(folder)
+        except OSError as exc:
+            raise StudyError(f"the study folder cannot be read ({exc.strerror or exc})", where=str(folder),
+                             fix="give a study folder (the directory holding experiment.toml)") from None
+        digest = digest_of(files)
+        bundled = bundled_folder(manifest.get("experiment"))
+        if bundled is not None and folder.resolve() == bundled.resolve():
+            return Hooks("bundled", bundled, digest)
+        return Hooks("folder", folder, digest)
+    copy = checked_copy(run_dir, manifest) if run_dir is not None else None
+    bundled = bundled_folder(manifest.get("experiment"))
+    if copy is None or run_dir is None:  # a run without a copy: written before study folders, or a kit experiment
+        return Hooks("bundled", bundled, None) if bundled is not None else Hooks("none")
+    files = study_files(copy)
+    digest = digest_of(files)
+    if bundled is not None and digest_of(study_files(bundled)) == digest:
+        return Hooks("bundled", bundled, digest)
+    if trust.trust_run_copy or trustmod.is_trusted(digest):
+        return Hooks("copy", copy, digest)
+    code = [r for r, _ in files if r in ("analysis.py", "report.py")]
+    if not code:
+        return Hooks("none", None, digest)
+    parts = [w for r, w in (("analysis.py", "its own analysis (extras)"), ("report.py", "its report sections"))
+             if r in code]
+    verb = "is" if parts == ["its own analysis (extras)"] else "are"
+    notice = (f"study code not run: {run_dir / RUN_COPY} ({', '.join(code)}, digest {digest[:12]}) is neither this "
+              f"kit's bundled study nor code you trusted, so {' and '.join(parts)} {verb} left out; to include them, "
+              "read that code, "
+              f"then pass --trust-study-code (this command) or run `kit trust {run_dir}` (remembered)")
+    return Hooks("none", None, digest, notice)
+
 
 def _hook(copy: Path, module: str, func: str) -> Any:
     try:
@@ -256,7 +348,8 @@ def _hook(copy: Path, module: str, func: str) -> Any:
     except Exception as exc:  # the study's own code: any failure is the study's, said as such
         raise StudyError(f"the study's {module}.py cannot be imported ({type(exc).__name__}: {exc})",
                          where=str(copy / f"{module}.py"), fix=f"fix {module}.py in the study folder and "
-                         "start a new run (the run keeps the copy it ran)") from None
+                         "start a new run (the run keeps the copy it ran)",
+                         detail=traceback.format_exc()) from None
     fn = getattr(mod, func, None)
     if not callable(fn):
         raise StudyError(f"the study's {module}.py defines no function {func}()", where=str(copy / f"{module}.py"),
@@ -264,40 +357,45 @@ def _hook(copy: Path, module: str, func: str) -> Any:
     return fn
 
 
-def hook_dir(run_dir: Path | None, manifest: dict[str, Any]) -> Path | None:
-    """Where a run's study code is: its checked copy, else (a run without one: written before study folders,
-    or by a tool) the kit's bundled folder of the same experiment id; None for neither."""
-    copy = checked_copy(run_dir, manifest) if run_dir is not None else None
-    if copy is not None:
-        return copy
-    exp = manifest.get("experiment")
-    if isinstance(exp, str) and WORKLOAD_NAME.match(exp) and (BUNDLED / exp / STUDY_FILE).is_file():
-        return BUNDLED / exp  # a name, never a path from the manifest: the kit's own code
-    return None
+def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
+    """``module.func(*args)`` of the study: the kit's own code in this process, any other in a child process
+    whose only way back is JSON (it cannot rebind a function of the kit that decides a verdict). An exception
+    in the study's code is a StudyError with the traceback as its detail (shown with --debug)."""
+    if hooks.root is None:
+        raise StudyError(f"no study code to run {module}.{func}()", fix="a kit bug: report it")
+    where = str(hooks.root / f"{module}.py")
+    if not hooks.in_process:
+        from kit.study_child import run_in_child
+
+        return run_in_child(hooks.root, module, func, args, where, HOOK_TIMEOUT_S, HOOK_OUTPUT_BYTES)
+    fn = _hook(hooks.root, module, func)
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise StudyError(f"the study's {func}() raised {type(exc).__name__}: {str(exc)[:300]}", where=where,
+                         fix=f"fix {module}.py (re-run with --debug for the traceback)",
+                         detail=traceback.format_exc()) from None
 
 
-def study_extras(run_dir: Path | None, manifest: dict[str, Any], trials: list[dict[str, Any]],
+def study_extras(hooks: Hooks, manifest: dict[str, Any], trials: list[dict[str, Any]],
                  values: Any) -> dict[str, Any]:
-    """The study folder's ``analysis.analyse`` result, under its workload name ({} without one)."""
-    copy = hook_dir(run_dir, manifest)
-    if copy is None or not (copy / "analysis.py").is_file():
+    """The study folder's ``analysis.analyse`` result, under its workload name ({} without trusted code)."""
+    if not hooks.has("analysis") or hooks.root is None:
         return {}
-    fn = _hook(copy, "analysis", "analyse")
-    out = fn(manifest, trials, values)
+    out = call_hook(hooks, "analysis", "analyse", manifest, trials, values)
     if not isinstance(out, dict):
-        raise StudyError("the study's analyse() returned no dict", where=str(copy / "analysis.py"),
+        raise StudyError("the study's analyse() returned no dict", where=str(hooks.root / "analysis.py"),
                          fix="return plain data (a dict of lists, numbers and strings)")
     return {manifest["spec"]["workload"]["name"]: out}
 
 
-def study_sections(run_dir: Path | None, manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    """The study folder's ``report.sections`` ([] without one)."""
-    copy = hook_dir(run_dir, manifest)
-    if copy is None or not (copy / "report.py").is_file():
+def study_sections(hooks: Hooks, manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The study folder's ``report.sections`` ([] without trusted code)."""
+    if not hooks.has("report") or hooks.root is None:
         return []
-    out = _hook(copy, "report", "sections")(manifest, analysis)
+    out = call_hook(hooks, "report", "sections", manifest, analysis)
     if not isinstance(out, list) or not all(isinstance(s, dict) and "id" in s and "title" in s for s in out):
-        raise StudyError("the study's sections() returned no list of sections", where=str(copy / "report.py"),
+        raise StudyError("the study's sections() returned no list of sections", where=str(hooks.root / "report.py"),
                          fix="return a list of {id, title, paragraphs, tables, figures} dicts")
     for sec in out:
         for key in ("paragraphs", "tables", "figures"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from kit.plan import Plan, Trial
@@ -33,12 +34,12 @@ class RichEvents(RunEvents):
         self.progress.stop()
 
     def run_started(self, rd: RunDir, plan: Plan, done: int) -> None:
-        self.console.print(f"run directory [bold]{rd.path}[/] · {len(plan.trials)} trials · plan {plan.digest()}"
+        self.console.print(f"run directory [bold]{escape(str(rd.path))}[/] · {len(plan.trials)} trials · plan {plan.digest()}"
                            + (f" · {done} already finished" if done else ""))
         self.task = self.progress.add_task("trials", total=len(plan.trials), completed=done)
 
     def message(self, text: str) -> None:
-        self.console.print(f"[dim]{text}[/]")
+        self.console.print(f"[dim]{escape(text)}[/]")
 
     def trial_started(self, trial: Trial, index: int, total: int) -> None:
         if self.task is not None:
@@ -47,10 +48,12 @@ class RichEvents(RunEvents):
     def trial_finished(self, trial: Trial, record: dict[str, Any]) -> None:
         status = record["status"]
         res = record.get("results", {})
-        times = " ".join(f"{k}={res[k]:.3f}s" for k in ("train_time_s", "infer_time_s") if k in res)
-        note = "" if status == "ok" else f" {(record.get('error') or record.get('stderr_tail') or '')[-160:]!r}"
+        # what the trial reported is the trial's: numbers only when they are numbers, text never as markup
+        times = " ".join(f"{k}={res[k]:.3f}s" for k in ("train_time_s", "infer_time_s")
+                         if isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool))
+        note = "" if status == "ok" else f" {str(record.get('error') or record.get('stderr_tail') or '')[-160:]!r}"
         warm = " (warm-up)" if trial.warmup else ""
-        self.console.print(f"[{_STATUS_STYLE.get(status, 'white')}]{status:7}[/] {trial.trial_id}{warm} {times}{note}",
-                           highlight=False)
+        self.console.print(f"[{_STATUS_STYLE.get(str(status), 'white')}]{escape(f'{status!s:7}')}[/] "
+                           f"{escape(trial.trial_id)}{warm} {times}{escape(note)}", highlight=False)
         if self.task is not None:
             self.progress.advance(self.task)

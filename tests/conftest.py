@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,10 @@ from kit.harness import PINNED_ENV
 # (TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import; a CPU trial whose setting did not take stops).
 for _key, _value in PINNED_ENV.items():
     os.environ.setdefault(_key, _value)
+
+# The user's config directory holds the study allow-list and the key that seals analyses (kit.trust): tests
+# never read or write the real one (set at import: module-scoped fixtures run before function-scoped ones).
+os.environ["KIT_CONFIG_DIR"] = tempfile.mkdtemp(prefix="kit-test-config-")
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"

@@ -83,16 +83,17 @@ def test_cli_fail_on_regression_gates(runs: dict[str, Path], tmp_path: Path) -> 
 
 
 def test_different_hosts_refused_unless_allowed(tmp_path: Path) -> None:
-    from kit.store import RunDir
+    import shutil
+
+    golden = Path(__file__).parent / "data" / "golden" / "run"
 
     def fake(name: str, host: str) -> Path:
-        rd = RunDir.create(tmp_path / name, "x", {"experiment": "x", "host": {"hostname": host, "gpus": []},
-                                                  "spec": {}, "plan": {"trials": []}})
-        from kit.freshness import raw_digest
-
-        (rd.path / "analysis.json").write_text(json.dumps({"values": [], "configs": {},
-                                                           "raw_digest": raw_digest(rd.path)}))
-        return rd.path
+        run = tmp_path / name
+        shutil.copytree(golden, run)
+        man = json.loads((run / "manifest.json").read_text())
+        man["host"]["hostname"] = host
+        (run / "manifest.json").write_text(json.dumps(man))
+        return run
 
     from kit.errors import AnalysisError, KitError
 
@@ -100,7 +101,7 @@ def test_different_hosts_refused_unless_allowed(tmp_path: Path) -> None:
     with pytest.raises(KitError, match=r"different machines.*--allow-different-hosts"):
         compare_runs(a, b)
     with pytest.raises(AnalysisError, match="share no configuration"):
-        compare_runs(a, b, CompareOptions(allow_different_hosts=True))
+        compare_runs(a, b, CompareOptions(allow_different_hosts=True, metrics=("latency_ms",)))
 
 
 @pytest.mark.slow

@@ -330,3 +330,30 @@ def test_scaffold_study_runs_through_containers(ctx: Ctx, tmp_path: Path) -> Non
     print(f"\nscaffold study through {ctx.engine.kind}: {len(trials)} trials ok in the images "
           f"{sorted(i['row'] for i in man['backend']['images'].values())}; equivalence verified "
           f"(max loss gap {analysis['equivalence']['max_rel_loss_gap']:.2e})")
+
+
+def test_verify_runs_a_bundles_study_code_in_containers_by_default(ctx: Ctx, tmp_path: Path) -> None:
+    """Issue 22: a bundle that carries study code is re-run in containers when an engine is there (the default
+    `--backend auto`), never unsandboxed on the evaluator's host; the output says where it ran."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _crafted import calibrated_study
+
+    from kit.pack import pack
+    from kit.runner import RunOptions, start_run
+    from kit.spec import load_spec
+
+    folder = calibrated_study(tmp_path / "study", reps=2)
+    rd = start_run(load_spec(folder), RunOptions(runs_root=tmp_path / "runs"))  # packed by someone, elsewhere
+    bundle = pack(rd.path)
+    out = subprocess.run([sys.executable, "-m", "kit", "verify", str(bundle), "--runs-dir", str(tmp_path / "verify")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    flat = " ".join(out.stdout.split())
+    assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]  # 2 blocks test nothing: exit 1
+    assert "docker backend: the bundle's study code ran in containers" in flat, flat[-2000:]
+    (rerun,) = (tmp_path / "verify").iterdir()
+    man = json.loads((rerun / "manifest.json").read_text())
+    assert man["backend"]["backend"] == "docker" and man["status"] == "complete"
+    trials = [json.loads(p.read_text()) for p in (rerun / "trials").glob("*.json")]
+    assert trials and all(t["status"] == "ok" and t["backend"]["name"] == "docker" for t in trials)
+    print(f"\nkit verify of a study bundle through {ctx.engine.kind}: {len(trials)} trials in containers")

@@ -71,7 +71,7 @@ def test_history_plot_shows_a_dollar_label_literally_instead_of_failing(tmp_path
 
 def test_history_never_follows_a_directory_link_planted_in_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run whose trials/ is a link to another directory: the fingerprint records the link, never lists its target,
-    and the freshness digest counts it as absent (so the analysis is recomputed from what the run really holds)."""
+    and the freshness digest records only that a link is there (so the analysis is recomputed from what the run really holds)."""
     from kit import history_cache
     from kit.freshness import raw_digest
 
@@ -92,4 +92,9 @@ def test_history_never_follows_a_directory_link_planted_in_a_run(tmp_path: Path,
     linked = history_cache.fingerprint(run)[0]
     digest = raw_digest(run)
     assert linked != before and listed == []  # neither the link nor its target was listed
-    assert digest == raw_digest(tmp_path / "empty-run")  # the linked directory contributes nothing
+    other = tmp_path / "other-run"
+    other.mkdir()
+    (tmp_path / "empty").mkdir()
+    (other / "trials").symlink_to(tmp_path / "empty", target_is_directory=True)
+    assert digest == raw_digest(other)  # the linked directory's files contribute nothing: only "a link is there"
+    assert digest != raw_digest(tmp_path / "empty-run")  # ... which differs from no trials/ at all

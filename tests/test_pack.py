@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from kit.errors import KitError
-from kit.pack import IntegrityError, check_integrity, compare_claims, pack, verify
+from kit.pack import pack
 from kit.runner import RunOptions, start_run
 from kit.spec import load_spec
+from kit.verify import IntegrityError, check_integrity, compare_claims, verify
 
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 

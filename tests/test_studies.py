@@ -109,13 +109,15 @@ def test_moved_study_code_is_only_in_its_folder() -> None:
 
 
 def test_a_run_without_a_copy_uses_the_bundled_folder_by_name_only(tmp_path: Path) -> None:
-    from kit.studies import BUNDLED, hook_dir
+    from kit.studies import BUNDLED, bundled_folder, resolve_hooks
 
-    assert hook_dir(tmp_path, {"experiment": "germino_mnist_energy"}) == BUNDLED / "germino_mnist_energy"
+    hooks = resolve_hooks(tmp_path, {"experiment": "germino_mnist_energy"})
+    assert (hooks.kind, hooks.root) == ("bundled", BUNDLED / "germino_mnist_energy")
     (tmp_path / "evil").mkdir()
     (tmp_path / "evil" / "experiment.toml").write_text("")
     for crafted in ("../" * 12 + str(tmp_path / "evil"), str(tmp_path / "evil"), "nope", None, 3):
-        assert hook_dir(tmp_path, {"experiment": crafted}) is None  # never a path taken from the manifest
+        assert bundled_folder(crafted) is None  # never a path taken from the manifest
+        assert resolve_hooks(tmp_path, {"experiment": crafted}).kind == "none"
 
 
 def test_a_study_folder_loads_as_a_spec(tmp_path: Path) -> None:
@@ -273,13 +275,20 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     for p in sorted(study.rglob("*"), reverse=True):  # the evaluator has the kit and the bundle, not the folder
         p.unlink() if p.is_file() else p.rmdir()
     study.rmdir()
-    out = kit("verify", str(bundle), "--data-dir", str(MNIST), "--runs-dir", str(tmp_path / "verify"), cwd=tmp_path)
+    # the bundle carries study code: without a container engine it runs on the local backend only when the
+    # evaluator says so (the output then says it ran unsandboxed)
+    refused = kit("verify", str(bundle), "--data-dir", str(MNIST), "--runs-dir", str(tmp_path / "verify"),
+                  "--backend", "local", cwd=tmp_path)
+    assert refused.returncode == 2 and "--trust-bundle-code" in refused.stderr, refused.stderr[-2000:]
+    out = kit("verify", str(bundle), "--data-dir", str(MNIST), "--runs-dir", str(tmp_path / "verify"),
+              "--backend", "local", "--trust-bundle-code", cwd=tmp_path)
     # Exit 1 means a claim did not reproduce: a timing decision near its threshold (the infer ratio is about
     # 1.07 at n = 10 on this 2-core VM) may flip between two runs. What is under test is that the bundle alone
     # re-ran the study: integrity checked, the re-run complete, from the bundle's copy of the folder.
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
     flat = " ".join(out.stdout.split())
     assert "integrity: ok" in flat and "(complete, profile quick)" in flat, out.stdout[-3000:]
+    assert "ran UNSANDBOXED on this host" in flat
     (rerun,) = (tmp_path / "verify").iterdir()
     assert json.loads((rerun / "manifest.json").read_text())["study"]["digest"] == man["study"]["digest"]
     assert "mlp_check" in json.loads((rerun / "analysis.json").read_text())["extras"]

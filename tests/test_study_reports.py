@@ -175,7 +175,10 @@ def _check_latex_sections(run: Path, analysis: dict[str, Any]) -> None:
     formats = ("latex", "pdf") if shutil.which("latexmk") else ("latex",)
     paths = write_report(run, analysis, formats)
     tex = paths[0].read_text(encoding="utf-8")
-    sections = extra_sections(RunDir.open(run).manifest(), analysis, run)
+    from kit.studies import resolve_hooks
+
+    man = RunDir.open(run).manifest()
+    sections = extra_sections(man, analysis, resolve_hooks(run, man))
     assert sections
     for s in sections:
         assert "\\section{" in tex

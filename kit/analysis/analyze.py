@@ -9,8 +9,8 @@ and golden run directories can be tested byte for byte.
 from __future__ import annotations
 
 import itertools
-import json
 import math
+import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,12 @@ import pandas as pd
 from kit import __version__
 from kit.analysis import stats
 from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
-from kit.errors import AnalysisError
+from kit.errors import AnalysisError, DiskError, KitError, StoreError
+from kit.freshness import DIGEST_KEY, MAX_ANALYSIS_BYTES, SEAL_KEY, inputs_digest, raw_digest, seal, seal_holds
+from kit.safeio import load_json
 from kit.store import ANALYSIS, RunDir, atomic_write_json
+from kit.studies import Hooks, resolve_hooks, study_extras
+from kit.trust import StudyTrust
 
 ANALYSIS_SCHEMA = 1
 
@@ -54,7 +58,9 @@ def load_baseline(rd: RunDir, trials: list[dict[str, Any]] | None = None) -> dic
     from kit.analysis.validity_telemetry import baseline_facts
     from kit.store import BASELINE_ID, SAMPLES
 
-    names = sorted(p.stem for p in (rd.path / SAMPLES).glob(f"{BASELINE_ID}*.parquet"))
+    sdir = rd.path / SAMPLES
+    names = sorted(p.stem for p in sdir.glob(f"{BASELINE_ID}*.parquet")) if sdir.is_dir() and not sdir.is_symlink() \
+        else []
     frames = [rd.read_samples(n) for n in names]
     frames = [f for f in frames if not f.empty]
     own = [trial_gpu_indices(t) for t in trials or []]
@@ -62,13 +68,40 @@ def load_baseline(rd: RunDir, trials: list[dict[str, Any]] | None = None) -> dic
     return baseline_facts(pd.concat(frames, ignore_index=True) if frames else None, indices)
 
 
-def analyze_run(run_dir: Any) -> dict[str, Any]:
-    """Analyse a stored run and write analysis.json next to the raw data."""
-    from kit.freshness import DIGEST_KEY, raw_digest
+def analyze_run(run_dir: Any, trust: StudyTrust | None = None, write: bool | str = True) -> dict[str, Any]:
+    """Analyse a stored run and write analysis.json next to the raw data, sealed (:mod:`kit.freshness`).
 
+    ``trust`` says which study code may run (:func:`kit.studies.resolve_hooks`; by default only the kit's own
+    bundled studies and what the user trusted). ``write``: True writes (a failure is a DiskError),
+    ``"if-possible"`` keeps the analysis in memory when the run directory is read-only, False never writes.
+    """
     rd = RunDir.open(run_dir)
     digest = raw_digest(rd.path)  # before reading: a trial written meanwhile makes the analysis stale, not wrong
+    inputs = inputs_digest(rd.path, digest)
     manifest = rd.manifest()
+    hooks = resolve_hooks(rd.path, manifest, trust)
+    try:
+        analysis = _analyze(rd, manifest, hooks)
+    except (KitError, MemoryError):
+        raise
+    except Exception as exc:  # a record of a shape the checks at the edge did not foresee: never "internal error"
+        raise AnalysisError(f"the run's records cannot be analysed ({type(exc).__name__}: {str(exc)[:200]})",
+                            where=str(rd.path), fix="if this kit wrote the run and nobody edited it, this is a kit "
+                            "bug: re-run with --debug and report it", detail=traceback.format_exc()) from None
+    analysis[DIGEST_KEY] = digest
+    sealed = seal(analysis, inputs, hooks.state())
+    if sealed is not None:
+        analysis[SEAL_KEY] = sealed
+    if write:
+        try:
+            atomic_write_json(rd.path / ANALYSIS, analysis)
+        except DiskError:
+            if write != "if-possible":
+                raise
+    return analysis
+
+
+def _analyze(rd: RunDir, manifest: dict[str, Any], hooks: Hooks) -> dict[str, Any]:
     from kit.analysis.screen import retried_trials, screen_trials
 
     raw = list(rd.iter_trials())
@@ -80,16 +113,35 @@ def analyze_run(run_dir: Any) -> dict[str, Any]:
     metrics = _metrics_of(manifest)
     facts: list[dict[str, Any]] = []
     values = load_values(rd, trials, metrics, facts)
-    nodes = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((rd.path / "nodes").glob("*.json"))}
+    nodes = rd.nodes()
     if nodes:
         manifest = {**manifest, "nodes": nodes}
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials),
-                                run_dir=rd.path)
+                                hooks=hooks)
     analysis["excluded_trials"] = excluded
     analysis["retried_trials"] = retried
-    analysis[DIGEST_KEY] = digest
-    atomic_write_json(rd.path / ANALYSIS, analysis)
     return analysis
+
+
+def current_analysis(run_dir: Path, rd: RunDir | None = None, trust: StudyTrust | None = None,
+                     need_study: bool = True) -> tuple[dict[str, Any], bool]:
+    """(analysis of the run as it is on disk, whether it had to be recomputed); ``rd``: the run already opened.
+
+    analysis.json is reused only when its seal holds (:func:`kit.freshness.seal_holds`: this user's kit made it
+    from the run's inputs as they are now); with ``need_study`` also only when it was made with the study code
+    this reader would use (``trust``). Otherwise the analysis is recomputed, and written back where the run
+    directory allows it (a read-only run is analysed in memory).
+    """
+    rd = rd or RunDir.open(run_dir)
+    try:
+        stored = load_json(rd.path / ANALYSIS, MAX_ANALYSIS_BYTES, "analysis.json", missing_ok=True)
+    except StoreError:  # a planted link, a FIFO, garbage: never reused, recomputed below
+        stored = None
+    if isinstance(stored, dict):
+        hooks = resolve_hooks(rd.path, rd.manifest(), trust).state() if need_study else None
+        if seal_holds(stored, rd.path, hooks):
+            return stored, False
+    return analyze_run(rd.path, trust=trust, write="if-possible"), True
 
 
 def _metrics_of(manifest: dict[str, Any]) -> tuple[str, ...]:
@@ -123,11 +175,13 @@ def usable(values: pd.DataFrame) -> pd.DataFrame:
 
 def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
                      trial_telemetry: list[dict[str, Any]] | None = None,
-                     baseline: dict[str, Any] | None = None, run_dir: Path | None = None) -> dict[str, Any]:
+                     baseline: dict[str, Any] | None = None, hooks: Hooks | None = None) -> dict[str, Any]:
     """The analysis as plain data; ``trial_telemetry`` and ``baseline`` feed the telemetry validity rules.
 
-    ``run_dir`` holds a study folder's copy (``study/``): its analysis.py adds to ``extras``.
+    ``hooks``: the study code the reader trusted (:func:`kit.studies.resolve_hooks`); its analysis.py adds to
+    ``extras``. None: the kit's bundled study of the experiment id, if any (kit code).
     """
+    hooks = hooks if hooks is not None else resolve_hooks(None, manifest)
     spec = manifest["spec"]
     arms = list(manifest["plan"]["arms"])
     alpha = float(spec["design"]["alpha"])
@@ -173,9 +227,8 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     from kit.analysis.validity import assess
 
     analysis["nodes"] = node_analysis(manifest, trials, use, arms)
-    from kit.studies import study_extras
-
-    analysis["extras"] = study_extras(run_dir, manifest, trials, values)  # the study folder's analysis.py
+    analysis["extras"] = study_extras(hooks, manifest, trials, values)  # the study folder's analysis.py
+    analysis["study_code"] = hooks.as_dict()  # whose analysis.py/report.py ran, or why none did
     analysis["validity"] = assess(manifest, trials, values, analysis)
     return _clean(analysis)
 

@@ -166,7 +166,8 @@ def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tu
                 if key is None:
                     continue
                 raw = record.get("results", {}).get(key)
-                value, n = (float(raw), 1) if raw is not None else (None, 0)
+                ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)  # screened: else not a value
+                value, n = (float(raw), 1) if ok else (None, 0)
             elif m.kind == "telemetry":
                 value, n = _telemetry_value(m, summaries, phase)
             elif m.kind == "phase_power":

@@ -47,10 +47,53 @@ def _leaf(path: str) -> str:
     return re.sub(r"\[\d+\]", "", path.rsplit(".", 1)[-1])
 
 
+# The longest phase the kit accepts when the trial's own wall time is not known (about 115 days).
+MAX_PHASE_S = 1e7
+
+
+def _result_rules() -> dict[str, tuple[str, str]]:
+    """Result key -> (metric, rule) for the metrics measured by the harness (one validator per metric)."""
+    from kit.analysis.metrics import METRICS
+
+    rules = {"time_s": "positive_time", "throughput_ips": "positive", "accuracy": "fraction", "train_loss": "finite"}
+    out: dict[str, tuple[str, str]] = {}
+    for m in METRICS.values():
+        if m.kind == "result":
+            for _phase, key in m.result_keys:
+                out[key] = (m.name, rules.get(m.name, "finite"))
+    return out
+
+
+def metric_value_problem(key: str, value: Any, metric: str, rule: str, max_time_s: float) -> str | None:
+    """Why ``value`` cannot be ``metric``'s value (type, finite, range in the metric's unit), None when it can."""
+    if value is None:
+        return None  # not measured: the metric is missing for this trial, not impossible
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"results.{key} = {value!r} is not a number ({metric})"
+    v = float(value)
+    if not math.isfinite(v):
+        return f"results.{key} = {value!r} (not finite)"
+    if rule == "positive_time" and not 0 < v <= max_time_s:
+        return f"results.{key} = {value!r} s is not a time in (0, {max_time_s:.6g}] s (the trial's wall time bounds it)"
+    if rule == "positive" and v <= 0:
+        return f"results.{key} = {value!r} is not positive ({metric})"
+    if rule == "fraction" and not 0 <= v <= 1:
+        return f"results.{key} = {value!r} is not a fraction in [0, 1] ({metric})"
+    return None
+
+
 def problems(record: dict[str, Any]) -> list[str]:
     """Why the numbers of one finished trial are impossible ([] when they are not)."""
     out: list[str] = []
-    for path, v in _numbers(record.get("results") or {}, "results"):
+    results = record.get("results") or {}
+    wall = record.get("wall_s")
+    max_time = (float(wall) + 1.0 if isinstance(wall, (int, float)) and not isinstance(wall, bool)
+                and math.isfinite(wall) and wall > 0 else MAX_PHASE_S)
+    for key, (metric, rule) in _result_rules().items():
+        found = metric_value_problem(key, results.get(key), metric, rule, min(max_time, MAX_PHASE_S))
+        if found:
+            out.append(found)
+    for path, v in _numbers(results, "results"):
         if not math.isfinite(v):
             out.append(f"{path} = {v!r} (not finite)")
         elif v < 0 and NONNEGATIVE.search(_leaf(path)):

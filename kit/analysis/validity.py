@@ -355,6 +355,27 @@ def failed_cells(c: Ctx) -> list[Threat]:
     return out
 
 
+@rule
+def trial_processes_left(c: Ctx) -> list[Threat]:
+    """Processes a trial started and left running when its harness ended (the local backend's reaper ended and
+    recorded them; a container's PID namespace ends them with the container)."""
+    hit = [(t["trial_id"], (t.get("backend") or {})) for t in c.trials
+           if isinstance((t.get("backend") or {}).get("leftover_count"), int) and t["backend"]["leftover_count"] > 0]
+    if not hit:
+        return []
+    total = sum(b["leftover_count"] for _, b in hit)
+    first_id, first = hit[0]
+    shown = "; ".join(f"{p.get('name', '?')} (pid {p.get('pid')})" for p in (first.get("leftover_processes") or [])[:3]
+                      if isinstance(p, dict))
+    return [Threat("trial_processes_left", "internal", "medium", "Processes outlived their trial",
+                   f"{len(hit)} trial(s) left {total} process(es) running when the harness ended (first: {first_id}: "
+                   f"{shown or 'not listed'}); the kit ended them with the trial, so they did not overlap later "
+                   "trials, but each such trial's own measurement ran beside them",
+                   "make the workload wait for (join) every process it starts before it returns; the affected trials "
+                   "are listed in their trial files (backend.leftover_processes)",
+                   numbers={"trials": [t for t, _ in hit], "processes": total})]
+
+
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
     # importing these registers their rules (device and precision; telemetry)

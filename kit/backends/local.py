@@ -28,16 +28,77 @@ from kit.backends.base import (
     TrialTarget,
     create_trial_file,
     fd_tail,
+    kill_group,
     read_outputs,
     status_from,
     tail,
-    wait_group,
 )
 from kit.collectors.base import Probe
 from kit.errors import BackendError
 from kit.plan import arm_framework
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
+REAPER = Path(__file__).resolve().parent / "reaper.py"
+REPORT_MAX_BYTES = 64 << 10
+
+
+def wait_reaper(proc: subprocess.Popen[bytes], timeout_s: float | None, grace_s: float = 10.0) -> bool:
+    """Wait for the reaper; True if the trial timed out. On the time limit or an interrupt the reaper is asked
+    (SIGTERM) to end the harness and everything below it; its process group is killed if it does not."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except BaseException as exc:
+        timed_out = isinstance(exc, subprocess.TimeoutExpired)
+        try:
+            proc.terminate()
+            proc.wait(timeout=grace_s)
+        except BaseException:
+            kill_group(proc)
+            if not timed_out:
+                raise
+        if not timed_out:
+            raise
+        return True
+
+
+def harness_pid(fd: int, timeout_s: float = 10.0) -> int | None:
+    """The harness's PID from the reaper's first line (``harness PID``); None if it does not come."""
+    import select
+
+    line = b""
+    end = time.monotonic() + timeout_s
+    while not line.endswith(b"\n") and len(line) < 64:
+        if not select.select([fd], [], [], max(0.0, end - time.monotonic()))[0]:
+            return None
+        ch = os.read(fd, 1)
+        if not ch:
+            return None
+        line += ch
+    parts = line.split()
+    return int(parts[1]) if len(parts) == 2 and parts[0] == b"harness" and parts[1].isdigit() else None
+
+
+def read_report(fd: int) -> dict[str, Any]:
+    """The reaper's JSON record (``{}`` when it wrote none), read without blocking and capped."""
+    import json
+
+    os.set_blocking(fd, False)
+    chunks, total = [], 0
+    while total <= REPORT_MAX_BYTES:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    try:
+        rec = json.loads(b"".join(chunks)[:REPORT_MAX_BYTES] or b"{}")
+    except ValueError:
+        return {}
+    return rec if isinstance(rec, dict) else {}
 FRAMEWORK_MODULES = {"pytorch": "torch", "tensorflow": "tensorflow"}
 
 
@@ -99,30 +160,43 @@ class LocalBackend(Backend):
         cmd = [self.python, "-m", "kit.harness", "--out", str(work), "--data", str(data_dir)]
         if self.study_dir is not None:
             cmd += ["--study", str(self.study_dir.resolve())]
+        # the harness runs under a child subreaper (kit/backends/reaper.py): every process the trial starts
+        # ends with it, and those that outlived it are recorded
+        report_r, report_w = os.pipe()
+        cmd = [self.python, "-I", str(REAPER), str(report_w), "--", *cmd]
         # stderr is read back through this descriptor, never by name (the trial may replace the file)
         out_fd, err_fd = create_trial_file(work, "stdout.log"), create_trial_file(work, "stderr.log")
         t0 = time.monotonic()
         try:
             try:
                 proc = subprocess.Popen(cmd, stdout=out_fd, stderr=err_fd, env=self.trial_env(target.gpu_indices),
-                                        cwd=work, start_new_session=True)
+                                        cwd=work, start_new_session=True, pass_fds=(report_w,))
             except OSError as exc:
                 raise BackendError(f"cannot start the harness ({exc})", where=self.python,
                                    fix="check that the interpreter exists and is executable") from exc
-            target.pid = proc.pid
+            finally:
+                os.close(report_w)
+            target.pid = harness_pid(report_r) or proc.pid  # the collectors sample the harness's tree
             if on_start:
                 on_start()
-            timed_out = wait_group(proc, timeout_s)
+            timed_out = wait_reaper(proc, timeout_s)
             wall = time.monotonic() - t0
             err = fd_tail(err_fd)
+            reaped = read_report(report_r)
         finally:
             os.close(out_fd)
             os.close(err_fd)
+            os.close(report_r)
         result, markers, problem = read_outputs(work)
         code = proc.returncode
         detail: dict[str, Any] = {"pid": proc.pid, "gpus": target.gpu_indices if target.gpu_indices is not None else "all"}
         if problem:
             detail["untrusted_output"] = problem
+        if reaped.get("leftover_count"):
+            detail["leftover_processes"] = reaped.get("leftover_processes") or []
+            detail["leftover_count"] = reaped["leftover_count"]
+        elif "leftover_count" not in reaped:
+            detail["reaper"] = "no report (the reaper was killed)"
         if code is not None and code < 0:
             detail["signal"] = signal.Signals(-code).name
             if -code == signal.SIGKILL and not timed_out:

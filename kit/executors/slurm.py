@@ -137,27 +137,47 @@ def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend:
     if not ok:
         raise ExecutorError(f"Slurm is not reachable: {detail}", where="executor slurm",
                             fix="start Slurm or submit from a login node; `sinfo` must answer")
-    sdir = run_dir / SLURM_DIR
-    (sdir / "logs").mkdir(parents=True, exist_ok=True)
+    from kit.safeio import open_append, real_dir
+    from kit.store import atomic_write_bytes
+
+    sdir = real_dir(run_dir / SLURM_DIR, create=True, what="slurm/ in the run directory")  # never a planted link
+    real_dir(sdir / "logs", create=True, what="slurm/logs/ in the run directory")
     script = sdir / "job.sh"
-    script.write_text(job_script(run_dir, opts, backend, experiment), encoding="utf-8")
+    atomic_write_bytes(script, job_script(run_dir, opts, backend, experiment).encode())  # replaces, never follows
     array = ",".join(str(i) for i in sorted(chunk_ids))
     res = _run(["sbatch", "--parsable", f"--array={array}", str(script)])
     if res.returncode != 0:
         raise ExecutorError(f"sbatch refused the job: {res.stderr.strip()}", where=str(script),
                             fix="check partition, account, time limit and --gres against `sinfo` and your allocation")
     job_id = res.stdout.strip().split(";")[0]
-    with (sdir / SUBMISSIONS).open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"t": time.time(), "array_job_id": job_id, "chunks": sorted(chunk_ids),
-                             "options": opts.as_dict(), "backend": backend}) + "\n")
+    fd = open_append(sdir / SUBMISSIONS, "slurm/submissions.jsonl")
+    try:
+        os.write(fd, (json.dumps({"t": time.time(), "array_job_id": job_id, "chunks": sorted(chunk_ids),
+                                  "options": opts.as_dict(), "backend": backend}) + "\n").encode())
+    finally:
+        os.close(fd)
     return job_id
 
 
+MAX_SUBMISSIONS_BYTES = 16 << 20
+
+
 def submissions(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / SLURM_DIR / SUBMISSIONS
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    """The run's Slurm submissions (read like any file of a run: no link, no FIFO, capped; a torn or foreign line
+    is skipped)."""
+    from kit.safeio import read_capped
+
+    data = read_capped(run_dir / SLURM_DIR / SUBMISSIONS, MAX_SUBMISSIONS_BYTES, "slurm/submissions.jsonl",
+                       missing_ok=True)
+    out = []
+    for line in (data or b"").decode("utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("array_job_id"), str) and isinstance(rec.get("chunks"), list):
+            out.append(rec)
+    return out
 
 
 def latest_task_ids(run_dir: Path) -> dict[int, str]:

@@ -7,12 +7,15 @@ template shows, so templates only lay out numbers that already exist.
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from kit.errors import ReportError
+from kit.errors import ReportError, disk_error
 from kit.report.context import build_context
 from kit.store import REPORT, RunDir
+from kit.studies import resolve_hooks
+from kit.trust import StudyTrust
 
 FORMATS = ("html", "latex", "pdf")
 
@@ -40,23 +43,63 @@ def _styles_present(*names: str) -> bool:
     return len(out.split()) == len(names)
 
 
-def write_report(run_dir: Path, analysis: dict[str, Any], formats: tuple[str, ...] = ("html",)) -> list[Path]:
-    """Render the requested formats into RUN_DIR/report/ and return their paths."""
+def write_report(run_dir: Path, analysis: dict[str, Any], formats: tuple[str, ...] = ("html",),
+                 trust: StudyTrust | None = None) -> list[Path]:
+    """Render the requested formats into RUN_DIR/report/ and return their paths.
+
+    ``report/`` must be a real directory of the run (a planted link is refused, never written through);
+    index.html is written by rename, and the LaTeX tree is built in a fresh temporary directory and renamed
+    to ``report/latex`` when complete, so no file planted there is followed by the kit or by latexmk.
+    """
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ReportError(f"unknown report format(s): {', '.join(bad)}", where="--format",
                           fix=f"use a comma-separated subset of {', '.join(FORMATS)}")
     rd = RunDir.open(run_dir)
-    ctx = build_context(rd.manifest(), analysis, rd.path)
-    out_dir = rd.path / REPORT
-    out_dir.mkdir(exist_ok=True)
+    manifest = rd.manifest()
+    ctx = build_context(manifest, analysis, rd.path, resolve_hooks(rd.path, manifest, trust))
+    out_dir = rd.subdir(REPORT)
     paths: list[Path] = []
     if "html" in formats:
         from kit.report.html import render_html
 
         paths.append(render_html(ctx, out_dir))
     if "latex" in formats or "pdf" in formats:
-        from kit.report.latex import render_latex
+        from kit.report.latex import LATEX_DIR, render_latex
 
-        paths += render_latex(ctx, out_dir, pdf="pdf" in formats)
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=".latex-", dir=out_dir))
+        except OSError as exc:
+            raise disk_error(exc, out_dir, "write the report") from None
+        try:
+            try:
+                made = render_latex(ctx, tmp, pdf="pdf" in formats)
+            except ReportError as exc:  # keep the failed tree (its .log says why) where the message points
+                if (tmp / LATEX_DIR).is_dir():
+                    _replace_dir(tmp / LATEX_DIR, out_dir / LATEX_DIR)
+
+                def moved(text: str | None) -> str | None:
+                    return None if text is None else text.replace(str(tmp), str(out_dir))
+                raise ReportError(moved(exc.cause) or exc.cause, where=moved(exc.where), fix=moved(exc.fix)) from None
+            _replace_dir(tmp / LATEX_DIR, out_dir / LATEX_DIR)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        paths += [out_dir / p.relative_to(tmp) for p in made]
     return paths
+
+
+def _replace_dir(new: Path, final: Path) -> None:
+    """Put the directory ``new`` at ``final``: whatever is there (a link: the name only; a directory: itself,
+    never what links in it point to) is moved aside and removed."""
+    import os
+
+    old = None
+    if os.path.lexists(final):
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.rename(final, old)
+    os.rename(new, final)
+    if old is not None:
+        if old.is_symlink() or not old.is_dir():
+            old.unlink()
+        else:
+            shutil.rmtree(old, ignore_errors=True)

@@ -15,7 +15,8 @@ from typing import Any
 from kit.analysis.metrics import METRICS
 from kit.plan import config_label
 from kit.report import figures
-from kit.report.sections import extra_sections
+from kit.report.sections import extra_sections, study_code_section
+from kit.studies import Hooks, resolve_hooks
 
 PHASE_WORD = {"train": "learning (training)", "infer": "inference"}
 POWER_NOTE = ("GPU power: 'NVML 1-s moving average' is nvmlDeviceGetPowerUsage, which Ampere and newer drivers "
@@ -213,7 +214,11 @@ def _design(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, Any
     return design_table(manifest["spec"], manifest["plan"]["configs"], analysis["arms"])
 
 
-def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path) -> dict[str, Any]:
+def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path,
+                  hooks: Hooks | None = None) -> dict[str, Any]:
+    """Everything the templates show. ``hooks``: the study code the reader trusted (report sections);
+    None decides as :func:`kit.studies.resolve_hooks` does by default."""
+    hooks = hooks if hooks is not None else resolve_hooks(run_path, manifest)
     spec = manifest["spec"]
     arms = analysis["arms"]
     values = [v for v in analysis["values"] if v["value"] is not None]
@@ -289,5 +294,6 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
-        "sections": extra_sections(manifest, analysis, run_path) + excluded_section(analysis) + retried_section(analysis),
+        "sections": (study_code_section(hooks) + extra_sections(manifest, analysis, hooks) + excluded_section(analysis)
+                     + retried_section(analysis)),
     }

@@ -1,0 +1,152 @@
+"""The shape of the records in a run directory, checked where they are read.
+
+manifest.json and trials/*.json are written by the kit, but a run directory
+handed over by someone else may hold anything: a manifest that is a JSON
+list, a plan whose trials are strings, a trial whose ``phases`` is a list or
+whose ``block`` is not its plan's. Readers index these records in hundreds of
+places, so each is checked once, at the edge (``RunDir.manifest`` and
+``RunDir.checked_trials``), and a malformed one is a :class:`StoreError`
+naming the file and the key path, never an "internal error" further in.
+
+What is checked is what the analysis, the report and the comparisons rely
+on: types of the plan and its trials, the spec's design, workload and
+hypotheses, and that a trial file repeats its planned identity (arm,
+framework, configuration, block, position, repetition, warm-up, seed). The
+values of a trial's results are screened by metric later
+(``kit.analysis.screen``): an impossible number excludes one trial, a
+malformed record refuses the run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kit.errors import StoreError
+
+FIX_MANIFEST = "restore manifest.json from a copy of the run (a bundle holds one), or start a new run"
+FIX_TRIAL = "remove the file (kit run --resume re-runs a missing planned trial)"
+TRIAL_STATUSES = ("ok", "oom", "skipped", "error", "timeout")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _need(ok: bool, where: str, key: str, expected: str, got: Any, fix: str) -> None:
+    if not ok:
+        shown = repr(got)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise StoreError(f"{key} must be {expected} (got {shown})", where=where, fix=fix)
+
+
+def check_manifest(man: Any, where: str) -> dict[str, Any]:
+    """``man`` if it has the shape the kit's readers rely on; StoreError naming the key otherwise."""
+    f = FIX_MANIFEST
+    _need(isinstance(man, dict), where, "manifest.json", "a JSON object", type(man).__name__, f)
+    exp = man.get("experiment")
+    _need(isinstance(exp, str) and 0 < len(exp) <= 200, where, "experiment", "a name", exp, f)
+    for key in ("title", "profile", "status", "label", "profile_description"):
+        _need(man.get(key) is None or isinstance(man[key], str), where, key, "a string", man.get(key), f)
+    for key in ("started", "ended"):
+        _need(man.get(key) is None or _is_num(man[key]), where, key, "a finite number (UNIX time)", man.get(key), f)
+    for key in ("host", "kit", "backend", "dataset", "devices", "executor", "baseline", "selftest", "study"):
+        _need(man.get(key) is None or isinstance(man[key], dict), where, key, "a table", man.get(key), f)
+    _need(man.get("collectors") is None or (isinstance(man["collectors"], list)
+          and all(isinstance(c, dict) for c in man["collectors"])), where, "collectors", "a list of tables",
+          man.get("collectors"), f)
+    _check_spec(man.get("spec"), where)
+    _check_plan(man.get("plan"), where)
+    return man
+
+
+def _check_spec(spec: Any, where: str) -> None:
+    f = FIX_MANIFEST
+    _need(isinstance(spec, dict), where, "spec", "a table", spec, f)
+    design = spec.get("design")
+    _need(isinstance(design, dict), where, "spec.design", "a table", design, f)
+    alpha = design.get("alpha")
+    _need(_is_num(alpha) and 0 < alpha < 1, where, "spec.design.alpha", "a number in (0, 1)", alpha, f)
+    wl = spec.get("workload")
+    _need(isinstance(wl, dict) and isinstance(wl.get("name"), str), where, "spec.workload.name", "a workload name",
+          (wl or {}).get("name") if isinstance(wl, dict) else wl, f)
+    for key in ("telemetry", "dataset", "container"):
+        _need(spec.get(key) is None or isinstance(spec[key], dict), where, f"spec.{key}", "a table", spec.get(key), f)
+    hyps = spec.get("hypotheses", [])
+    _need(isinstance(hyps, list), where, "spec.hypotheses", "a list of tables", hyps, f)
+    for i, h in enumerate(hyps):
+        k = f"spec.hypotheses[{i}]"
+        _need(isinstance(h, dict), where, k, "a table", h, f)
+        for field in ("id", "metric", "question"):
+            _need(isinstance(h.get(field), str), where, f"{k}.{field}", "a string", h.get(field), f)
+        phases = h.get("phases")
+        _need(isinstance(phases, list) and all(isinstance(p, str) for p in phases), where, f"{k}.phases",
+              "a list of phase names", phases, f)
+
+
+def _check_plan(plan: Any, where: str) -> None:
+    f = FIX_MANIFEST
+    _need(isinstance(plan, dict), where, "plan", "a table", plan, f)
+    _need(_is_int(plan.get("seed")), where, "plan.seed", "an integer", plan.get("seed"), f)
+    _need(isinstance(plan.get("blocking"), str), where, "plan.blocking", "a string", plan.get("blocking"), f)
+    arms = plan.get("arms")
+    _need(isinstance(arms, list) and bool(arms) and all(isinstance(a, str) and a for a in arms)
+          and len(set(arms)) == len(arms), where, "plan.arms", "a list of distinct arm names", arms, f)
+    configs = plan.get("configs")
+    _need(isinstance(configs, dict) and all(isinstance(v, dict) for v in configs.values()), where, "plan.configs",
+          "a table of configuration tables", configs, f)
+    trials = plan.get("trials")
+    _need(isinstance(trials, list), where, "plan.trials", "a list of planned trials", trials, f)
+    seen: set[str] = set()
+    for i, t in enumerate(trials):
+        k = f"plan.trials[{i}]"
+        _need(isinstance(t, dict), where, k, "a table", t, f)
+        tid = t.get("trial_id")
+        _need(isinstance(tid, str) and bool(tid) and tid not in seen, where, f"{k}.trial_id", "a distinct trial id",
+              tid, f)
+        seen.add(tid)
+        for field in ("position", "block", "repetition", "seed"):
+            _need(_is_int(t.get(field)), where, f"{k}.{field}", "an integer", t.get(field), f)
+        _need(isinstance(t.get("warmup"), bool), where, f"{k}.warmup", "true or false", t.get("warmup"), f)
+        _need(t.get("arm") in arms, where, f"{k}.arm", f"one of plan.arms {arms}", t.get("arm"), f)
+        _need(isinstance(t.get("framework"), str), where, f"{k}.framework", "a string", t.get("framework"), f)
+        _need(t.get("config_id") in configs, where, f"{k}.config_id", "a key of plan.configs", t.get("config_id"), f)
+        _need(isinstance(t.get("config", {}), dict), where, f"{k}.config", "a table", t.get("config"), f)
+
+
+# What a trial file must repeat from its plan entry (a crafted file cannot move a trial to another arm or block).
+PLANNED_FIELDS = ("arm", "framework", "config_id", "block", "position", "repetition", "warmup", "seed")
+
+
+def check_trial(rec: dict[str, Any], planned: dict[str, Any] | None, where: str) -> dict[str, Any]:
+    """A trial record's identity and the types every reader indexes; StoreError naming the key otherwise.
+
+    ``planned`` is the plan's entry of the record's trial id (None: the plan does not constrain it).
+    """
+    f = FIX_TRIAL
+    status = rec.get("status")
+    _need(status in TRIAL_STATUSES, where, "status", f"one of {', '.join(TRIAL_STATUSES)}", status, f)
+    for field in PLANNED_FIELDS:
+        if planned is not None and field in planned:
+            _need(rec.get(field) == planned[field] and type(rec.get(field)) is type(planned[field]), where, field,
+                  f"the planned value {planned[field]!r}", rec.get(field), f)
+    for field, kind, word in (("results", dict, "a table"), ("phases", dict, "a table"), ("env", dict, "a table"),
+                              ("markers", list, "a list"), ("backend", dict, "a table"),
+                              ("collectors", list, "a list"), ("cooldown", dict, "a table")):
+        v = rec.get(field)
+        _need(v is None or isinstance(v, kind), where, field, word, v, f)
+    _need(all(isinstance(m, dict) for m in rec.get("markers") or []), where, "markers", "a list of tables",
+          rec.get("markers"), f)
+    _need(all(isinstance(p, dict) for p in (rec.get("phases") or {}).values()), where, "phases", "a table of tables",
+          rec.get("phases"), f)
+    for field in ("wall_s", "started", "ended"):
+        v = rec.get(field)
+        _need(v is None or _is_num(v), where, field, "a finite number", v, f)
+    for field in ("error", "stderr_tail", "traceback_tail", "signal", "host", "reason"):
+        v = rec.get(field)
+        _need(v is None or isinstance(v, str), where, field, "a string", v, f)
+    return rec

@@ -1,0 +1,410 @@
+"""`kit verify BUNDLE`: is the bundle unchanged, does the study re-run, do its claims reproduce?
+
+A bundle comes from someone else, so everything in it is data and any code
+in it is the packer's, not the kit's:
+
+1. **Integrity**: every file matches SHA256SUMS, no link or special file.
+   This proves only that the files are unchanged since they were packed
+   (:data:`INTEGRITY_MEANS`), not who packed them: a packer can re-seal
+   anything.
+2. **The bundle is consistent with its own raw data**: the bundled run is
+   re-analysed here (generic statistics, no bundle code), and claims.json must
+   be what that analysis gives; the spec in the bundle, the study copy's
+   experiment.toml and the manifest's copy must be the same text, and, for
+   the recorded profile, resolve to the recorded spec and rebuild the
+   recorded plan (trials, configurations, seeds). A bundle whose study
+   protocol differs from the recorded one is refused, naming the difference.
+3. **The re-run** uses that protocol (the recorded seed and arms). Bundle
+   study code (a ``study/`` copy that is not byte for byte the kit's own
+   bundled study) runs in containers by default (network off, read-only
+   root, no capabilities), on the local backend only with
+   ``--trust-bundle-code`` (and the output says it ran unsandboxed).
+4. **The verdict** is decided in this process, which never imports bundle
+   code: the hypotheses are the generic analysis's; the study's own
+   analysis/report hooks run only when trusted, and then in a child process
+   that can only answer in JSON (:mod:`kit.study_child`), so they cannot
+   rebind the function that compares the claims.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kit.errors import KitError, PlanError, StoreError
+from kit.pack import SUMS, claims_of, sha256
+from kit.safeio import parse_json, read_capped
+from kit.store import ANALYSIS
+from kit.trust import StudyTrust
+
+# Limits on a bundle before anything is extracted (a crafted .tar.gz can hold a member of any size
+# in a few megabytes). Generous for real runs: the largest paper-profile run measured so far is
+# well under 1 GiB of samples.
+MAX_MEMBERS = 200_000
+MAX_MEMBER_BYTES = 1 << 30  # 1 GiB
+MAX_TOTAL_BYTES = 4 << 30  # 4 GiB
+MAX_META_BYTES = 16 << 20  # claims.json, SHA256SUMS, the spec are read into memory
+MAX_ANALYSIS_BYTES = 512 << 20
+INTEGRITY_MEANS = ("the bundle's files are unchanged since they were packed (they match its SHA256SUMS); "
+                   "this does not say who packed them or that the packer's claims are true")
+FIX_UNMODIFIED = "obtain an unmodified bundle made by `kit pack`"
+
+
+class IntegrityError(KitError):
+    """A bundle file was changed, removed or added after packing, or the bundle contradicts itself."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    profile: str | None = None  # None: the bundle run's own profile
+    tolerance: float | None = None  # None: the bundle's (claims.json)
+    runs_root: Path | None = None
+    backend: str = "auto"  # auto: containers for bundle code, the local backend for a bundle without code
+    data_dir: Path | None = None
+    trust_bundle_code: bool = False  # run the bundle's study code unsandboxed locally, and its hooks
+
+
+def _read_small(path: Path, what: str, max_bytes: int = MAX_META_BYTES) -> str:
+    """A bundle's metadata file as text: a regular file (no link, no FIFO) under ``max_bytes``."""
+    try:
+        data = read_capped(path, max_bytes, what, fix=FIX_UNMODIFIED)
+    except StoreError as exc:
+        raise IntegrityError(exc.cause, where=exc.where, fix=exc.fix) from None
+    assert data is not None
+    return data.decode("utf-8", errors="replace")
+
+
+def _json_object(path: Path, what: str, max_bytes: int = MAX_META_BYTES) -> dict[str, Any]:
+    try:
+        return parse_json(_read_small(path, what, max_bytes).encode(), str(path), what, dict, FIX_UNMODIFIED)
+    except StoreError as exc:
+        raise IntegrityError(exc.cause, where=exc.where, fix=exc.fix) from None
+
+
+def _no_links(root: Path) -> list[Path]:
+    """Every regular file under ``root``; IntegrityError for a link or special file (never followed)."""
+    files: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in [*dirnames, *filenames]:
+            p = Path(dirpath) / name
+            mode = p.lstat().st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise IntegrityError(f"bundle holds a link or special file: {p.relative_to(root).as_posix()}",
+                                     where=str(root), fix="a bundle holds regular files only; obtain an unmodified copy")
+            if stat.S_ISREG(mode):
+                files.append(p)
+    return files
+
+
+def check_integrity(root: Path) -> int:
+    """Raise IntegrityError listing every changed, missing or extra file; return the file count.
+
+    Links and special files are refused before any file is read: a crafted
+    bundle directory must not make the kit hash (or later load) a host file.
+    """
+    files = _no_links(root)
+    expected = {}
+    for line in _read_small(root / SUMS, SUMS).splitlines():
+        digest, _, name = line.partition("  ")
+        expected[name] = digest
+    present = {p.relative_to(root).as_posix() for p in files if p.name != SUMS}
+    problems = [f"missing {n}" for n in sorted(set(expected) - present)]
+    problems += [f"extra {n}" for n in sorted(present - set(expected))]
+    problems += [f"changed {n}" for n in sorted(set(expected) & present) if sha256(root / n) != expected[n]]
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise IntegrityError(f"bundle integrity check failed: {shown}", where=str(root),
+                             fix="obtain an unmodified copy of the bundle (its files must match SHA256SUMS)")
+    return len(expected)
+
+
+def check_members(members: list[tarfile.TarInfo], where: str) -> None:
+    """Caps and types of a bundle's members, checked from the headers before anything is extracted."""
+    if len(members) > MAX_MEMBERS:
+        raise IntegrityError(f"bundle has {len(members)} members, more than the limit of {MAX_MEMBERS}", where=where,
+                             fix="obtain an unmodified bundle made by `kit pack`")
+    total = 0
+    for m in members:
+        if not (m.isfile() or m.isdir()):
+            raise IntegrityError(f"bundle member {m.name!r} is a link or special file", where=where,
+                                 fix="a bundle holds regular files and directories only")
+        if m.size > MAX_MEMBER_BYTES:
+            raise IntegrityError(f"bundle member {m.name!r} is {m.size} bytes, more than the limit of "
+                                 f"{MAX_MEMBER_BYTES} per file", where=where,
+                                 fix="obtain an unmodified bundle made by `kit pack`")
+        total += m.size
+        if total > MAX_TOTAL_BYTES:
+            raise IntegrityError(f"bundle members add up to more than the limit of {MAX_TOTAL_BYTES} bytes",
+                                 where=where, fix="obtain an unmodified bundle made by `kit pack`")
+
+
+def _open_bundle(bundle: Path, tmp: Path) -> Path:
+    if bundle.is_dir() and not bundle.is_symlink():
+        return bundle
+    if bundle.is_file() and bundle.name.endswith((".tar.gz", ".tgz")):
+        try:
+            with tarfile.open(bundle) as tar:
+                members = tar.getmembers()  # headers only: sizes are checked before a byte is written
+                check_members(members, str(bundle))
+                tar.extractall(tmp, members=members, filter="data")
+        except tarfile.FilterError as exc:
+            raise IntegrityError(f"bundle member refused: {exc}", where=str(bundle),
+                                 fix="obtain an unmodified bundle made by `kit pack`") from exc
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise IntegrityError(f"bundle cannot be read as a .tar.gz: {exc}", where=str(bundle),
+                                 fix="re-download the bundle; it is damaged or not a bundle") from exc
+        dirs = [p for p in tmp.iterdir() if p.is_dir()]
+        if len(dirs) == 1:
+            return dirs[0]
+    raise StoreError("not a bundle", where=str(bundle), fix="give the .tar.gz or the directory that `kit pack` made")
+
+
+def _bundled_spec(root: Path, name: Any, sums: set[str]) -> Path:
+    """The spec inside the bundle: a relative path, no '..', no link, listed in SHA256SUMS."""
+    if not isinstance(name, str) or not name or os.path.isabs(name) or ".." in Path(name).parts:
+        raise IntegrityError(f"claims.json names the spec {name!r}, which is not a path inside the bundle",
+                             where=str(root / "claims.json"), fix="obtain an unmodified bundle made by `kit pack`")
+    rel = Path(name).as_posix()
+    if rel not in sums:
+        raise IntegrityError(f"the spec {rel} is not covered by SHA256SUMS", where=str(root / SUMS),
+                             fix="obtain an unmodified bundle made by `kit pack`")
+    return root / rel  # check_integrity has refused links, so this is a regular file inside root
+
+
+def compare_claims(old: list[dict[str, Any]], new: list[dict[str, Any]], tolerance: float) -> list[dict[str, Any]]:
+    by_key = {(c["id"], c["phase"], c["config_id"]): c for c in new}
+    out = []
+    for c in old:
+        n = by_key.get((c["id"], c["phase"], c["config_id"]))
+        if n is None:
+            out.append({**c, "reproduced": False, "why": "not in the re-run"})
+            continue
+        same_decision = (c["tested"], c["rejected"], c["direction"] if c["rejected"] else None) == \
+                        (n["tested"], n["rejected"], n["direction"] if n["rejected"] else None)
+        ratio_ok = True
+        why = []
+        if c["ratio"] and n["ratio"] is not None:
+            rel = n["ratio"] / c["ratio"] - 1.0
+            ratio_ok = abs(rel) <= tolerance
+            if not ratio_ok:
+                why.append(f"ratio {n['ratio']:.3g} vs {c['ratio']:.3g} ({rel:+.1%}, tolerance ±{tolerance:.0%})")
+        if not same_decision:
+            why.append(f"decision {'rejected' if n['rejected'] else 'not rejected'} vs "
+                       f"{'rejected' if c['rejected'] else 'not rejected'} originally")
+        out.append({**c, "new_ratio": n["ratio"], "new_rejected": n["rejected"], "new_direction": n["direction"],
+                    "reproduced": same_decision and ratio_ok, "why": "; ".join(why)})
+    return out
+
+
+CLAIM_KEYS = ("id", "phase", "config_id", "metric", "tested", "rejected", "direction", "profile")
+CLAIM_NUMBERS = ("ratio", "ratio_low", "ratio_high", "p_adj")
+
+
+def _claim_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:
+    """The first way two claim lists differ (numbers within a relative 1e-6), None when they agree."""
+    if len(a) != len(b):
+        return f"{len(a)} claims, the raw data give {len(b)}"
+    for x, y in zip(a, b, strict=True):
+        if not isinstance(x, dict):
+            return f"a claim is {type(x).__name__}, not a table"
+        for k in CLAIM_KEYS:
+            if x.get(k) != y.get(k):
+                return f"{y.get('id')}/{y.get('phase')} {k}: {x.get(k)!r} claimed, {y.get(k)!r} from the raw data"
+        for k in CLAIM_NUMBERS:
+            u, v = x.get(k), y.get(k)
+            if u is None and v is None:
+                continue
+            if not (isinstance(u, (int, float)) and isinstance(v, (int, float)) and not isinstance(u, bool)
+                    and math.isclose(u, v, rel_tol=1e-6, abs_tol=1e-12)):
+                return f"{y.get('id')}/{y.get('phase')} {k}: {u!r} claimed, {v!r} from the raw data"
+    return None
+
+
+def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any],
+                    recomputed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims, checked against the bundled run: same experiment and profile, equal to its analysis.json,
+    and what this kit computes from the bundled raw data (a forged analysis.json or claims.json is caught)."""
+    from kit import __version__
+
+    where = str(root / "claims.json")
+    claims = meta.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise IntegrityError("the bundle makes no claims: there is nothing to reproduce", where=where,
+                             fix="pack a run whose analysis has hypotheses (kit pack RUN)")
+    if meta.get("experiment") != man.get("experiment") or meta.get("profile") != man.get("profile"):
+        raise IntegrityError(f"claims.json is for {meta.get('experiment')!r}/{meta.get('profile')!r} but the bundled "
+                             f"run is {man.get('experiment')!r}/{man.get('profile')!r}", where=where,
+                             fix=FIX_UNMODIFIED)
+    profile = str(man.get("profile", "paper"))
+    fresh = claims_of(recomputed, profile)
+    diff = _claim_difference(claims, fresh)
+    if diff is not None:
+        packed_by = (man.get("kit") or {}).get("version")
+        raise IntegrityError(f"claims.json is not what the bundled raw data give ({diff})", where=where,
+                             fix=FIX_UNMODIFIED + (f"; the run was made by kit {packed_by}, this is {__version__}: "
+                                                   "verify with the kit in kit-src.tar.gz" if packed_by != __version__
+                                                   else ""))
+    bundled = _json_object(root / "run" / ANALYSIS, "run/analysis.json", MAX_ANALYSIS_BYTES)
+    try:
+        stored = claims_of(bundled, profile)
+    except (KeyError, TypeError, AttributeError):
+        stored = None
+    if stored is None or _claim_difference(stored, fresh) is not None:
+        raise IntegrityError("the bundled analysis.json is not the analysis of the bundled raw data", where=where,
+                             fix="re-pack the run (kit pack recomputes an analysis that does not match its data)")
+    return fresh
+
+
+def bundle_code(run: Path, man: dict[str, Any]) -> str | None:
+    """The digest of the bundle's study code when it has some that is not the kit's own bundled study."""
+    from kit.studies import resolve_hooks
+
+    if not isinstance(man.get("study"), dict):
+        return None
+    hooks = resolve_hooks(run, man, StudyTrust(trust_run_copy=True))
+    return None if hooks.kind == "bundled" else hooks.digest
+
+
+def _recorded_protocol(root: Path, meta: dict[str, Any], man: dict[str, Any], sums: set[str],
+                       profile: str) -> tuple[Any, dict[str, Any]]:
+    """The spec to re-run, shown to be the protocol the run recorded, and the run options that keep it
+    (the recorded seed and arms for the recorded profile)."""
+    from kit.runner import protocol_differences, protocol_of, recorded_plan
+    from kit.spec import load_spec
+    from kit.studies import STUDY_FILE, checked_copy
+
+    spec_path = _bundled_spec(root, meta.get("spec"), sums)
+    src = man.get("spec_source")
+    text = src.get("text") if isinstance(src, dict) else None
+    if not isinstance(text, str) or not text:
+        raise IntegrityError("the bundled run recorded no copy of its spec (manifest spec_source.text)",
+                             where=str(root / "run" / "manifest.json"), fix=FIX_UNMODIFIED)
+    if _read_small(spec_path, "the bundled spec") != text:
+        raise IntegrityError(f"{spec_path.relative_to(root).as_posix()} is not the spec the run recorded "
+                             "(manifest spec_source.text)", where=str(spec_path), fix=FIX_UNMODIFIED)
+    try:
+        copy = checked_copy(root / "run", man)
+    except StoreError as exc:
+        raise IntegrityError(exc.cause, where=exc.where, fix=FIX_UNMODIFIED) from None
+    if copy is not None and _read_small(copy / STUDY_FILE, "the study's experiment.toml") != text:
+        raise IntegrityError("the bundled study's experiment.toml is not the spec the run recorded (manifest "
+                             "spec_source.text): the re-run would follow another protocol", where=str(copy / STUDY_FILE),
+                             fix=FIX_UNMODIFIED)
+    spec = load_spec(copy if copy is not None else spec_path, None if profile == "paper" else profile)
+    if spec.experiment.id != man.get("experiment"):
+        raise IntegrityError(f"the bundled spec is experiment {spec.experiment.id!r}, the bundled run "
+                             f"{man.get('experiment')!r}", where=str(spec_path), fix=FIX_UNMODIFIED)
+    if profile != man.get("profile"):
+        return spec, {}
+    try:
+        plan = recorded_plan(spec, man, str(root / "run" / "manifest.json"))
+    except PlanError as exc:
+        raise IntegrityError(f"the bundled study differs from the protocol the run recorded: {exc.cause}",
+                             where=str(copy / STUDY_FILE) if copy is not None else str(spec_path),
+                             fix=FIX_UNMODIFIED) from None
+    assert not protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.get("spec")))
+    arms = plan.arms if tuple(plan.arms) != tuple(spec.experiment.frameworks) else None
+    return spec, {"seed": plan.seed, "arms": arms}
+
+
+def choose_backend(requested: str, code: str | None, trust_code: bool) -> tuple[str, str]:
+    """The re-run's backend and a line saying where the bundle's code ran."""
+    if requested == "auto":
+        if code is None:
+            return "local", "local backend: the bundle carries no study code (the kit's own workloads ran)"
+        if trust_code:
+            requested = "local"
+        else:
+            from kit.backends import make_backend
+
+            probe = make_backend("docker").available()
+            if not probe.ok:
+                raise KitError(f"the bundle carries study code (digest {code[:12]}) and no container engine is "
+                               f"reachable to run it sandboxed ({probe.detail})", where="kit verify --backend",
+                               fix="start Docker or Podman (see `kit doctor`) or, after reading the code in the "
+                                   "bundle's run/study/, pass --backend local --trust-bundle-code to run it "
+                                   "unsandboxed on this host")
+            requested = "docker"
+    if code is not None and requested == "local":
+        if not trust_code:
+            raise KitError(f"the bundle carries study code (digest {code[:12]}); the local backend would run it "
+                           "unsandboxed on this host", where="kit verify --backend local",
+                           fix="use a container backend (--backend docker), or read the code in the bundle's "
+                               "run/study/ and add --trust-bundle-code")
+        return "local", ("local backend: the bundle's study code ran UNSANDBOXED on this host "
+                         "(--trust-bundle-code)")
+    if code is not None:
+        return requested, (f"{requested} backend: the bundle's study code ran in containers (network off, "
+                           "read-only root, no capabilities)")
+    return requested, f"{requested} backend: the bundle carries no study code (the kit's own workloads ran)"
+
+
+def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) -> dict[str, Any]:
+    """Integrity, consistency, re-run, claims: the evaluator's questions, answered in order (module docstring)."""
+    from kit.analysis.analyze import analyze_run
+    from kit.report import write_report
+    from kit.runner import RunOptions, start_run
+    from kit.store import RunDir
+
+    opts = opts or VerifyOptions()
+    with tempfile.TemporaryDirectory(prefix="kit-verify-") as tmp:
+        root = _open_bundle(Path(bundle), Path(tmp))
+        n_files = check_integrity(root)
+        sums = {line.partition("  ")[2] for line in _read_small(root / SUMS, SUMS).splitlines()}
+        meta = _json_object(root / "claims.json", "claims.json")
+        try:
+            man = RunDir.open(root / "run").manifest()
+        except StoreError as exc:
+            raise IntegrityError(f"the bundled run cannot be read: {exc.cause}", where=exc.where,
+                                 fix=FIX_UNMODIFIED) from None
+        recomputed = analyze_run(root / "run", write=False)  # generic statistics, no bundle code in this process
+        claims = _bundled_claims(root, meta, man, recomputed)
+        profile = opts.profile or meta.get("profile") or "paper"
+        if not isinstance(profile, str):
+            raise IntegrityError(f"profile {profile!r} is not a name", where="claims.json profile", fix=FIX_UNMODIFIED)
+        tolerance = opts.tolerance if opts.tolerance is not None else meta.get("tolerance", 0.10)
+        if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 10:
+            raise IntegrityError(f"tolerance {tolerance!r} is not a number in [0, 10)", where="claims.json tolerance",
+                                 fix="pass --tolerance, or obtain an unmodified bundle")
+        spec, keep = _recorded_protocol(root, meta, man, sums, profile)
+        code = bundle_code(root / "run", man)
+        backend, where_ran = choose_backend(opts.backend, code, opts.trust_bundle_code)
+        run_opts = RunOptions(runs_root=opts.runs_root or (Path(bundle).parent / "verify-runs"), backend=backend,
+                              data_dir=opts.data_dir, seed=keep.get("seed"), arms=keep.get("arms"))
+        rows = {fw: v["row"] for fw, v in ((man.get("backend") or {}).get("images") or {}).items()
+                if isinstance(v, dict) and isinstance(v.get("row"), str)}
+        if backend != "local" and rows:
+            run_opts.backend_options["images"] = rows  # the image rows the run used
+        rd = start_run(spec, run_opts, events)
+        trust = StudyTrust(trust_run_copy=opts.trust_bundle_code)
+        analysis = analyze_run(rd.path, trust=trust)
+        write_report(rd.path, analysis, ("html",), trust)
+        results = compare_claims(claims, claims_of(analysis, profile), float(tolerance))
+    same_profile = profile == meta.get("profile") == man.get("profile")
+    # At least one tested claim: a bundle whose claims are all "not tested" has nothing to reproduce.
+    reproduced = any(r["tested"] for r in results) and all(r["reproduced"] for r in results)
+    status = rd.manifest().get("status")
+    return {
+        "bundle": str(bundle), "files_verified": n_files, "integrity": "ok", "integrity_means": INTEGRITY_MEANS,
+        "profile_original": meta.get("profile"), "profile_rerun": profile, "same_profile": same_profile,
+        "rerun_dir": str(rd.path), "rerun_status": status, "tolerance": tolerance,
+        "backend": backend, "code_ran": where_ran, "bundle_code": code,
+        "study_code_notice": (analysis.get("study_code") or {}).get("notice"),
+        "claims": results, "claims_reproduced": reproduced,
+        "badges": {
+            "available": True,
+            "functional": status == "complete",
+            "results_reproduced": reproduced and same_profile,
+        },
+        "note": None if same_profile else (
+            f"the re-run used profile {profile!r}, the claims come from {meta.get('profile')!r}: "
+            "agreement is indicative, not a reproduction of the original protocol"),
+    }
