@@ -190,7 +190,8 @@ def run(
             if spec is None:
                 raise KitError("no experiment given", where="kit run", fix="kit run experiments/<study> (a study folder or experiment TOML; see `kit list`)")
             rd = start_run(loaded, opts, events)
-    _trust_what_ran(rd)
+    if resume is None:  # a resumed run may be someone else's: running it is no reason to trust its code for good
+        _trust_what_ran(rd)
     out.print(f"run directory: [bold]{_esc(rd.path)}[/]")
     if chunk is not None:
         return
@@ -205,7 +206,7 @@ def run(
             out.print(f"[yellow]{note}[/]")
         _make_report(rd.path, formats)
     elif status != "complete":
-        out.print(f"[yellow]run is {status}[/]: continue with `kit run --resume {rd.path}`")
+        out.print(f"[yellow]run is {_esc(status)}[/]: continue with `kit run --resume {_esc(rd.path)}`")
 
 
 def _trust_what_ran(rd: Any) -> None:
@@ -218,7 +219,11 @@ def _trust_what_ran(rd: Any) -> None:
     hooks = resolve_hooks(rd.path, man, trustmod.StudyTrust(trust_run_copy=True))
     if hooks.kind == "copy" and hooks.digest:  # not the kit's own bundled study (always trusted)
         meta = man.get("study") or {}
-        trustmod.trust(hooks.digest, str(meta.get("source") or rd.path / RUN_COPY), list(meta.get("files") or []))
+        try:
+            trustmod.trust(hooks.digest, str(meta.get("source") or rd.path / RUN_COPY), list(meta.get("files") or []))
+        except (OSError, KitError) as exc:  # the run is done; only the convenience is lost
+            console.print(f"[yellow]note:[/] {_esc(f'could not add the study to your trusted code ({exc}); `kit report` will ask for --trust-study-code')}",
+                          highlight=False, soft_wrap=True)
 
 
 def _wait_for_jobs(run_dir: Path) -> None:
@@ -416,7 +421,7 @@ def compare(
         raise KitError("no candidate run given", where="kit compare", fix="kit compare RUN_A RUN_B, or kit compare RUN --arms A,B")
     else:
         res = compare_runs(run_a, run_b, opts)
-    table = Table(title=f"{res['experiment_b']}: B vs A (threshold {threshold:.0%}, α {alpha})")
+    table = Table(title=_esc(f"{res['experiment_b']}: B vs A (threshold {threshold:.0%}, α {alpha})"))
     for col in ("config", "metric", "phase", "arm", "n", "median A", "median B", "B/A [95% CI]", "p (Holm)",
                 "detectable", "verdict"):
         table.add_column(col, overflow="fold")

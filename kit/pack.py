@@ -10,6 +10,7 @@ since packing, not who packed them (the README says so).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -22,7 +23,7 @@ from typing import Any
 
 from kit.errors import StoreError
 from kit.safeio import create_exclusive
-from kit.store import RunDir, atomic_write_json
+from kit.store import ANALYSIS, RunDir, atomic_write_json
 from kit.trust import StudyTrust
 
 SUMS = "SHA256SUMS"
@@ -204,8 +205,18 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
         for p in (out, tgz):  # again: another pack may have finished meanwhile
             if os.path.lexists(p):
                 raise StoreError("bundle already exists", where=str(p), fix="remove it or pass --out elsewhere")
-        os.rename(stage, out)
-        os.link(staged_tgz, tgz)  # fails instead of replacing anything that appeared at that name
+        try:
+            os.link(staged_tgz, tgz)  # fails instead of replacing anything that appeared at that name
+        except OSError as exc:
+            if os.path.lexists(tgz) or exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV,
+                                                         errno.EMLINK):
+                raise
+            os.rename(staged_tgz, tgz)  # a file system without hard links (vfat, some FUSE mounts)
+        try:
+            os.rename(stage, out)  # refuses a non-empty directory that appeared at that name
+        except BaseException:
+            tgz.unlink(missing_ok=True)
+            raise
     except BaseException as exc:
         if isinstance(exc, OSError):
             from kit.errors import disk_error
@@ -237,6 +248,8 @@ def _remove_stale_temporaries(out: Path) -> None:
 
 def _fill_bundle(rd: RunDir, man: dict[str, Any], analysis: dict[str, Any], files: list[Path], out: Path) -> None:
     _copy_run(rd, files, out / "run")
+    # the analysis the claims come from, even where it could not be written back (a read-only run directory)
+    atomic_write_json(out / "run" / ANALYSIS, analysis)
     spec_src = man.get("spec_source", {})
     spec_name = Path(str(spec_src.get("path") or f"{man['experiment']}.toml")).name
     if not spec_name.endswith(".toml") or spec_name.startswith("."):  # a crafted manifest names no path here

@@ -476,28 +476,36 @@ def protocol_of(spec_dict: Any) -> Any:
     return {k: v for k, v in plain.items() if k not in LOADER_FIELDS} if isinstance(plain, dict) else plain
 
 
-def protocol_differences(now: Any, recorded: Any, path: str = "spec") -> list[str]:
+MISSING = object()
+
+
+def protocol_differences(now: Any, recorded: Any, path: str = "spec", strict: bool = False) -> list[str]:
     """Key paths where the protocol at hand differs from the recorded one (first 5), for messages.
 
-    A setting the recorded spec does not have at all (the run was made by an older kit, before the setting
-    existed) is not a difference: the recorded spec cannot say what it was. Every setting it has must match.
+    Not ``strict`` (resume): a setting the recorded spec does not have at all (the run was made by an older
+    kit, before the setting existed) is not a difference, since the record cannot say what it was; every
+    setting it has must match. ``strict`` (kit verify of someone else's bundle): a missing setting is a
+    difference too, so a record cannot be thinned to keep a setting out of the comparison.
     """
     if isinstance(now, dict) and isinstance(recorded, dict):
         out: list[str] = []
-        for k in sorted(recorded):
-            out += protocol_differences(now.get(k), recorded[k], f"{path}.{k}")
+        for k in sorted(set(recorded) | (set(now) if strict else set())):
+            out += protocol_differences(now.get(k, MISSING), recorded.get(k, MISSING), f"{path}.{k}", strict)
             if len(out) >= 5:
                 break
         return out[:5]
     if isinstance(now, list) and isinstance(recorded, list) and len(now) == len(recorded):
         out = []
         for i, (a, b) in enumerate(zip(now, recorded, strict=True)):
-            out += protocol_differences(a, b, f"{path}[{i}]")
+            out += protocol_differences(a, b, f"{path}[{i}]", strict)
         return out[:5]
-    return [] if now == recorded else [f"{path}: {recorded!r} recorded, {now!r} now"[:200]]
+    if now == recorded:
+        return []
+    shown = ["(not recorded)" if v is MISSING else repr(v) for v in (recorded, now)]
+    return [f"{path}: {shown[0]} recorded, {shown[1]} now"[:200]]
 
 
-def recorded_plan(spec: Spec, man: dict[str, Any], where: str) -> Plan:
+def recorded_plan(spec: Spec, man: dict[str, Any], where: str, strict: bool = False) -> Plan:
     """The run's plan, once the spec at hand is shown to be the protocol the run recorded.
 
     The plan in the manifest is the authority: the spec must resolve to the recorded spec (every setting a
@@ -509,7 +517,7 @@ def recorded_plan(spec: Spec, man: dict[str, Any], where: str) -> Plan:
     if plan.digest() != man.get("plan_digest"):
         raise PlanError("the stored plan does not match its digest", where=where,
                         fix="the manifest was edited; start a new run")
-    diffs = protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.get("spec")))
+    diffs = protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.get("spec")), strict=strict)
     if diffs:
         raise PlanError("the spec does not resolve to the protocol the run recorded (" + "; ".join(diffs) + ")",
                         where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run")
@@ -519,8 +527,13 @@ def recorded_plan(spec: Spec, man: dict[str, Any], where: str) -> Plan:
         raise PlanError(f"the spec cannot rebuild the recorded plan ({exc.cause})", where=where,
                         fix="restore the run's copy of its spec (spec_source.text), or start a new run") from None
     if again.digest() != plan.digest():
+        made_by = (man.get("kit") or {}).get("version")
+        from kit import __version__
+
         raise PlanError("the spec does not reproduce the recorded plan (its trials, configurations or seeds differ)",
-                        where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run")
+                        where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run"
+                        + (f"; the run was made by kit {made_by}, this is {__version__}: resume it with that version"
+                           if made_by != __version__ else ""))
     return plan
 
 

@@ -322,12 +322,12 @@ def resolve_hooks(run_dir: Path | None, manifest: dict[str, Any], trust: StudyTr
     copy = checked_copy(run_dir, manifest) if run_dir is not None else None
     bundled = bundled_folder(manifest.get("experiment"))
     if copy is None or run_dir is None:  # a run without a copy: written before study folders, or a kit experiment
-        return Hooks("bundled", bundled, None) if bundled is not None else Hooks("none")
+        return Hooks("bundled", bundled, digest_of(study_files(bundled))) if bundled is not None else Hooks("none")
     files = study_files(copy)
     digest = digest_of(files)
     if bundled is not None and digest_of(study_files(bundled)) == digest:
         return Hooks("bundled", bundled, digest)
-    if trust.trust_run_copy or trustmod.is_trusted(digest):
+    if trust.trust_run_copy or (trust.allow_list and trustmod.is_trusted(digest)):
         return Hooks("copy", copy, digest)
     code = [r for r, _ in files if r in ("analysis.py", "report.py")]
     if not code:
@@ -365,9 +365,23 @@ def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
         raise StudyError(f"no study code to run {module}.{func}()", fix="a kit bug: report it")
     where = str(hooks.root / f"{module}.py")
     if not hooks.in_process:
+        import shutil
+        import tempfile
+
         from kit.study_child import run_in_child
 
-        return run_in_child(hooks.root, module, func, args, where, HOOK_TIMEOUT_S, HOOK_OUTPUT_BYTES)
+        # the child imports a fresh copy written from exactly the bytes whose digest was trusted (nothing planted
+        # beside them, nothing changed since the check)
+        files = study_files(hooks.root)
+        if hooks.digest is not None and digest_of(files) != hooks.digest:
+            raise StudyError("the study's code changed after it was checked (its digest differs)", where=where,
+                             fix="run the command again")
+        tmp = Path(tempfile.mkdtemp(prefix="kit-study-code-"))
+        try:
+            write_copy(files, tmp / "study")
+            return run_in_child(tmp / "study", module, func, args, where, HOOK_TIMEOUT_S, HOOK_OUTPUT_BYTES)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     fn = _hook(hooks.root, module, func)
     try:
         return fn(*args)

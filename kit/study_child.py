@@ -17,6 +17,7 @@ study's errors, said as such.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -33,8 +34,16 @@ KIT_ROOT = Path(__file__).resolve().parents[1]
 ARGS, RESULT, ERROR = "args.pickle", "result.json", "error.json"
 
 
+VECTOR_FIGURE = "__vector_figure__"  # a report figure: its SVG text and its PDF bytes (base64) for LaTeX
+
+
 def _plain(obj: Any) -> Any:
-    """JSON-safe: numpy scalars and arrays to Python, NaN/inf to None, tuples to lists, keys to strings."""
+    """JSON-safe: numpy scalars and arrays to Python, NaN/inf to None, tuples to lists, keys to strings; a report
+    figure (an SVG string carrying its PDF, kit.report.figures.VectorFigure) as {VECTOR_FIGURE, pdf_b64}."""
+    if isinstance(obj, str) and isinstance(getattr(obj, "pdf", None), bytes):
+        import base64
+
+        return {VECTOR_FIGURE: str(obj), "pdf_b64": base64.b64encode(obj.pdf).decode("ascii")}  # type: ignore[attr-defined]
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -84,26 +93,27 @@ def run_in_child(root: Path, module: str, func: str, args: tuple[Any, ...], wher
                         protocol=pickle.HIGHEST_PROTOCOL)
         env = dict(os.environ)
         env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        with (work / "stderr.log").open("wb") as err:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        err_fd = os.open(work / "stderr.log", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
             proc = subprocess.Popen([sys.executable, "-m", "kit.study_child", str(work)], cwd=work, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, stdout=err_fd, stderr=err_fd, start_new_session=True)
             try:
                 code = proc.wait(timeout=timeout_s)
-            except BaseException as exc:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                if isinstance(exc, subprocess.TimeoutExpired):
-                    raise StudyError(f"the study's {func}() did not finish within {timeout_s:g} s", where=where,
-                                     fix=fix) from None
-                raise
+            except subprocess.TimeoutExpired:
+                raise StudyError(f"the study's {func}() did not finish within {timeout_s:g} s", where=where,
+                                 fix=fix) from None
             finally:
-                try:  # whatever the hook started ends with it
+                with contextlib.suppress(ProcessLookupError, PermissionError):  # what the hook started ends with it
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                proc.wait()
+            # read by descriptor, never by name: the hook may have replaced the file (a FIFO, a link)
+            size = os.fstat(err_fd).st_size
+            tail = os.pread(err_fd, 4000, max(0, size - 4000)).decode("utf-8", errors="replace")
+        finally:
+            os.close(err_fd)
         if code != 0:
             err_doc = load_json(work / ERROR, 1 << 20, "the study hook's error report", missing_ok=True)
-            tail = (work / "stderr.log").read_bytes()[-4000:].decode("utf-8", errors="replace")
             if isinstance(err_doc, dict):
                 raise StudyError(f"the study's {func}() raised {err_doc.get('type')}: "
                                  f"{str(err_doc.get('message'))[:300]}", where=where, fix=fix,

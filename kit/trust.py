@@ -27,11 +27,13 @@ are regular files owned by this user and not writable by others.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,7 @@ class StudyTrust:
 
     trust_run_copy: bool = False
     study_dir: Path | None = None
+    allow_list: bool = True  # False: the user's allow-list is not consulted (kit verify's re-analysis of a bundle)
 
 
 def config_dir() -> Path:
@@ -113,27 +116,49 @@ def is_trusted(digest: str | None) -> bool:
     return bool(digest) and digest in trusted()
 
 
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """One writer of the allow-list at a time (several `kit run` may finish together)."""
+    import fcntl
+
+    d = config_dir()
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(d / f"{TRUST_FILE}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _save(entries: dict[str, dict[str, Any]]) -> None:
+    _write_private(config_dir() / TRUST_FILE, (json.dumps({"version": 1, "studies": entries}, indent=1) + "\n").encode())
+
+
 def trust(digest: str, source: str, files: list[str]) -> None:
-    """Add a study digest to the user's allow-list (idempotent)."""
+    """Add a study digest to the user's allow-list (idempotent); OSError when the config directory is not
+    writable."""
     if not (isinstance(digest, str) and len(digest) == 64):
         raise KitError(f"not a study digest: {digest!r}", where="kit trust", fix="give a run directory with a study")
-    entries = trusted()
-    if digest in entries:
-        return
-    if len(entries) >= MAX_TRUSTED:
-        raise KitError(f"the allow-list holds {len(entries)} studies already", where=str(config_dir() / TRUST_FILE),
-                       fix="remove some with `kit trust --remove DIGEST`")
-    entries[digest] = {"trusted": time.time(), "source": source, "files": files[:64]}
-    _write_private(config_dir() / TRUST_FILE, (json.dumps({"version": 1, "studies": entries}, indent=1) + "\n").encode())
+    with _locked():
+        entries = trusted()
+        if digest in entries:
+            return
+        if len(entries) >= MAX_TRUSTED:
+            raise KitError(f"the allow-list holds {len(entries)} studies already",
+                           where=str(config_dir() / TRUST_FILE), fix="remove some with `kit trust --remove DIGEST`")
+        entries[digest] = {"trusted": time.time(), "source": source, "files": files[:64]}
+        _save(entries)
 
 
 def untrust(digest: str) -> bool:
     """Remove a digest from the allow-list; whether it was there."""
-    entries = trusted()
-    if entries.pop(digest, None) is None:
-        return False
-    _write_private(config_dir() / TRUST_FILE, (json.dumps({"version": 1, "studies": entries}, indent=1) + "\n").encode())
-    return True
+    with _locked():
+        entries = trusted()
+        if entries.pop(digest, None) is None:
+            return False
+        _save(entries)
+        return True
 
 
 # -- the key that seals this kit's analyses -----------------------------------------------------------------------

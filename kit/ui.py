@@ -43,7 +43,7 @@ class RichEvents(RunEvents):
 
     def trial_started(self, trial: Trial, index: int, total: int) -> None:
         if self.task is not None:
-            self.progress.update(self.task, description=f"{trial.trial_id}")
+            self.progress.update(self.task, description=escape(str(trial.trial_id)))
 
     def trial_finished(self, trial: Trial, record: dict[str, Any]) -> None:
         status = record["status"]

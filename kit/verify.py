@@ -263,11 +263,12 @@ def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any],
     return fresh
 
 
-def bundle_code(run: Path, man: dict[str, Any]) -> str | None:
-    """The digest of the bundle's study code when it has some that is not the kit's own bundled study."""
+def bundle_code(run: Path, man: dict[str, Any], spec: Any) -> str | None:
+    """The digest of the bundle's study code when the spec to re-run is a study's (its own workload modules) that
+    is not byte for byte the kit's own bundled study; None when the re-run runs only the kit's own code."""
     from kit.studies import resolve_hooks
 
-    if not isinstance(man.get("study"), dict):
+    if spec.study is None:
         return None
     hooks = resolve_hooks(run, man, StudyTrust(trust_run_copy=True))
     return None if hooks.kind == "bundled" else hooks.digest
@@ -276,9 +277,13 @@ def bundle_code(run: Path, man: dict[str, Any]) -> str | None:
 def _recorded_protocol(root: Path, meta: dict[str, Any], man: dict[str, Any], sums: set[str],
                        profile: str) -> tuple[Any, dict[str, Any]]:
     """The spec to re-run, shown to be the protocol the run recorded, and the run options that keep it
-    (the recorded seed and arms for the recorded profile)."""
-    from kit.runner import protocol_differences, protocol_of, recorded_plan
-    from kit.spec import load_spec
+    (the recorded seed and arms for the recorded profile).
+
+    A study's code comes from the bundled run's copy (run/study/, covered by the manifest's study entry) and
+    nowhere else: a spec elsewhere in the bundle is read as text, never as a folder whose modules would run.
+    """
+    from kit.runner import recorded_plan
+    from kit.spec import load_spec, parse_spec
     from kit.studies import STUDY_FILE, checked_copy
 
     spec_path = _bundled_spec(root, meta.get("spec"), sums)
@@ -298,25 +303,30 @@ def _recorded_protocol(root: Path, meta: dict[str, Any], man: dict[str, Any], su
         raise IntegrityError("the bundled study's experiment.toml is not the spec the run recorded (manifest "
                              "spec_source.text): the re-run would follow another protocol", where=str(copy / STUDY_FILE),
                              fix=FIX_UNMODIFIED)
-    spec = load_spec(copy if copy is not None else spec_path, None if profile == "paper" else profile)
+    name = None if profile == "paper" else profile
+    spec = load_spec(copy, name) if copy is not None else parse_spec(text, str(spec_path), name)
+    if spec.study is not None and copy is None:
+        raise IntegrityError("the recorded spec is a study folder's ([study] table) but the bundled run holds no "
+                             "copy of that folder (run/study/ and the manifest's study entry)", where=str(spec_path),
+                             fix=FIX_UNMODIFIED)
     if spec.experiment.id != man.get("experiment"):
         raise IntegrityError(f"the bundled spec is experiment {spec.experiment.id!r}, the bundled run "
                              f"{man.get('experiment')!r}", where=str(spec_path), fix=FIX_UNMODIFIED)
     if profile != man.get("profile"):
         return spec, {}
-    try:
-        plan = recorded_plan(spec, man, str(root / "run" / "manifest.json"))
+    try:  # strict: every setting the spec resolves to must be recorded (a packer cannot drop one from the record)
+        plan = recorded_plan(spec, man, str(root / "run" / "manifest.json"), strict=True)
     except PlanError as exc:
         raise IntegrityError(f"the bundled study differs from the protocol the run recorded: {exc.cause}",
                              where=str(copy / STUDY_FILE) if copy is not None else str(spec_path),
-                             fix=FIX_UNMODIFIED) from None
-    assert not protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.get("spec")))
+                             fix=FIX_UNMODIFIED + "; a bundle made by another kit version is verified with the kit "
+                             "in its kit-src.tar.gz") from None
     arms = plan.arms if tuple(plan.arms) != tuple(spec.experiment.frameworks) else None
     return spec, {"seed": plan.seed, "arms": arms}
 
 
-def choose_backend(requested: str, code: str | None, trust_code: bool) -> tuple[str, str]:
-    """The re-run's backend and a line saying where the bundle's code ran."""
+def choose_backend(requested: str, code: str | None, trust_code: bool, network: bool = False) -> tuple[str, str]:
+    """The re-run's backend and a line saying where the bundle's code ran (and whether it had the network)."""
     if requested == "auto":
         if code is None:
             return "local", "local backend: the bundle carries no study code (the kit's own workloads ran)"
@@ -342,8 +352,13 @@ def choose_backend(requested: str, code: str | None, trust_code: bool) -> tuple[
         return "local", ("local backend: the bundle's study code ran UNSANDBOXED on this host "
                          "(--trust-bundle-code)")
     if code is not None:
-        return requested, (f"{requested} backend: the bundle's study code ran in containers (network off, "
-                           "read-only root, no capabilities)")
+        if network and not trust_code:
+            raise KitError("the bundle's spec gives its containers the network ([container] network = true); its "
+                           "study code would run with network access", where="kit verify",
+                           fix="read the code in the bundle's run/study/ and add --trust-bundle-code to allow it")
+        net = "network ON (the spec's [container] network = true)" if network else "network off"
+        return requested, (f"{requested} backend: the bundle's study code ran in containers ({net}, read-only "
+                           "root, no capabilities)")
     return requested, f"{requested} backend: the bundle carries no study code (the kit's own workloads ran)"
 
 
@@ -365,7 +380,8 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         except StoreError as exc:
             raise IntegrityError(f"the bundled run cannot be read: {exc.cause}", where=exc.where,
                                  fix=FIX_UNMODIFIED) from None
-        recomputed = analyze_run(root / "run", write=False)  # generic statistics, no bundle code in this process
+        # generic statistics only: no study code at all (not even a digest on the user's allow-list)
+        recomputed = analyze_run(root / "run", trust=StudyTrust(allow_list=False), write=False)
         claims = _bundled_claims(root, meta, man, recomputed)
         profile = opts.profile or meta.get("profile") or "paper"
         if not isinstance(profile, str):
@@ -375,8 +391,8 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
             raise IntegrityError(f"tolerance {tolerance!r} is not a number in [0, 10)", where="claims.json tolerance",
                                  fix="pass --tolerance, or obtain an unmodified bundle")
         spec, keep = _recorded_protocol(root, meta, man, sums, profile)
-        code = bundle_code(root / "run", man)
-        backend, where_ran = choose_backend(opts.backend, code, opts.trust_bundle_code)
+        code = bundle_code(root / "run", man, spec)
+        backend, where_ran = choose_backend(opts.backend, code, opts.trust_bundle_code, spec.container.network)
         run_opts = RunOptions(runs_root=opts.runs_root or (Path(bundle).parent / "verify-runs"), backend=backend,
                               data_dir=opts.data_dir, seed=keep.get("seed"), arms=keep.get("arms"))
         rows = {fw: v["row"] for fw, v in ((man.get("backend") or {}).get("images") or {}).items()

@@ -169,6 +169,32 @@ def test_bundle_code_cannot_forge_the_verdict(study_bundle: tuple[Path, Path], t
 
 
 @pytest.mark.slow
+def test_a_study_spec_outside_the_runs_copy_is_never_loaded_as_code(study_bundle: tuple[Path, Path],
+                                                                     tmp_path: Path) -> None:
+    """A packer drops run/study/ and the manifest's study entry and points claims.json at a folder of their own
+    beside it: the spec is read as text, and a study spec without the run's copy is refused before anything runs."""
+    import shutil
+
+    from kit.pack import write_sums
+    from kit.verify import IntegrityError, VerifyOptions, verify
+
+    bundle, _ = study_bundle
+    root = tmp_path / "moved"
+    shutil.copytree(bundle, root)
+    shutil.copytree(root / "run" / "study", root / "evil")
+    shutil.rmtree(root / "run" / "study")
+    edit_manifest(root / "run", lambda m: m.pop("study"))
+    meta = json.loads((root / "claims.json").read_text())
+    meta["spec"] = "evil/experiment.toml"
+    (root / "claims.json").write_text(json.dumps(meta))
+    write_sums(root)
+    runs = tmp_path / "runs"
+    with pytest.raises(IntegrityError, match=r"holds no copy of that folder"):
+        verify(root, VerifyOptions(runs_root=runs))
+    assert not runs.exists()
+
+
+@pytest.mark.slow
 def test_bundle_code_does_not_run_unsandboxed_without_the_flag(study_bundle: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
     from kit.verify import VerifyOptions, verify
@@ -535,3 +561,59 @@ def test_history_finds_a_step_in_the_newest_of_three_runs(tmp_path: Path) -> Non
     res = history(runs, "time_s", "train", "pytorch", use_cache=False)
     assert [(s["index"], s["verdict"]) for s in res["steps"]] == [(2, "regression")]
     assert res["steps"][0]["ratio"] > 10 and res["caveats"]  # and it says what 3 runs cannot estimate
+
+
+def test_bytecode_planted_beside_trusted_source_never_runs(planted: tuple[Path, Path], tmp_path: Path) -> None:
+    """The digest covers a study's sources; a .pyc in study/__pycache__ (unchecked hash: never compared with the
+    source) or beside them is never imported, even when the user trusts the digest."""
+    import py_compile
+
+    run, _ = planted
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"from pathlib import Path\nPath({str(tmp_path / 'pyc-ran')!r}).write_text('x')\n"
+                    "def analyse(manifest, trials, values):\n    return {'from': 'bytecode'}\n")
+    (run / "study" / "__pycache__").mkdir()
+    tag = sys.implementation.cache_tag
+    py_compile.compile(str(evil), cfile=str(run / "study" / "__pycache__" / f"analysis.{tag}.pyc"),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    py_compile.compile(str(evil), cfile=str(run / "study" / "helper.pyc"))
+    analysis = analyze_run(run, trust=StudyTrust(trust_run_copy=True))
+    assert analysis["extras"] == {"calibrated": {"planted": 22}}  # the source ran, not the bytecode
+    assert not (tmp_path / "pyc-ran").exists()
+
+
+def test_a_studys_report_figures_keep_their_pdf_through_the_child(tmp_path: Path) -> None:
+    from kit.report.context import extra_sections
+    from kit.store import RunDir
+    from kit.studies import resolve_hooks
+
+    run = golden_copy(tmp_path / "run")
+    plant_study(run, {"report.py": textwrap.dedent("""
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from kit.report.figures import to_svg
+
+        def sections(manifest, analysis):
+            fig, ax = plt.subplots()
+            ax.plot([0, 1], [1, 0])
+            return [{"id": "fig", "title": "A figure", "figures": [{"id": "line", "title": "line", "svg": to_svg(fig)}]}]
+        """)})
+    man = RunDir.open(run).manifest()
+    (sec,) = extra_sections(man, {}, resolve_hooks(run, man, StudyTrust(trust_run_copy=True)))
+    svg = sec["figures"][0]["svg"]
+    assert str(svg).startswith("<svg") and svg.pdf.startswith(b"%PDF")  # the LaTeX report gets its PDF
+
+
+def test_an_exited_child_the_harness_did_not_wait_for_is_not_a_leftover(tmp_path: Path) -> None:
+    from kit.backends.local import REAPER, read_report, wait_reaper
+
+    r, w = os.pipe()
+    code = "import subprocess, time\nsubprocess.Popen(['true'])\ntime.sleep(0.5)\n"  # a zombie when it exits
+    proc = subprocess.Popen([sys.executable, "-I", str(REAPER), str(w), "--", sys.executable, "-c", code],
+                            pass_fds=(w,), start_new_session=True)
+    os.close(w)
+    assert wait_reaper(proc, 30) is False and proc.returncode == 0
+    rec = read_report(r)
+    os.close(r)
+    assert rec["leftover_count"] == 0, rec

@@ -94,8 +94,10 @@ def read_report(fd: int) -> dict[str, Any]:
             break
         chunks.append(chunk)
         total += len(chunk)
+    lines = b"".join(chunks)[:REPORT_MAX_BYTES].splitlines()
+    lines = [ln for ln in lines if not ln.startswith(b"harness ")]  # the first line, unless already read
     try:
-        rec = json.loads(b"".join(chunks)[:REPORT_MAX_BYTES] or b"{}")
+        rec = json.loads(lines[-1] if lines else b"{}")
     except ValueError:
         return {}
     return rec if isinstance(rec, dict) else {}
@@ -162,10 +164,15 @@ class LocalBackend(Backend):
             cmd += ["--study", str(self.study_dir.resolve())]
         # the harness runs under a child subreaper (kit/backends/reaper.py): every process the trial starts
         # ends with it, and those that outlived it are recorded
+        # stderr is read back through this descriptor, never by name (the trial may replace the file)
+        out_fd = create_trial_file(work, "stdout.log")
+        try:
+            err_fd = create_trial_file(work, "stderr.log")
+        except BaseException:
+            os.close(out_fd)
+            raise
         report_r, report_w = os.pipe()
         cmd = [self.python, "-I", str(REAPER), str(report_w), "--", *cmd]
-        # stderr is read back through this descriptor, never by name (the trial may replace the file)
-        out_fd, err_fd = create_trial_file(work, "stdout.log"), create_trial_file(work, "stderr.log")
         t0 = time.monotonic()
         try:
             try:

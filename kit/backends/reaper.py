@@ -45,7 +45,7 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
-def _ppid_of(pid: int) -> int | None:
+def _state_ppid(pid: int) -> tuple[str, int] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
@@ -53,19 +53,21 @@ def _ppid_of(pid: int) -> int | None:
         return None
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'
     try:
-        return int(stat[stat.rindex(b")") + 2:].split()[1])
+        fields = stat[stat.rindex(b")") + 2:].split()
+        return fields[0].decode("ascii", "replace"), int(fields[1])
     except (ValueError, IndexError):
         return None
 
 
 def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (children first), from /proc."""
+    """Every live process below ``root`` (parents before children), from /proc; an exited process that only
+    waits to be reaped (a zombie) is not alive and not listed."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            ppid = _ppid_of(int(name))
-            if ppid is not None:
-                children.setdefault(ppid, []).append(int(name))
+            got = _state_ppid(int(name))
+            if got is not None and got[0] not in ("Z", "X"):
+                children.setdefault(got[1], []).append(int(name))
     out: list[int] = []
     todo = list(children.get(root, []))
     while todo:
@@ -128,17 +130,20 @@ def main(argv: list[str]) -> int:
     if sys.platform.startswith("linux") and _prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM)) and kit_pid \
             and str(os.getppid()) != kit_pid:
         return 1  # the kit died before prctl took effect
-    stop = {"signal": 0}
+    stop = {"signal": 0, "armed": 1}
 
     class Stop(Exception):
         """Raised by the signal handler: a plain handler would let waitpid() resume (PEP 475)."""
 
     def on_signal(signum: int, frame: object) -> None:
-        stop["signal"] = signum
-        raise Stop
+        if not stop["signal"]:
+            stop["signal"] = signum
+        if stop["armed"]:  # only while waiting for the harness; afterwards the cleanup must finish
+            stop["armed"] = 0
+            raise Stop
 
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, on_signal)
+    for handled in STOP_SIGNALS:
+        signal.signal(handled, on_signal)
     env = dict(os.environ)
     env["KIT_PARENT_PID"] = str(me)  # the harness dies with its parent: this process
     harness: subprocess.Popen[bytes] | None = None
@@ -154,8 +159,7 @@ def main(argv: list[str]) -> int:
                 break
     except (Stop, ChildProcessError):
         pass
-    for sig in STOP_SIGNALS:  # from here on the reaper finishes its work whatever arrives
-        signal.signal(sig, lambda signum, frame: None)
+    stop["armed"] = 0  # from here on the reaper finishes its work whatever arrives
     if harness is not None:
         harness.returncode = 0  # reaped here; keep Popen from waiting on it again
     leftover = end_all(me, harness.pid if harness is not None else None)
@@ -169,8 +173,8 @@ def main(argv: list[str]) -> int:
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else int(signal.SIGKILL)
-    for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_DFL)
+    for stop_sig in STOP_SIGNALS:
+        signal.signal(stop_sig, signal.SIG_DFL)
     os.kill(me, sig)  # end the way the harness ended, so the kit sees the same signal
     return 128 + sig
 

@@ -160,13 +160,20 @@ def selftest_context(manifest: dict[str, Any]) -> dict[str, Any] | None:
 
 def raw_index(run_path: Path) -> list[dict[str, Any]]:
     out = []
+    import stat
+
     for name in ("manifest.json", "trials", "samples", "attempts", "events.jsonl", "analysis.json"):
         p = run_path / name
-        if p.is_dir():
-            files = list(p.iterdir())
-            out.append({"path": f"{name}/", "files": len(files), "size": _bytes(sum(f.stat().st_size for f in files))})
-        elif p.exists():
-            out.append({"path": name, "files": 1, "size": _bytes(p.stat().st_size)})
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):  # a link is not followed: its target is none of the run's business
+            sizes = [f.lstat() for f in p.iterdir()]
+            regular = [s.st_size for s in sizes if stat.S_ISREG(s.st_mode)]
+            out.append({"path": f"{name}/", "files": len(regular), "size": _bytes(sum(regular))})
+        elif stat.S_ISREG(st.st_mode):
+            out.append({"path": name, "files": 1, "size": _bytes(st.st_size)})
     return out
 
 

@@ -17,8 +17,30 @@ Section = dict[str, Any]
 
 def extra_sections(manifest: dict[str, Any], analysis: dict[str, Any], hooks: Hooks) -> list[Section]:
     """The study's own sections: its folder's report.py (kit.studies.study_sections) where the reader trusted
-    that code; the kit registers none."""
-    return study_sections(hooks, manifest, analysis)
+    that code; the kit registers none. Figures that came back from a child process as {SVG, PDF} are made
+    report figures again (the LaTeX report needs their PDF)."""
+    sections = study_sections(hooks, manifest, analysis)
+    for sec in sections:
+        sec["figures"] = [_figure(f) for f in sec.get("figures") or []]
+    return sections
+
+
+def _figure(fig: Any) -> Any:
+    import base64
+    import binascii
+
+    from kit.report.figures import VectorFigure
+    from kit.study_child import VECTOR_FIGURE
+
+    svg = fig.get("svg") if isinstance(fig, dict) else None
+    if isinstance(svg, dict) and isinstance(svg.get(VECTOR_FIGURE), str):
+        out = VectorFigure(svg[VECTOR_FIGURE])
+        try:
+            out.pdf = base64.b64decode(str(svg.get("pdf_b64") or ""), validate=True) or None
+        except (binascii.Error, ValueError):
+            out.pdf = None
+        return {**fig, "svg": out}
+    return fig
 
 
 def study_code_section(hooks: Hooks) -> list[Section]:
