@@ -40,7 +40,8 @@ def kind_of(mode: int) -> str:
 
 
 def read_capped(path: Path, max_bytes: int, what: str = "file", *, missing_ok: bool = False,
-                fix: str = FIX_PLANTED) -> bytes | None:
+                fix: str = FIX_PLANTED, link_note: str = "the kit never follows a link in a run directory"
+                ) -> bytes | None:
     """The bytes of ``path``: a regular file (never through a link, never blocking on a FIFO), at most
     ``max_bytes``; StoreError otherwise (None for a missing file with ``missing_ok``)."""
     where = str(path)
@@ -52,15 +53,14 @@ def read_capped(path: Path, max_bytes: int, what: str = "file", *, missing_ok: b
         raise StoreError(f"{what} is missing", where=where, fix=fix) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StoreError(f"{what} is a symbolic link; refused (the kit never follows a link in a run "
-                             "directory)", where=where, fix=fix) from None
+            raise StoreError(f"{what} is a symbolic link; refused ({link_note})", where=where, fix=fix) from None
         raise StoreError(f"{what} cannot be opened ({exc.strerror or exc})", where=where, fix=fix) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise StoreError(f"{what} is {kind_of(st.st_mode)}, not a regular file; refused", where=where, fix=fix)
         if st.st_size > max_bytes:
-            raise StoreError(f"{what} is {st.st_size} bytes, over the limit of {max_bytes}; refused", where=where,
+            raise StoreError(f"{what} is {st.st_size} bytes, over the {max_bytes}-byte limit; refused", where=where,
                              fix=fix)
         chunks: list[bytes] = []
         total = 0
@@ -71,7 +71,7 @@ def read_capped(path: Path, max_bytes: int, what: str = "file", *, missing_ok: b
             chunks.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                raise StoreError(f"{what} grew over the limit of {max_bytes} bytes while read; refused", where=where,
+                raise StoreError(f"{what} grew over the {max_bytes}-byte limit while read; refused", where=where,
                                  fix=fix)
         return b"".join(chunks)
     except OSError as exc:

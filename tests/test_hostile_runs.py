@@ -33,6 +33,36 @@ def _kit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KIT, *args], capture_output=True, text=True, timeout=timeout)
 
 
+class Hung(Exception):
+    pass
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str, timeout_s: int = 30) -> subprocess.CompletedProcess[str]:
+    """`kit ARGS` through the CLI's own entry point (errors as the user sees them), in this process; a call that
+    hangs (a FIFO opened for reading) is interrupted by SIGALRM after ``timeout_s`` and fails the test."""
+    from unittest import mock
+
+    import kit.cli
+
+    def hung(signum: int, frame: object) -> None:
+        raise Hung(f"kit {' '.join(args)} did not return within {timeout_s} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(timeout_s)
+    try:
+        with mock.patch.object(sys, "argv", ["kit", *args]):
+            try:
+                kit.cli.main()
+                code = 0
+            except SystemExit as exc:
+                code = int(exc.code or 0)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    cap = capsys.readouterr()
+    return subprocess.CompletedProcess(["kit", *args], code, cap.out, cap.err)
+
+
 def _cli(*args: str) -> tuple[int, str]:
     """The command in this process (CliRunner); a KitError as `kit` reports it (exit code and its one line)."""
     res = CliRunner().invoke(app, list(args))
@@ -113,15 +143,16 @@ def test_a_study_folder_named_on_the_command_line_is_used_instead(planted: tuple
     assert "My own section" in (run / "report" / "index.html").read_text()
 
 
-def test_an_exception_in_a_study_hook_is_the_studys_error(planted: tuple[Path, Path], tmp_path: Path) -> None:
+def test_an_exception_in_a_study_hook_is_the_studys_error(planted: tuple[Path, Path], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     run, _ = planted
     plant_study(run, {"analysis.py": "def analyse(manifest, trials, values):\n    raise ValueError('broken study')\n"})
     with pytest.raises(StudyError, match=r"analyse\(\) raised ValueError: broken study") as info:
         analyze_run(run, trust=StudyTrust(trust_run_copy=True))
     assert "Traceback" in (info.value.detail or "") and "broken study" in info.value.detail
-    proc = _kit("report", str(run), "--trust-study-code")
+    proc = _main(capsys, "report", str(run), "--trust-study-code")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "broken study" in proc.stderr
-    proc = _kit("--debug", "report", str(run), "--trust-study-code")
+    proc = _main(capsys, "--debug", "report", str(run), "--trust-study-code")
     assert proc.returncode == 2 and "raise ValueError('broken study')" in proc.stderr  # the study's traceback
 
 
@@ -358,25 +389,27 @@ def test_a_trial_killed_on_its_time_limit_takes_its_daemons_with_it(tmp_path: Pa
 
 @pytest.mark.parametrize("plant", ["fifo", "devzero"])
 @pytest.mark.parametrize("name", ["manifest.json", "nodes/n1.json", "samples/r000-c00-pytorch.parquet"])
-def test_fifos_and_device_links_are_refused_within_seconds(tmp_path: Path, plant: str, name: str) -> None:
+def test_fifos_and_device_links_are_refused_within_seconds(tmp_path: Path, plant: str, name: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     run = golden_copy(tmp_path / "run")
     target = run / name
     target.parent.mkdir(exist_ok=True)
     target.unlink(missing_ok=True)
     os.mkfifo(target) if plant == "fifo" else os.symlink("/dev/zero", target)
     t0 = time.monotonic()
-    proc = _kit("report", str(run), timeout=60)
+    proc = _main(capsys, "report", str(run))
     assert proc.returncode == 2 and time.monotonic() - t0 < 30, proc.stderr
     assert ("FIFO" if plant == "fifo" else "symbolic link") in proc.stderr and "Traceback" not in proc.stderr
     assert name.split("/")[-1] in proc.stderr
 
 
-def test_history_over_a_directory_with_one_fifo_manifest_ends_with_an_error(tmp_path: Path) -> None:
+def test_history_over_a_directory_with_one_fifo_manifest_ends_with_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     golden_copy(tmp_path / "runs" / "a")
     bad = golden_copy(tmp_path / "runs" / "b")
     (bad / "manifest.json").unlink()
     os.mkfifo(bad / "manifest.json")
-    proc = _kit("history", str(tmp_path / "runs"), "--no-cache", timeout=60)
+    proc = _main(capsys, "history", str(tmp_path / "runs"), "--no-cache")
     assert proc.returncode == 2 and "FIFO" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -451,10 +484,10 @@ def test_a_killed_pack_does_not_block_the_next(tmp_path: Path) -> None:
 
 # -- 6. markup, malformed records and values, options -------------------------------------------------------
 
-def test_markup_in_a_manifest_value_is_shown_as_written(tmp_path: Path) -> None:
+def test_markup_in_a_manifest_value_is_shown_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = golden_copy(tmp_path / "run")
     edit_manifest(run, lambda m: m["spec"]["design"].update(alpha="[/x] [bold]loud"))
-    proc = _kit("report", str(run))
+    proc = _main(capsys, "report", str(run))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "'[/x] [bold]loud'" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
 
@@ -465,12 +498,13 @@ def test_markup_in_a_manifest_value_is_shown_as_written(tmp_path: Path) -> None:
     ('{"schema_version": 1, "experiment": ', "not valid JSON"),
     ("\udcff", "not UTF-8"),
 ])
-def test_malformed_manifests_are_one_line_errors(tmp_path: Path, content: str, match: str) -> None:
+def test_malformed_manifests_are_one_line_errors(tmp_path: Path, content: str, match: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     run = golden_copy(tmp_path / "run")
     (run / "manifest.json").write_bytes(content.encode("utf-8", "surrogateescape"))
     with pytest.raises(StoreError, match=match):
         analyze_run(run)
-    proc = _kit("report", str(run))
+    proc = _main(capsys, "report", str(run))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
 
 

@@ -23,11 +23,9 @@ error with the reason (:func:`read_outputs`), never a crash or a hang.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
-import stat
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -100,53 +98,23 @@ class TrialFileError(Exception):
     """A file in the trial's work directory the kit refuses: a link, not a regular file, too big, malformed."""
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return f"file type {stat.S_IFMT(mode):o}"
-
-
 def read_trial_file(path: Path, max_bytes: int) -> bytes | None:
     """The bytes of ``path`` (None: absent), never following a link the trial could have planted.
 
     ``O_NOFOLLOW`` refuses a symbolic link as the last component, ``O_NONBLOCK``
     keeps a FIFO from blocking the open, ``fstat`` on the opened descriptor must
     say regular file, and at most ``max_bytes`` are read (a file that is or
-    grows larger is refused). TrialFileError says why a file is refused.
+    grows larger is refused): :func:`kit.safeio.read_capped`, with its refusal
+    as a TrialFileError saying why.
     """
+    from kit.errors import StoreError
+    from kit.safeio import read_capped
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise TrialFileError(f"{path.name} in the trial's work directory is a symbolic link; "
-                                 "refused (a trial's file is never followed)") from None
-        raise TrialFileError(f"{path.name} in the trial's work directory cannot be opened "
-                             f"({exc.strerror or exc})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TrialFileError(f"{path.name} in the trial's work directory is {_kind(st.st_mode)}, "
-                                 "not a regular file; refused")
-        if st.st_size > max_bytes:
-            raise TrialFileError(f"{path.name} in the trial's work directory is {st.st_size} bytes, "
-                                 f"over the {max_bytes}-byte limit; refused")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise TrialFileError(f"{path.name} in the trial's work directory grew over the "
-                                     f"{max_bytes}-byte limit while read; refused")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return read_capped(path, max_bytes, f"{path.name} in the trial's work directory", missing_ok=True,
+                           link_note="a trial's file is never followed")
+    except StoreError as exc:
+        raise TrialFileError(exc.cause) from None
 
 
 def read_markers(path: Path, max_bytes: int = MARKERS_MAX_BYTES) -> list[dict[str, Any]]:
