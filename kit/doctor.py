@@ -219,30 +219,18 @@ def torch_choice(driver: str) -> dict[str, Any]:
 
 def nvidia_driver() -> tuple[str | None, str | None]:
     """(driver version, the CUDA version the driver supports) from NVML; (None, None) without a driver."""
+    from kit.nvml import cuda_version, nvml_session, text
+
     try:
-        import pynvml
-    except ImportError:
+        with nvml_session() as nv:
+            driver = text(nv.nvmlSystemGetDriverVersion())
+            try:
+                cuda = cuda_version(int(nv.nvmlSystemGetCudaDriverVersion()))
+            except Exception:  # an old driver without the query
+                cuda = None
+            return driver, cuda
+    except Exception:  # no NVML here (NVMLError from the session) or no driver version
         return None, None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None, None
-    try:
-        drv = pynvml.nvmlSystemGetDriverVersion()
-        driver = drv.decode() if isinstance(drv, bytes) else str(drv)
-        try:
-            v = int(pynvml.nvmlSystemGetCudaDriverVersion())
-            cuda = f"{v // 1000}.{(v % 1000) // 10}"
-        except Exception:
-            cuda = None
-        return driver, cuda
-    except Exception:
-        return None, None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def framework_cuda() -> dict[str, str | None]:

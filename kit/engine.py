@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import EngineError, KitError
+from kit.nvml import nvml_session, text
 
 DOCKER_SOCKET = "unix:///var/run/docker.sock"
 PODMAN_ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -192,26 +193,10 @@ def device_requests(engine_kind: str, mechanism: str, indices: list[int] | None)
 def host_gpus() -> list[str]:
     """Names of the NVIDIA GPUs NVML sees on this host ([] without a driver or GPU)."""
     try:
-        import pynvml
-    except ImportError:
+        with nvml_session() as nv:
+            return [text(nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(i))) for i in range(nv.nvmlDeviceGetCount())]
+    except Exception:  # no NVML (NVMLError from the session) or a GPU that cannot be read: no GPUs to offer
         return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    try:
-        names = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-            names.append(name.decode() if isinstance(name, bytes) else str(name))
-        return names
-    except Exception:
-        return []
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def engine_with_gpu() -> bool:

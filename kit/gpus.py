@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.errors import KitError
+from kit.errors import KitError, NVMLError
+from kit.nvml import NvmlSession
 
 DIST_STRATEGIES = ("dp", "ddp")
 NO_GPU_FIX = ("run on a host where `nvidia-smi -L` lists a GPU (install the NVIDIA driver), allow GPUs with "
@@ -63,13 +64,10 @@ def _text(value: Any) -> str:
 def nvml_inventory() -> Inventory:
     """Index, UUID and name of every GPU NVML sees; never raises (an empty inventory says why)."""
     try:
-        import pynvml
-    except ImportError:
-        return Inventory((), "nvidia-ml-py (pynvml) is not installed")
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError (no driver), OSError (broken library), NVMLLibraryMismatchError...
-        return Inventory((), f"NVML unavailable ({type(exc).__name__}: {exc})")
+        session = NvmlSession()
+        pynvml = session.open()
+    except NVMLError as exc:  # no nvidia-ml-py, no driver, a broken library, a library mismatch
+        return Inventory((), f"NVML unavailable ({exc.cause})")
     notes: list[str] = []
     gpus: list[Gpu] = []
     try:
@@ -87,10 +85,7 @@ def nvml_inventory() -> Inventory:
         if not count:
             notes.append("NVML works but reports no GPU")
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
+        session.close()
     return Inventory(tuple(gpus), "; ".join(notes))
 
 

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
+from kit.errors import KitError, NVMLError
+from kit.nvml import nvml_error, nvml_session
 
 SCHEMA = 1
 TOLERANCE = 0.01  # timers must agree within 1 %
@@ -165,32 +166,21 @@ def nvml_gpus(gpu_indices: list[int] | None) -> tuple[list[int], str]:
     """The NVML indices to check (all when None) and, when there are none, why. Raises NVMLError for a bad index."""
     import pynvml
 
-    from kit.collectors.nvml import _indices, nvml_error
+    from kit.collectors.nvml import _indices
 
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        return [], nvml_error(exc, "nvmlInit").cause
-    except Exception as exc:  # a broken library (OSError), or a driver/library mismatch some versions raise oddly
-        return [], f"cannot use NVML: {type(exc).__name__}: {exc}"
-    try:
-        idx = _indices(gpu_indices)
-    except pynvml.NVMLError as exc:
-        return [], nvml_error(exc, "nvmlDeviceGetCount").cause
-    finally:
-        _shutdown()
+        with nvml_session():
+            try:
+                idx = _indices(gpu_indices)
+            except pynvml.NVMLError as exc:
+                return [], nvml_error(exc, "nvmlDeviceGetCount").cause
+    except NVMLError as exc:  # no NVML here: no driver, a broken library, a driver/library mismatch
+        if exc.where != "nvmlInit" and exc.where != "import pynvml":
+            raise  # a bad index: the caller's error
+        return [], exc.cause
     if not idx:
         return [], "NVML sees no GPU" if gpu_indices is None else "no GPU given to check"
     return idx, ""
-
-
-def _shutdown() -> None:
-    import pynvml
-
-    try:
-        pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
-        pass
 
 
 def decode_reasons(mask: int | None) -> list[str]:
@@ -298,10 +288,7 @@ def host_selftest(gpu_indices: list[int] | None, period_s: float, *, window_s: f
     if not idx:
         checks.append(check("GPU checks", "skip", f"skipped: {why}"))
         return record(checks, gpu=False)
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
+    with nvml_session() as pynvml:
         driver = _get(pynvml.nvmlSystemGetDriverVersion)
         cuda = _get(pynvml.nvmlSystemGetCudaDriverVersion)
         cuda_text = None if cuda is None else f"{cuda // 1000}.{(cuda % 1000) // 10}"
@@ -313,8 +300,6 @@ def host_selftest(gpu_indices: list[int] | None, period_s: float, *, window_s: f
             except pynvml.NVMLError as exc:
                 checks.append(check(f"GPU {i}", "fail", f"NVML cannot read GPU {i}: {exc}"))
         checks.append(energy_interval_check(idx[0], min(window_s, 1.0)))
-    finally:
-        _shutdown()
     return record(checks, gpu=True)
 
 

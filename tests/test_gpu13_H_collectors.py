@@ -14,6 +14,7 @@ from kit.collectors import make_collectors
 from kit.collectors.base import TrialTarget
 from kit.collectors.nvml import NvmlCollector, gpu_inventory, nvml_probe
 from kit.collectors.thermal import TemperatureReader, wait_for_cooldown
+from kit.nvml import MISMATCH_FIX
 from tests._fake_nvml import FOREIGN_PID, FakeGpu, FakeNvml, eight_gpu_host, install
 
 MISMATCH = pynvml.NVMLLibraryMismatchError(
@@ -96,7 +97,7 @@ def test_library_mismatch_in_the_middle_of_a_run_is_recorded_and_sampling_goes_o
 def test_library_mismatch_does_not_kill_probe_or_inventory(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, FakeNvml([FakeGpu()], init_exc=MISMATCH))
     probe = nvml_probe()
-    assert not probe.ok and "mismatch" in probe.detail.lower() and probe.fix == nvml_module.MISMATCH_FIX
+    assert not probe.ok and "mismatch" in probe.detail.lower() and probe.fix == MISMATCH_FIX
     assert gpu_inventory() == []
     # one getter mismatched: the inventory keeps everything else
     gpu = FakeGpu(raises={"nvmlDeviceGetEccMode": MISMATCH, "nvmlDeviceGetName": MISMATCH})

@@ -47,6 +47,9 @@ import pynvml
 from kit.collectors.base import DEFAULT_PERIOD_S, Collector, Probe, Row, TrialTarget
 from kit.collectors.memory import TreeCache
 from kit.errors import NVMLError
+from kit.nvml import NvmlSession, nvml_error, nvml_session
+from kit.nvml import cuda_version as _cuda_version
+from kit.nvml import text as _text
 
 SOURCE = "nvml"
 LOST_CODES = frozenset(
@@ -57,48 +60,13 @@ UNSUPPORTED_CODES = frozenset(
     getattr(pynvml, n) for n in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND")
     if hasattr(pynvml, n)
 )
-_FIXES: dict[int, str] = {
-    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
-        "install the NVIDIA driver on this host (it provides libnvidia-ml.so.1); collectors run on the host, "
-        "not in the trial's container"
-    ),
-    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: "load the NVIDIA kernel driver; `nvidia-smi` must work on this host",
-    pynvml.NVML_ERROR_NO_PERMISSION: "run as a user allowed to open /dev/nvidia* (or as root)",
-    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
-        "the driver was updated but the old kernel module is still loaded: reboot (or reload the nvidia modules)"
-    ),
-    pynvml.NVML_ERROR_GPU_IS_LOST: "the GPU fell off the bus: check `dmesg` for Xid errors, then reset the GPU or reboot",
-    pynvml.NVML_ERROR_RESET_REQUIRED: "reset the GPU (nvidia-smi -r) or reboot",
-}
-DEFAULT_FIX = "check that `nvidia-smi` works on this host"
-MISMATCH_FIX = (
-    "nvidia-ml-py is newer than this driver's NVML library: install the nvidia-ml-py release of the driver's "
-    "branch (`nvidia-smi` prints the driver version; e.g. driver 550.x: pip install 'nvidia-ml-py<12.551'), "
-    "or update the NVIDIA driver"
-)
-LIBRARY_MISMATCH = getattr(pynvml, "NVMLLibraryMismatchError", ())
 POWER_INSTANT_FIELD = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", 186)
 NO_GPU_FIX = "check `nvidia-smi -L`; without GPUs, leave 'nvml' out of telemetry.collectors"
-
-
-def nvml_error(exc: BaseException, where: str) -> NVMLError:
-    """Translate a pynvml exception (an NVMLError or not) into the kit's error tree (cause, where, fix)."""
-    if LIBRARY_MISMATCH and isinstance(exc, LIBRARY_MISMATCH):
-        return NVMLError(f"NVML library mismatch: {exc}", where=where, fix=MISMATCH_FIX)
-    if not isinstance(exc, pynvml.NVMLError):
-        return NVMLError(f"NVML: {type(exc).__name__}: {exc}", where=where, fix=DEFAULT_FIX)
-    code = getattr(exc, "value", None)
-    fix = _FIXES.get(code, DEFAULT_FIX) if isinstance(code, int) else DEFAULT_FIX
-    return NVMLError(f"NVML: {exc}", where=where, fix=fix)
 
 
 def _code(exc: BaseException) -> int | None:
     value = getattr(exc, "value", None)
     return value if isinstance(value, int) else None
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _field_value(fv: Any) -> float:
@@ -135,37 +103,20 @@ def nvml_probe(gpu_indices: Iterable[int] | None = None) -> Probe:
     if gpu_indices is not None and not list(gpu_indices):
         return Probe(False, NO_TRIAL_GPU)
     try:
-        pynvml.nvmlInit()
-    except OSError as exc:  # a broken library file
-        return Probe(False, f"cannot load NVML: {exc}", DEFAULT_FIX)
-    except Exception as exc:  # NVMLError, NVMLLibraryMismatchError, anything else pynvml raises
-        err = nvml_error(exc, "nvmlInit")
-        return Probe(False, err.cause, err.fix or "")
-    try:
-        idx = _indices(gpu_indices)
-        if not idx:
-            return Probe(False, "NVML works but reports no GPU", NO_GPU_FIX)
-        driver = _try(pynvml.nvmlSystemGetDriverVersion)
-        names = [f"{i}: {_text(n) if (n := _try(_name_of, i)) is not None else '?'}" for i in idx]
-        return Probe(True, f"driver {_text(driver) if driver is not None else '?'}; {len(idx)} GPU(s): {', '.join(names)}")
-    except NVMLError as err:
-        return Probe(False, err.cause, err.fix or "")
-    except Exception as exc:
+        with nvml_session():
+            idx = _indices(gpu_indices)
+            if not idx:
+                return Probe(False, "NVML works but reports no GPU", NO_GPU_FIX)
+            driver = _try(pynvml.nvmlSystemGetDriverVersion)
+            names = [f"{i}: {_text(n) if (n := _try(_name_of, i)) is not None else '?'}" for i in idx]
+            return Probe(True, f"driver {_text(driver) if driver is not None else '?'}; {len(idx)} GPU(s): {', '.join(names)}")
+    except Exception as exc:  # NVMLError from the session or a bad index, anything else pynvml raises
         err = nvml_error(exc, "nvml probe")
         return Probe(False, err.cause, err.fix or "")
-    finally:
-        _shutdown_quietly()
 
 
 def _name_of(index: int) -> Any:
     return pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-
-
-def _shutdown_quietly() -> None:
-    try:
-        pynvml.nvmlShutdown()
-    except Exception:
-        pass
 
 
 def _try(fn: Callable[..., Any], *args: Any) -> Any:
@@ -178,10 +129,6 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
 
 def _mw_to_w(mw: Any) -> float | None:
     return None if mw is None else mw / 1000.0
-
-
-def _cuda_version(v: int | None) -> str | None:
-    return None if v is None else f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def _inventory_one(i: int, h: Any) -> dict[str, Any]:
@@ -227,32 +174,27 @@ def gpu_inventory(gpu_indices: Iterable[int] | None = None) -> list[dict[str, An
     applications-clocks bit in ``throttle_reasons`` during the run.
     """
     try:
-        pynvml.nvmlInit()
-    except Exception:  # NVMLError, OSError, NVMLLibraryMismatchError...
+        with nvml_session():
+            idx = _indices(gpu_indices)
+            driver = _try(pynvml.nvmlSystemGetDriverVersion)
+            common = {
+                "driver_version": _text(driver) if driver is not None else None,
+                "cuda_driver_version": _cuda_version(_try(pynvml.nvmlSystemGetCudaDriverVersion)),
+                "nvml_version": _text(v) if (v := _try(pynvml.nvmlSystemGetNVMLVersion)) is not None else None,
+            }
+            out = []
+            for i in idx:
+                h = _try(pynvml.nvmlDeviceGetHandleByIndex, i)
+                if h is None:
+                    out.append({"index": i, "error": "no handle (GPU lost?)", **common})
+                    continue
+                try:
+                    out.append({**_inventory_one(i, h), **common})
+                except Exception as exc:  # what one GPU cannot tell does not hide the others
+                    out.append({"index": i, "error": str(nvml_error(exc, f"GPU {i}")), **common})
+            return out
+    except Exception:  # no NVML here (NVMLError from the session), or it failed before any GPU was read
         return []
-    try:
-        idx = _indices(gpu_indices)
-        driver = _try(pynvml.nvmlSystemGetDriverVersion)
-        common = {
-            "driver_version": _text(driver) if driver is not None else None,
-            "cuda_driver_version": _cuda_version(_try(pynvml.nvmlSystemGetCudaDriverVersion)),
-            "nvml_version": _text(v) if (v := _try(pynvml.nvmlSystemGetNVMLVersion)) is not None else None,
-        }
-        out = []
-        for i in idx:
-            h = _try(pynvml.nvmlDeviceGetHandleByIndex, i)
-            if h is None:
-                out.append({"index": i, "error": "no handle (GPU lost?)", **common})
-                continue
-            try:
-                out.append({**_inventory_one(i, h), **common})
-            except Exception as exc:  # what one GPU cannot tell does not hide the others
-                out.append({"index": i, "error": str(nvml_error(exc, f"GPU {i}")), **common})
-        return out
-    except Exception:
-        return []
-    finally:
-        _shutdown_quietly()
 
 
 # -- the collector -------------------------------------------------------------
@@ -397,7 +339,7 @@ class NvmlCollector(Collector):
         self._n_reads = 0
         self._procs_ok: dict[int, bool] = {}
         self.tree = TreeCache()
-        self._initialised = False
+        self._session = NvmlSession()
 
     @classmethod
     def build(cls, period_s: float, target: TrialTarget, sysfs_root: Path, **options: Any) -> NvmlCollector:
@@ -411,11 +353,7 @@ class NvmlCollector(Collector):
         return nvml_probe(self.wanted())
 
     def _open(self) -> None:
-        try:
-            pynvml.nvmlInit()
-        except Exception as exc:
-            raise nvml_error(exc, "nvmlInit") from exc
-        self._initialised = True
+        self._session.open()
         try:
             indices = _indices(self.wanted())
         except NVMLError:
@@ -539,6 +477,4 @@ class NvmlCollector(Collector):
 
     def _close(self) -> None:
         self.gpus = []
-        if self._initialised:
-            self._initialised = False
-            _shutdown_quietly()
+        self._session.close()

@@ -25,6 +25,8 @@ from typing import Any
 import pynvml
 
 from kit.collectors.hwmon import CpuPlan, Sensor, cpu_temp_c, discover, read_once
+from kit.errors import NVMLError
+from kit.nvml import NvmlSession
 
 Temps = dict[str, float]
 ReadFn = Callable[[], Temps]
@@ -46,6 +48,7 @@ class TemperatureReader:
         self._cpu: tuple[list[Sensor], CpuPlan | None] | None = None
         self._handles: list[tuple[int, Any]] | None = None
         self._lock = threading.Lock()
+        self._session = NvmlSession()
 
     def _cpu_sensors(self) -> tuple[list[Sensor], CpuPlan | None]:
         if self._cpu is None:
@@ -59,8 +62,8 @@ class TemperatureReader:
             self._handles = []
             if self.nvml:
                 try:
-                    pynvml.nvmlInit()
-                except Exception:  # NVMLError, OSError, NVMLLibraryMismatchError: no NVML here
+                    self._session.open()
+                except NVMLError:  # no NVML here
                     self.nvml = False  # do not try again at every poll
                     return self._handles
                 try:
@@ -90,11 +93,7 @@ class TemperatureReader:
 
     def close(self) -> None:
         with self._lock:
-            if self._handles is not None and self.nvml:
-                try:
-                    pynvml.nvmlShutdown()
-                except Exception:
-                    pass
+            self._session.close()
             self._handles = None
 
 
