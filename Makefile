@@ -1,7 +1,8 @@
 # kit: reproducible TensorFlow-vs-PyTorch benchmarks.
 #   make reproduce   set up .venv and run the main study (quick profile without a GPU), then its report
 #                    (HTML and LaTeX; PDF too where latexmk is installed, else a line says it was skipped)
-#   make test        set up .venv and run the test suite
+#   make test        set up .venv and run the fast test suite (under 5 minutes on 2 cores; no engine, Slurm or TeX)
+#   make test-all    the whole suite: also the tests marked slow, engine, slurm, tex, browser, mount (CI runs it)
 #   make selftest    check that this host measures what the kit says (kit selftest) before a long study
 # Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, DRIVER, TORCH_INDEX.
 
@@ -25,7 +26,7 @@ TORCH_PAIR ?= torch==2.14.1 torchvision==0.29.1
 DRIVER ?= $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1))
 TORCH_INDEX ?= $(if $(DRIVER),$(shell $(PYTHON) -m kit.doctor torch-index $(DRIVER)))
 
-.PHONY: setup reproduce test test-fast lint report images doctor selftest clean distclean
+.PHONY: setup reproduce test test-all test-rest lint report images doctor selftest clean distclean
 
 $(STAMP): pyproject.toml
 	$(if $(HAVE_GPU),$(PYTHON) -m kit.doctor driver-check $(DRIVER))
@@ -40,14 +41,22 @@ setup: $(STAMP)
 reproduce: setup
 	$(VENV)/bin/kit run $(SPEC) --profile $(PROFILE) --backend $(BACKEND) --build-images --runs-dir $(RUNS)
 
+# The fast default leaves out what starts the frameworks, renders whole reports or needs an engine, Slurm, TeX,
+# Chromium or root mounts (pyproject.toml lists the markers); test-rest is exactly those, so test + test-rest
+# (what .ci/run does) is test-all, each test once.
+FAST := not slow and not engine and not slurm and not tex and not browser and not mount
 test: setup
+	$(PY) -m pytest -m "$(FAST)"
+
+test-all: setup
 	$(PY) -m pytest
 
-test-fast: setup
-	$(PY) -m pytest -m "not slow and not engine and not slurm"
+test-rest: setup
+	$(PY) -m pytest -m "not ($(FAST))"
 
 lint: setup
-	$(VENV)/bin/ruff check kit tests
+	$(VENV)/bin/ruff check kit tests benchmarks experiments
+	$(VENV)/bin/mypy
 
 # Re-make the report of the newest run (or RUN=runs/<dir>).
 RUN ?= $(lastword $(sort $(wildcard $(RUNS)/*/)))

@@ -65,8 +65,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     needs = [r.get("n_needed") for r in rows if r["verdict"] == "inconclusive"]
     return {"verdict": verdict, "ratio": lead.get("ratio"), "ratio_low": lead.get("ratio_low"),
             "ratio_high": lead.get("ratio_high"), "p_adj": lead.get("p_adj"),
-            "mde": None if any(m is None for m in mdes) else max(mdes, default=None),
-            "n_needed": None if not needs or any(n is None for n in needs) else max(needs), "rows": rows}
+            "mde": None if any(m is None for m in mdes) else max((m for m in mdes if m is not None), default=None),
+            "n_needed": None if not needs or any(n is None for n in needs) else max(n for n in needs if n is not None),
+            "rows": rows}
 
 
 def bisect_releases(releases: list[str], compare_pair: ComparePair) -> dict[str, Any]:

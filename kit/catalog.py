@@ -41,7 +41,7 @@ def _entry(path: Path) -> dict[str, Any]:
     try:
         base = load_spec(path)
     except KitError as err:
-        return {"file": label, "path": str(path), "id": "(invalid)", "profiles": [
+        return {"file": label, "path": str(path), "id": "(invalid)", "invalid": True, "profiles": [
             {"name": "-", "trials": 0, "description": err.one_line()}]}
     profiles = []
     for name in base.profiles:

@@ -71,6 +71,10 @@ def list_cmd(
             for d in e.get("deviations", []):
                 dev.add_row(*(escape(d[k]) for k in ("aspect", "paper", "kit", "why")))
             out.print(dev)
+    invalid = [e["file"] for e in found if e.get("invalid")]
+    if invalid:  # listed above with their error; a script or CI step must not read the listing as all well
+        console.print(f"[red]error:[/] {len(invalid)} experiment(s) invalid: {escape(', '.join(invalid))} (the row says why)")
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -187,7 +191,7 @@ def run(
                                fix="drop the spec: the run directory holds its own copy")
             rd = resume_run(resume, opts, events)
         else:
-            if spec is None:
+            if loaded is None:  # no spec given
                 raise KitError("no experiment given", where="kit run", fix="kit run experiments/<study> (a study folder or experiment TOML; see `kit list`)")
             rd = start_run(loaded, opts, events)
     if resume is None:  # a resumed run may be someone else's: running it is no reason to trust its code for good

@@ -258,7 +258,7 @@ def _arm_provenance(manifest: dict[str, Any], analysis: dict[str, Any], arm: str
                             "image.tag": img.get("tag")}
     for k, v in (img.get("versions") or {}).items():
         prov[f"image.reports.{k}"] = v
-    env = next((e for e in analysis.get("trial_env", []) if e.get("arm") == arm), {})
+    env: dict[str, Any] = next((e for e in analysis.get("trial_env", []) if e.get("arm") == arm), {})
     for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
         if env.get(k) is not None:
             prov[f"inside.{k}"] = env[k]

@@ -1,4 +1,4 @@
-"""Pinned files of the datasets beyond MNIST (CIFAR-10/100, SVHN, IMDB, Penn Treebank).
+"""Pinned files of the datasets: MNIST, CIFAR-10/100, SVHN, IMDB, Penn Treebank.
 
 Every SHA-256 below is the publisher's file as recorded by two independent
 projects that download and verify it, and never computed here (these
@@ -16,7 +16,40 @@ by :mod:`kit.synthetic` in the same on-disk format (never the real data).
 
 from __future__ import annotations
 
-from kit.datasets import DatasetFile, DatasetInfo
+from kit.dataset_types import DatasetFile, DatasetInfo
+
+_MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/{}",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/{}",
+)
+
+
+def _mirrored(name: str, sha: str, size: int) -> DatasetFile:
+    return DatasetFile(name, sha, tuple(m.format(name) for m in _MNIST_MIRRORS), size)
+
+
+MNIST = DatasetInfo(
+    name="mnist",
+    title="MNIST handwritten digits (LeCun, Cortes and Burges)",
+    license="CC BY-SA 3.0",
+    files=(
+        _mirrored("train-images-idx3-ubyte.gz", "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422),
+        _mirrored("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881),
+        _mirrored("t10k-images-idx3-ubyte.gz", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877),
+        _mirrored("t10k-labels-idx1-ubyte.gz", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542),
+    ),
+    sources={
+        "full": (
+            "train-images-idx3-ubyte.gz",
+            "train-labels-idx1-ubyte.gz",
+            "t10k-images-idx3-ubyte.gz",
+            "t10k-labels-idx1-ubyte.gz",
+        ),
+        "t10k_split": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+    },
+    full_sizes={"full": (60000, 10000), "t10k_split": (10000, 0)},
+    bundled_subdirs=("mnist-t10k",),
+)
 
 _CIFAR = "https://www.cs.toronto.edu/~kriz/{}"
 _SVHN = ("http://ufldl.stanford.edu/housenumbers/{}", "https://ufldl.stanford.edu/housenumbers/{}")
@@ -106,3 +139,5 @@ PTB = DatasetInfo(
 )
 
 MORE_DATASETS: tuple[DatasetInfo, ...] = (CIFAR10, CIFAR100, SVHN, IMDB, PTB)
+# Every dataset the kit knows, MNIST first: kit.datasets.DATASETS is this tuple by name, built once, never mutated.
+ALL_DATASETS: tuple[DatasetInfo, ...] = (MNIST, *MORE_DATASETS)

@@ -15,123 +15,29 @@ digests are recorded at generation and checked on reuse; reports label it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit.dataset_registry import ALL_DATASETS, MNIST
+from kit.dataset_types import CHUNK, SYNTHETIC, DatasetFile, DatasetInfo, ResolvedDataset, sha256_file
 from kit.errors import ChecksumError, DatasetError
+from kit.synthetic import resolve_synthetic
+
+__all__ = ["CHUNK", "DATASETS", "MNIST", "SYNTHETIC", "DatasetFile", "DatasetInfo", "ResolvedDataset", "resolve",
+           "sha256_file"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DIRS: tuple[Path, ...] = (REPO_ROOT / "data",)
 ENV_DATA_DIR = "KIT_DATA_DIR"
 ENV_CACHE_DIR = "KIT_CACHE_DIR"
-CHUNK = 1 << 20
 
 Progress = Callable[[str, int, int | None], None]  # (file name, bytes done, bytes total)
 
 
-@dataclass(frozen=True)
-class DatasetFile:
-    """One pinned file: its name, where it can be fetched, and its digest."""
-
-    name: str
-    sha256: str
-    urls: tuple[str, ...]
-    size: int | None = None
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """A dataset: its files, the sources (splits) it can be used as, and sizes."""
-
-    name: str
-    title: str
-    license: str
-    files: tuple[DatasetFile, ...]
-    # source -> names of the files it needs
-    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # source -> (train examples, test examples) at full size
-    full_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    bundled_subdirs: tuple[str, ...] = ()
-    # "module:function" writing a small stand-in in the real format (source "synthetic"); "" = none
-    synthetic: str = ""
-
-    def file(self, name: str) -> DatasetFile:
-        for f in self.files:
-            if f.name == name:
-                return f
-        raise KeyError(name)
-
-    def sizes(self, source: str, test_size: int | None) -> tuple[int, int]:
-        """Examples available for training and testing from ``source``.
-
-        For a split source (one file set divided in two), the test part takes
-        ``test_size`` examples (default one fifth) and training the rest.
-        """
-        train, test = self.full_sizes[source]
-        if test == 0:  # split source: one pool of ``train`` examples
-            n_test = test_size if test_size is not None else train // 5
-            return train - n_test, n_test
-        return train, test
-
-
-_MNIST_MIRRORS = (
-    "https://ossci-datasets.s3.amazonaws.com/mnist/{}",
-    "https://storage.googleapis.com/cvdf-datasets/mnist/{}",
-)
-
-
-def _mirrored(name: str, sha: str, size: int) -> DatasetFile:
-    return DatasetFile(name, sha, tuple(m.format(name) for m in _MNIST_MIRRORS), size)
-
-
-MNIST = DatasetInfo(
-    name="mnist",
-    title="MNIST handwritten digits (LeCun, Cortes and Burges)",
-    license="CC BY-SA 3.0",
-    files=(
-        _mirrored("train-images-idx3-ubyte.gz", "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609", 9912422),
-        _mirrored("train-labels-idx1-ubyte.gz", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c", 28881),
-        _mirrored("t10k-images-idx3-ubyte.gz", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6", 1648877),
-        _mirrored("t10k-labels-idx1-ubyte.gz", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6", 4542),
-    ),
-    sources={
-        "full": (
-            "train-images-idx3-ubyte.gz",
-            "train-labels-idx1-ubyte.gz",
-            "t10k-images-idx3-ubyte.gz",
-            "t10k-labels-idx1-ubyte.gz",
-        ),
-        "t10k_split": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
-    },
-    full_sizes={"full": (60000, 10000), "t10k_split": (10000, 0)},
-    bundled_subdirs=("mnist-t10k",),
-)
-
-DATASETS: dict[str, DatasetInfo] = {MNIST.name: MNIST}
-SYNTHETIC = "synthetic"  # the source name of generated stand-ins (see kit.synthetic)
-
-
-def _register_more() -> None:
-    from kit.dataset_registry import MORE_DATASETS
-
-    for info in MORE_DATASETS:
-        DATASETS.setdefault(info.name, info)
-
-
-_register_more()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
+DATASETS: dict[str, DatasetInfo] = {info.name: info for info in ALL_DATASETS}
 
 
 def cache_dir() -> Path:
@@ -159,26 +65,6 @@ def search_dirs(info: DatasetInfo, data_dir: Path | None = None) -> list[tuple[s
     for root in BUNDLED_DIRS:
         dirs += [("bundled", root / sub) for sub in info.bundled_subdirs]
     return dirs
-
-
-@dataclass(frozen=True)
-class ResolvedDataset:
-    """Where a dataset's files were found, with their verified digests."""
-
-    name: str
-    source: str
-    directory: Path
-    origin: str
-    files: dict[str, str]  # file name -> sha256
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "source": self.source,
-            "directory": str(self.directory),
-            "origin": self.origin,
-            "sha256": dict(self.files),
-        }
 
 
 def verify_file(path: Path, expected: DatasetFile) -> str:
@@ -212,8 +98,6 @@ def resolve(
         raise DatasetError(f"unknown dataset {name!r}", fix=f"use one of {', '.join(sorted(registry))}")
     info = registry[name]
     if source == SYNTHETIC and info.synthetic:
-        from kit.synthetic import resolve_synthetic
-
         return resolve_synthetic(info, cache_dir() / info.name / SYNTHETIC)
     if source not in info.sources:
         raise DatasetError(f"dataset {name} has no source {source!r}", fix=f"use one of {', '.join(info.sources)}")

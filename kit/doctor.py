@@ -50,7 +50,7 @@ def check_frameworks() -> list[Finding]:
 
 def check_engine() -> list[Finding]:
     try:
-        from kit.engine import doctor_engine
+        from kit.images.doctor import doctor_engine
     except ImportError:
         return [_finding("container engine", False, "container support not installed in this kit", "update the kit")]
     try:

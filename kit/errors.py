@@ -106,6 +106,10 @@ class AnalysisError(KitError):
     """The stored data cannot be analysed as asked."""
 
 
+class StudyError(KitError):
+    """A study folder (its experiment.toml, analysis.py or report.py) that cannot be used as it is."""
+
+
 class ReportError(KitError):
     """A report could not be rendered."""
 

@@ -64,6 +64,19 @@ def check_manifest(man: Any, where: str) -> dict[str, Any]:
     return man
 
 
+# What runs without a dataset recorded before the manifest could say "none": a stand-in entry for the empty
+# directory the trials were given. It is not a dataset, and not synthetic data either.
+_LEGACY_NO_DATASET = {"name": "none", "source": "synthetic"}
+
+
+def run_datasets(man: dict[str, Any]) -> list[dict[str, Any]]:
+    """The datasets a run used, from its manifest: ``datasets`` (a study of several) or ``dataset`` (one);
+    [] for a run on synthetic inputs (``dataset`` null, or the stand-in entry older runs wrote)."""
+    many = man.get("datasets")
+    found = list(many.values()) if isinstance(many, dict) and many else [man.get("dataset")]
+    return [d for d in found if isinstance(d, dict) and {k: d.get(k) for k in _LEGACY_NO_DATASET} != _LEGACY_NO_DATASET]
+
+
 def _check_spec(spec: Any, where: str) -> None:
     f = FIX_MANIFEST
     _need(isinstance(spec, dict), where, "spec", "a table", spec, f)

@@ -42,6 +42,8 @@ from kit.spec import Spec, parse_spec
 from kit.store import BASELINE_ID, RunDir
 from kit.workloads import WORKLOADS
 
+NO_DATASET = "none"  # the name of the empty stand-in the trials of a dataset-less workload are given
+
 
 class RunEvents:
     """Hooks the run loop calls; the default does nothing (tests, library use)."""
@@ -124,9 +126,9 @@ def _study_request(spec: Spec, framework: str) -> dict[str, Any]:
     return {"study": {"workload": info.name, "module": info.modules[framework]}}
 
 
-def phase_table(markers: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Phase intervals from harness markers, in wall-clock and monotonic time."""
-    phases: dict[str, dict[str, float]] = {}
+def phase_table(markers: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Phase intervals from harness markers, in wall-clock and monotonic time (None: not in the marker)."""
+    phases: dict[str, dict[str, float | None]] = {}
     for m in markers:
         if m.get("event") == "phase_start":
             phases[m["phase"]] = {"start": m["t"], "start_mono": m.get("t_mono")}
@@ -318,7 +320,7 @@ def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset
     if spec.dataset is None:
         empty = Path(tempfile.gettempdir()) / "kit-no-dataset"
         empty.mkdir(exist_ok=True)
-        return ResolvedDataset("none", "synthetic", empty, "synthetic inputs, no dataset", {})
+        return ResolvedDataset(NO_DATASET, "synthetic", empty, "synthetic inputs, no dataset", {})
     return resolve(spec.dataset.name, spec.dataset.source, data_dir=opts.data_dir, download=opts.download,
                    progress=lambda name, done, total: events.message(f"downloading {name}: {done}/{total or '?'} bytes"))
 
@@ -335,7 +337,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
     spec_text = Path(spec.path).read_text(encoding="utf-8") if spec.path and Path(spec.path).is_file() else ""
     study_files = _study_files(spec, plan)
-    manifest = {
+    manifest: dict[str, Any] = {  # the run's manifest.json (RunDir.create)
         "kit": kit_provenance(),
         "experiment": spec.experiment.id,
         "title": spec.experiment.title,
@@ -346,7 +348,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "spec_source": {"path": spec.path, "text": spec_text, "sha256": spec_digest(spec_text)},
         "host": host_provenance(),
         "backend": {**backend.describe(), **prepared},
-        "dataset": dataset.as_dict(),
+        "dataset": dataset.as_dict() if dataset.name != NO_DATASET else None,
         **({"datasets": {k: d.as_dict() for k, d in datasets.items()}} if datasets else {}),
         "collectors": _probe_collectors(spec, opts),
         "devices": checked.device_summary,

@@ -103,7 +103,8 @@ def sampling_rate(rows: list[Any]) -> tuple[int, float | None]:
         by_dev.setdefault(str(r.device), set()).add(float(r.t))
     if not by_dev:
         return 0, None
-    ts = sorted(max(by_dev.values(), key=len))
+    busiest: set[float] = max(by_dev.values(), key=len)
+    ts = sorted(busiest)
     if len(ts) >= 4:  # the last reading is the one taken at stop, off the schedule: leave it out of the rate
         ts = ts[:-1]
     if len(ts) < 2 or ts[-1] <= ts[0]:
@@ -268,7 +269,7 @@ def energy_interval_check(index: int, window_s: float, poll_s: float = 0.001) ->
     if not gaps:
         return check(name, "info", f"{len(changes)} change(s) in {window_s:g} s of {polls} polls: update interval not "
                      f"measurable (longer than {window_s:g} s?)", **numbers)
-    med = numbers["median_interval_s"]
+    med = statistics.median(gaps)  # = numbers["median_interval_s"], not None: gaps is not empty
     return check(name, "info", f"updates every {med * 1000:.1f} ms (median of {len(gaps)} intervals, {polls} polls "
                  f"in {window_s:g} s): phases much shorter than this get no energy difference", **numbers)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import SpecError
+from kit.metric_catalog import METRICS
 from kit.workloads import FRAMEWORKS, WORKLOADS
 
 SPEC_SCHEMA = 1
@@ -329,8 +330,6 @@ class Hypothesis:
     unit: str | None = None  # "trial" or "configuration"; None: the [design] unit
 
     def check(self, p: str) -> None:
-        from kit.analysis.metrics import METRICS
-
         if self.unit is not None and self.unit not in UNITS:
             raise _Invalid(f"{p}.unit", f"one of {', '.join(UNITS)}", self.unit)
 
@@ -659,7 +658,7 @@ def _build(cls: Any, data: Any, path: str) -> Any:
     for name, f in fields.items():
         where = f"{path}.{name}" if path else name
         if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise _Invalid(where, f"{_type_name(hints[name])} (required key is missing)")
             continue
         kwargs[name] = _convert(hints[name], data[name], where)

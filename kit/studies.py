@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError, SpecError, StoreError
+from kit.errors import SpecError, StoreError, StudyError
 from kit.trust import StudyTrust
 from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo, register
 from kit.workloads.study_import import MODULE_NAME, import_study_module
@@ -46,10 +46,6 @@ WORKLOAD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 PARAM_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 KIT_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = KIT_ROOT / "experiments"
-
-
-class StudyError(KitError):
-    """A study folder that cannot be used as it is."""
 
 
 # -- the [study] table ----------------------------------------------------------------------------------------------
@@ -127,7 +123,8 @@ def _param(name: str, raw: Any, path: str) -> Param:
     minimum = raw.get("minimum")
     if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, (int, float))):
         raise _bad(f"{where}.minimum", "a number", minimum, path)
-    if minimum is not None and tp in (int, float) and default < minimum:
+    # ok above: a numeric tp means default is an int or float (never None or bool) here
+    if minimum is not None and tp in (int, float) and isinstance(default, (int, float)) and default < minimum:
         raise _bad(f"{where}.default", f"at least the minimum {minimum}", default, path)
     return Param(tp, default, str(raw.get("help", "")), tuple(choices), minimum)
 

@@ -30,6 +30,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kit.errors import StudyError
+
 KIT_ROOT = Path(__file__).resolve().parents[1]
 ARGS, RESULT, ERROR = "args.pickle", "result.json", "error.json"
 
@@ -83,7 +85,6 @@ def run_in_child(root: Path, module: str, func: str, args: tuple[Any, ...], wher
                  max_bytes: int) -> Any:
     """``module.func(*args)`` from the study folder ``root`` in a fresh interpreter; its JSON answer."""
     from kit.safeio import load_json
-    from kit.studies import StudyError
 
     fix = f"fix {module}.py in the study folder (re-run with --debug for the traceback)"
     with tempfile.TemporaryDirectory(prefix="kit-study-hook-") as tmp:

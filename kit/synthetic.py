@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.datasets import DatasetInfo, ResolvedDataset, sha256_file
+from kit.dataset_types import DatasetInfo, ResolvedDataset, sha256_file
 from kit.errors import ChecksumError, DatasetError
 
 GENERATOR_VERSION = 1

@@ -20,6 +20,14 @@ def test_list_shows_experiments_and_profiles() -> None:
     assert "202" in res.output  # paper profile: (100 + 1 warm-up) blocks x 2 frameworks
 
 
+def test_list_exits_non_zero_when_an_experiment_is_invalid(tmp_path: Path) -> None:
+    (tmp_path / "broken.toml").write_text("schema = 1\n[experiment]\nid = 'broken'\n", encoding="utf-8")
+    res = runner.invoke(app, ["list", "--experiments", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    assert "(invalid)" in res.output and "florencio2019_lenet" in res.output  # the row stays, the others too
+    assert "1 experiment(s) invalid: broken.toml" in res.output
+
+
 def test_doctor_reports_each_capability_with_fixes() -> None:
     res = runner.invoke(app, ["doctor"])
     assert res.exit_code == 0, res.output

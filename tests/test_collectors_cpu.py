@@ -58,15 +58,30 @@ def test_reading_with_real_psutil() -> None:
     assert len({r.t for r in rows}) == 1 and {r.source for r in rows} == {"cpu"}
 
 
-def test_state_is_per_collector_not_global() -> None:
+def test_state_is_per_collector_not_global(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scripted CPU times: 10 s busy between a's and b's opening, then 10 s idle. a's window holds both (50 %),
+    b's only the idle part (0 %). Were the previous reading shared (psutil's module-global cpu_percent state,
+    which the second open or any other psutil user resets), a would read 0 % as well."""
+    real = psutil.cpu_times()
+    zero = real._replace(**dict.fromkeys(real._fields, 0.0))
+    clock = {"user": 0.0, "idle": 0.0}
+    n = psutil.cpu_count() or 1
+
+    def fake_cpu_times(percpu: bool = False) -> object:
+        t = zero._replace(**clock)
+        return [t] * n if percpu else t
+
+    monkeypatch.setattr(psutil, "cpu_times", fake_cpu_times)
     a, b = CpuCollector(), CpuCollector()
     a._open()
-    spin(0.2)
+    clock["user"] += 10.0
     b._open()  # would reset a's window if the state were psutil's module-global one
     psutil.cpu_percent(interval=None)  # another user of psutil's global state
-    spin(0.05)
+    clock["idle"] += 10.0
     ua = {r.device: r.value for r in a.read() if r.metric == "util_pct"}
-    assert ua["total"] > 0
+    ub = {r.device: r.value for r in b.read() if r.metric == "util_pct"}
+    assert ua["total"] == pytest.approx(50.0) and ua["cpu0"] == pytest.approx(50.0)
+    assert ub["total"] == pytest.approx(0.0)
 
 
 def test_background_sampling() -> None:

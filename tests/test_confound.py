@@ -14,6 +14,9 @@ from kit.report import write_report
 from kit.runner import RunOptions, start_run
 from kit.spec import load_spec
 
+# Starts the frameworks or renders whole reports: `make test-all`, not the fast `make test`.
+pytestmark = pytest.mark.slow
+
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 
 

@@ -28,11 +28,12 @@ from typer.testing import CliRunner
 from kit.backends.base import TrialTarget
 from kit.backends.container import trial_container
 from kit.backends.docker import DockerBackend
-from kit.engine import Engine, doctor_engine, find_engine
+from kit.engine import Engine, find_engine
 from kit.errors import EngineError, ImageError
 from kit.harness import REQUEST_FILE
 from kit.images.build import build_image, find_built, image_info, read_images_lock
 from kit.images.commands import build_rows
+from kit.images.doctor import doctor_engine
 from kit.images.lock import default_wheelhouse, fetch_wheels
 from kit.images.matrix import load_matrix
 from kit.images.render import render

@@ -54,6 +54,7 @@ def test_a_1_percent_change_in_a_run_that_sees_5_percent_is_no_change() -> None:
     assert exit_code(r, "regression") == 0
 
 
+@pytest.mark.slow
 def test_a_large_but_unseeable_difference_is_never_called_no_change() -> None:
     """The old rule said "no change" for anything not significant: a 30 % slowdown in 10 very noisy pairs."""
     verdicts = [one(*paired_run(0.30, 10, 0.60, seed=s))["verdict"] for s in range(40)]

@@ -17,11 +17,11 @@ from kit.engine import (
     candidate_urls,
     cdi_nvidia_specs,
     connect,
-    doctor_engine,
     find_engine,
     gpu_support,
 )
 from kit.errors import EngineError
+from kit.images.doctor import doctor_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -83,6 +83,7 @@ def _golden_runs(tmp_path: Path, n: int) -> Path:
     return runs
 
 
+@pytest.mark.slow
 def test_history_cache_serves_unchanged_runs_and_rereads_an_edited_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
@@ -124,6 +125,7 @@ def test_a_damaged_history_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.
     assert len(history(runs, "time_s", "train", "pytorch")["runs"]) == 2
 
 
+@pytest.mark.slow
 def test_runs_read_in_worker_processes_give_the_serial_answer_and_its_errors(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The first call over many runs reads them in a process pool: same runs, same order, same errors."""

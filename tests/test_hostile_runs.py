@@ -113,6 +113,7 @@ def test_compare_history_and_pack_do_not_run_it_either(planted: tuple[Path, Path
     _no_marker(marker)
 
 
+@pytest.mark.slow
 def test_with_consent_the_sections_appear(planted: tuple[Path, Path], tmp_path: Path) -> None:
     run, marker = planted
     code, text = _cli("report", str(run), "--trust-study-code")
@@ -143,6 +144,7 @@ def test_a_study_folder_named_on_the_command_line_is_used_instead(planted: tuple
     assert "My own section" in (run / "report" / "index.html").read_text()
 
 
+@pytest.mark.slow
 def test_an_exception_in_a_study_hook_is_the_studys_error(planted: tuple[Path, Path], tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     run, _ = planted
@@ -278,6 +280,7 @@ def test_a_bundle_whose_study_protocol_differs_from_the_recorded_one_is_refused(
 
 # -- 3. derived files are recomputed unless this kit made them from these inputs ----------------------------
 
+@pytest.mark.slow
 def test_a_forged_analysis_never_changes_a_verdict(tmp_path: Path) -> None:
     from kit.compare import compare_runs
 
@@ -458,6 +461,7 @@ def test_a_link_planted_inside_the_report_directory_is_not_written_through(tmp_p
     assert not (run / "report" / "latex" / "report.tex").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_killed_pack_does_not_block_the_next(tmp_path: Path) -> None:
     run = golden_copy(tmp_path / "run")
     out = tmp_path / "bundle"
@@ -559,6 +563,7 @@ def test_thresholds_are_validated(tmp_path: Path, threshold: str) -> None:
         assert code == 2 and "is not a relative change in (0, 10)" in text, text
 
 
+@pytest.mark.slow
 @pytest.mark.mount
 def test_compare_and_history_work_on_read_only_runs_without_an_analysis(tmp_path: Path) -> None:
     if os.geteuid() != 0:

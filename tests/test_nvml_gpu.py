@@ -6,6 +6,7 @@ power x time over a second, and that every session the kit opens is closed again
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -53,9 +54,9 @@ def test_collector_rate_energy_and_power_agree() -> None:
     assert rate > 0.7 / period
     assert energy, "no energy_j rows (Volta or newer has the counter)"
     values = [v for _, v in energy]
-    assert all(b >= a for a, b in zip(values, values[1:], strict=False)), "the energy counter went backwards"
+    assert all(b >= a for a, b in itertools.pairwise(values)), "the energy counter went backwards"
     counter_j = values[-1] - values[0]
-    integral_j = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(power, power[1:], strict=False))
+    integral_j = sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(power))
     print(f"energy counter {counter_j:.2f} J vs power integral {integral_j:.2f} J over {span:.2f} s")
     assert counter_j > 0 and 0.5 < counter_j / integral_j < 2
 

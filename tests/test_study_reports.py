@@ -58,6 +58,7 @@ def _html_text(path: Path) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", s)))
 
 
+@pytest.mark.slow
 def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> None:
     """RAPL counter rows from the real collector over a fake powercap tree -> joules per run -> Table VI."""
     spec = load_spec(ROOT / "experiments" / "germino_mnist_energy" / "experiment.toml", "quick")
@@ -124,6 +125,7 @@ def test_germino_says_why_cpu_energy_is_missing(tmp_path: Path) -> None:
     assert "CPU (RAPL) energy could not be measured on this host: no RAPL zone under /sys/class/powercap" in text
 
 
+@pytest.mark.slow
 def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> None:
     spec = load_spec(ROOT / "experiments" / "elshawi_dlbench" / "experiment.toml")
     spec = dataclasses.replace(spec, design=dataclasses.replace(spec.design, repetitions=5))  # the paper's 5 runs

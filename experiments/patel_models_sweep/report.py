@@ -7,8 +7,13 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kit.fmt import fmt_num
 from kit.report.figures import PALETTE, arm_color, finish_lines, to_svg
-from kit.report.figures import fmt_num as _g
+
+
+def _g(x: Any, fmt: str = ".3g", scale: float = 1.0) -> str:
+    """The kit's number formatter with this report's default layout (three significant digits)."""
+    return fmt_num(x, fmt=fmt, scale=scale)
 
 
 def _pct(x: float | None) -> str:

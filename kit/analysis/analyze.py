@@ -371,6 +371,7 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 xa, xb, per_config = across_configs(use, configs, tested_metric, phase, a, b)
                 blocks: list[int] = []
             else:
+                assert cid is not None  # not across: every cell holds one configuration's id
                 xa, xb, blocks = paired_arrays(use, cid, tested_metric, phase, a, b)
             row: dict[str, Any] = {
                 "id": h["id"], "question": h["question"], "metric": h["metric"], "metric_tested": tested_metric,
@@ -385,11 +386,11 @@ def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], config
                 row["config_label"] = (f"across {len(xa)} configurations (pairs = configurations; each the median "
                                        "of its trials per arm)")
                 row["per_config"] = per_config
-            elif len(configs) > 1:
+            elif cid is not None and len(configs) > 1:  # cid is None only across configurations
                 row["config_label"] = config_label(configs[cid])
             missing: dict[str, list[int]] = {}
             if m.kind in TELEMETRY_KINDS:
-                for c in (configs if across else [cid]):
+                for c in (configs if cid is None else [cid]):  # None: across, every configuration
                     for arm, km in _unsampled(values, c, tested_metric, phase, (a, b)).items():
                         if km[1]:
                             acc = missing.setdefault(arm, [0, 0])

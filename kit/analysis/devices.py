@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from kit.analysis.validity import Ctx, Threat, rule
+from kit.analysis.threats import Ctx, Threat, rule
 
 _GPU_PREFIXES = ("cuda", "/gpu", "/device:gpu", "gpu")
 _CPU_PREFIXES = ("cpu", "/cpu", "/device:cpu")
@@ -184,13 +184,15 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
     precision_bad = []
     for cid in sorted({t.get("config_id") for t in measured}, key=str):
         of_cfg = [t for t in measured if t.get("config_id") == cid]
-        by_arm = {a: sorted({_effective_precision(t) for t in of_cfg if t["arm"] == a
-                             and (tf32_of(t.get("env")) is not None or (t.get("env") or {}).get("precision"))}, key=str)
-                  for a in arms}
-        by_arm = {a: v for a, v in by_arm.items() if v}
-        if len(by_arm) >= 2 and len({tuple(v) for v in by_arm.values()}) > 1:
+        prec_by_arm: dict[str, list[tuple[Any, Any, Any]]] = {
+            a: sorted({_effective_precision(t) for t in of_cfg if t["arm"] == a
+                       and (tf32_of(t.get("env")) is not None or (t.get("env") or {}).get("precision"))}, key=str)
+            for a in arms}
+        prec_by_arm = {a: v for a, v in prec_by_arm.items() if v}
+        if len(prec_by_arm) >= 2 and len({tuple(v) for v in prec_by_arm.values()}) > 1:
             precision_bad.append({"config_id": cid, "by_arm": {
-                a: [{"tf32_matmul": m, "tf32_conv": c, "precision": p} for m, c, p in v] for a, v in by_arm.items()}})
+                a: [{"tf32_matmul": m, "tf32_conv": c, "precision": p} for m, c, p in v]
+                for a, v in prec_by_arm.items()}})
 
     wrong = [w for w in (uuid_mismatch(t) for t in trials if not t.get("warmup")) if w]
     return {

@@ -275,28 +275,21 @@ def _exact_rank(pmf: np.ndarray, alpha: float) -> tuple[int, float]:
     return k, 1.0 - 2.0 * float(cdf[k - 1])
 
 
-def hodges_lehmann(a: ArrayLike, b: ArrayLike, *, paired: bool, conf: float = 0.95) -> Shift:
-    """Hodges–Lehmann shift of a relative to b with its rank-based confidence interval.
+def hodges_lehmann_unpaired(a: ArrayLike, b: ArrayLike, *, conf: float = 0.95) -> Shift:
+    """Unpaired Hodges–Lehmann shift of a relative to b with its rank-based confidence interval.
 
-    paired: median of the Walsh averages (d_i + d_j)/2, i <= j, of d = a − b; the
-    interval is [W_(k), W_(M+1−k)] with k from the signed-rank null distribution
-    (Hollander & Wolfe, Nonparametric Statistical Methods, §§3.2-3.3). Unpaired: median of
+    The kit's one Hodges–Lehmann is :func:`kit.analysis.stats.hodges_lehmann`; this is its unpaired
+    half, kept beside the Mann–Whitney distribution it inverts. Median of
     all a_i − b_j with k from the Mann–Whitney distribution (Bauer 1972). This is
     R's ``wilcox.test(..., conf.int=TRUE)`` where R is exact (n < 50, no ties, no
     zero differences). Otherwise k inverts the normal approximation the tests use
     (tie-corrected variance, continuity correction), which is where R's numerical
     root lands too; the estimate stays the median above (R's asymptotic estimate is
-    a root with tolerance 1e-4). The paired interval is kit.analysis.stats.hodges_lehmann's
-    (zero differences dropped as the signed-rank test drops them); this delegates to it.
+    a root with tolerance 1e-4).
     """
     where = "stats.hodges_lehmann"
     conf = _check_level(conf, "conf", where)
     alpha = 1.0 - conf
-    zeros = 0
-    if paired:  # one rule for zero differences, the signed-rank test's: kit.analysis.stats.hodges_lehmann
-        from kit.analysis import stats as _stats
-
-        return _stats.hodges_lehmann(a, b, paired=True, conf=conf)  # type: ignore[return-value]
     x = _check_sample(a, name="a", where=where)
     y = _check_sample(b, name="b", where=where)
     total = x.size * y.size
@@ -320,7 +313,7 @@ def hodges_lehmann(a: ArrayLike, b: ArrayLike, *, paired: bool, conf: float = 0.
     kth = sorted({k - 1, total - k, (total - 1) // 2, total // 2})
     part = np.partition(values, kth)
     note = None
-    if ties or zeros:
+    if ties:
         note = "ties or zero differences present: the interval's coverage is approximate"
     if method == "exact" and achieved < conf - alpha / 2:
         note = f"requested conf {conf} not achievable with these sample sizes; achieved {achieved:.4g}"
@@ -330,12 +323,12 @@ def hodges_lehmann(a: ArrayLike, b: ArrayLike, *, paired: bool, conf: float = 0.
         high=float(part[total - k]),
         conf=conf,
         achieved_conf=achieved,
-        paired=paired,
+        paired=False,
         n_a=int(x.size),
         n_b=int(y.size),
         method=method,
         ties=ties,
-        zeros=zeros,
+        zeros=0,
         rank=k,
         definition=definition,
         note=note,

@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats as sps
 
-from kit.analysis import validity
-from kit.analysis.validity import Ctx, Threat
+from kit.analysis.threats import Ctx, Threat, rule
 
 PROVENANCE_KEYS = ("cpu_model", "os", "kernel", "memory_total_bytes")
 
@@ -64,7 +63,7 @@ def node_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], use: p
     return out
 
 
-@validity.rule
+@rule
 def heterogeneous_nodes(c: Ctx) -> list[Threat]:
     nodes = c.analysis.get("nodes") or {}
     hosts = nodes.get("hosts", [])

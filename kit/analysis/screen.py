@@ -103,13 +103,14 @@ def problems(record: dict[str, Any]) -> list[str]:
             out.append(f"phases.{name} is not a table")
             continue
         for key in ("start", "end", "duration_s"):
-            v = ph.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                out.append(f"phases.{name}.{key} = {v!r} (not a finite number)")
+            val = ph.get(key)
+            if val is not None and (isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val)):
+                out.append(f"phases.{name}.{key} = {val!r} (not a finite number)")
         d, a, b = ph.get("duration_s"), ph.get("start"), ph.get("end")
         if isinstance(d, (int, float)) and math.isfinite(d) and d < 0:
             out.append(f"phases.{name}.duration_s = {d!r} (negative)")
-        if all(isinstance(x, (int, float)) and math.isfinite(x) for x in (a, b)) and b < a:
+        if (isinstance(a, (int, float)) and math.isfinite(a) and isinstance(b, (int, float)) and math.isfinite(b)
+                and b < a):
             out.append(f"phases.{name} ends before it starts ({a!r} > {b!r})")
     return out
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -90,7 +90,7 @@ NO_TEST_REASON = f"fewer than {MIN_N_FOR_TESTS} samples per arm: descriptives on
 QUANTILES = "linear interpolation (numpy default; R type 7)"
 # Plain KS with the mean and sd estimated from the same sample is CONSERVATIVE: the fitted normal
 # lies closer to the data than the true one, so D is small and Kolmogorov's null distribution (for a
-# fully specified F) gives large p. Simulated in tests/test_issue15_T_labels.py (normal samples,
+# fully specified F) gives large p. Simulated in tests/test_normality_labels.py (normal samples,
 # n = 99): it rejects 0 of 2,000 at 0.05 (3 of 20,000 in a longer run), Lilliefors 96 of 2,000 (4.8 %).
 KS_PLAIN = (
     "plain KS with estimated mean and sd (conservative: almost never rejects normal data at 0.05, "
@@ -197,8 +197,8 @@ def normality(x: ArrayLike) -> Normality:
     ks_paper = NormalityTest(paper_name, float(paper.statistic), float(paper.pvalue))
     if np.ptp(v) == 0:
         undefined = "constant data: zero spread, normality tests are undefined"
-        return Normality(n, *(NormalityTest(m, math.nan, math.nan, undefined) for m in (sw_name, lf_name, ks_name)),
-                         ks_paper)
+        sw_u, lf_u, ks_u = (NormalityTest(m, math.nan, math.nan, undefined) for m in (sw_name, lf_name, ks_name))
+        return Normality(n, sw_u, lf_u, ks_u, ks_paper)
     sw = sps.shapiro(v)
     if n < 4:
         lf = NormalityTest(lf_name, math.nan, math.nan, f"n = {n} < 4: statsmodels' Lilliefors needs 4 values")
@@ -351,7 +351,7 @@ def _rejects_shift(nz: np.ndarray, shift: float, z_crit: float) -> bool:
 def hodges_lehmann(a: ArrayLike, b: ArrayLike, *, paired: bool, conf: float = 0.95) -> Shift:
     """Hodges–Lehmann shift of a relative to b with its CI; paired, under the signed-rank test's rules.
 
-    Unpaired: :func:`kit.analysis.effects.hodges_lehmann` (median of all a_i − b_j,
+    Unpaired: :func:`kit.analysis.effects.hodges_lehmann_unpaired` (median of all a_i − b_j,
     Mann–Whitney interval). Paired: the interval is the inversion of
     :func:`wilcoxon_paired`, so it uses the test's rules: zero differences are dropped
     first (the estimate is the median of the Walsh averages of the n' non-zero
@@ -367,7 +367,7 @@ def hodges_lehmann(a: ArrayLike, b: ArrayLike, *, paired: bool, conf: float = 0.
     what it is), and its ends are R's ``wilcox.test(a, b, paired=TRUE, conf.int=TRUE)``.
     """
     if not paired:
-        return _effects.hodges_lehmann(a, b, paired=False, conf=conf)
+        return _effects.hodges_lehmann_unpaired(a, b, conf=conf)
     where = "stats.hodges_lehmann"
     conf = _check_level(conf, "conf", where)
     alpha = 1.0 - conf
@@ -744,6 +744,18 @@ class Trend(_AsDict):
     reason: str | None = None
 
 
+class _TrendCommon(TypedDict):
+    """The fields of a Trend that do not depend on whether tau is defined."""
+
+    n: int
+    method: str
+    slope: float
+    slope_low: float
+    slope_high: float
+    intercept: float
+    conf: float
+
+
 def linear_trend(position: ArrayLike, value: ArrayLike, *, conf: float = 0.95) -> Trend:
     """Kendall's τ_b with its p, and the Theil–Sen slope with its CI, of value against position.
 
@@ -762,7 +774,7 @@ def linear_trend(position: ArrayLike, value: ArrayLike, *, conf: float = 0.95) -
     if np.ptp(pos) == 0:
         raise AnalysisError("all positions are equal: no trend can be estimated", where=where)
     ts = sps.theilslopes(val, pos, alpha=conf, method="separate")
-    common = {
+    common: _TrendCommon = {
         "n": int(pos.size),
         "method": "Kendall tau-b (scipy.stats.kendalltau) + Theil-Sen (scipy.stats.theilslopes, method='separate')",
         "slope": float(ts.slope),
@@ -800,6 +812,19 @@ class StratifiedTrend(_AsDict):
     pairs: int
     per_stratum: tuple[dict[str, Any], ...] = ()
     reason: str | None = None
+
+
+class _StratifiedCommon(TypedDict):
+    """The fields of a StratifiedTrend that do not depend on whether z is defined."""
+
+    method: str
+    alternative: str
+    n: int
+    strata: int
+    s: float
+    var_s: float
+    pairs: int
+    per_stratum: tuple[dict[str, Any], ...]
 
 
 def _kendall_s_var(x: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
@@ -851,8 +876,8 @@ def stratified_trend(strata: Sequence[tuple[ArrayLike, ArrayLike]], *, alternati
         tot_s, tot_var, n, pairs, used = tot_s + s, tot_var + var, n + int(x.size), pairs + k, used + 1
         per.append({"stratum": names[i] if names is not None else str(i), "n": int(x.size), "s": s, "var_s": var,
                     "concordance": s / k})
-    common = {"method": method, "alternative": alternative, "n": n, "strata": used, "s": tot_s, "var_s": tot_var,
-              "pairs": pairs, "per_stratum": tuple(per)}
+    common: _StratifiedCommon = {"method": method, "alternative": alternative, "n": n, "strata": used, "s": tot_s,
+                                 "var_s": tot_var, "pairs": pairs, "per_stratum": tuple(per)}
     if used == 0:
         return StratifiedTrend(z=math.nan, p=math.nan, concordance=math.nan,
                                reason="no stratum holds two levels of the factor: no trend can be tested", **common)

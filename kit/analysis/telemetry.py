@@ -30,7 +30,7 @@ accumulated. A phase the samples do not cover from start to end gets NaN
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -314,6 +314,7 @@ def phase_energy(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
         nvml = samples[samples["source"] == "nvml"]
         for dev in sorted(nvml["device"].astype(str).unique(), key=lambda d: (len(d), d)):
             t, v = _series(samples, "nvml", dev, "energy_j")
+            fn: Callable[[np.ndarray, np.ndarray, float, float], tuple[float, int, str]]
             method, fn = METHOD_NVML_COUNTER, counter_energy_j
             if len(t) < 2:
                 t, v = _series(samples, "nvml", dev, "power_w")

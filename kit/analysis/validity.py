@@ -10,52 +10,23 @@ design already took care of.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kit.analysis import devices as _devices  # noqa: F401  (registers its rules)
+from kit.analysis import nodes as _nodes  # noqa: F401  (registers its rule)
 from kit.analysis import stats
+from kit.analysis import validity_telemetry as _validity_telemetry  # noqa: F401  (registers its rules)
+from kit.analysis.threats import RULES, SEVERITIES, Ctx, Threat, rule
+from kit.records import run_datasets
 from kit.spec import cpuset_size
 
-SEVERITIES = ("high", "medium", "low", "info")
-
-
-@dataclass(frozen=True)
-class Threat:
-    rule: str
-    category: str  # conclusion | internal | construct | external
-    severity: str
-    title: str
-    evidence: str
-    mitigation: str
-    status: str = "threat"  # threat | mitigated
-    numbers: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Ctx:
-    manifest: dict[str, Any]
-    trials: list[dict[str, Any]]
-    values: pd.DataFrame
-    analysis: dict[str, Any]
-
-    @property
-    def use(self) -> pd.DataFrame:
-        v = self.values
-        v = v[(~v["warmup"].astype(bool)) & (v["status"] == "ok")]
-        return v[v["value"].notna()]
-
-
-Rule = Callable[[Ctx], list[Threat]]
-RULES: list[Rule] = []
-
-
-def rule(fn: Rule) -> Rule:
-    RULES.append(fn)
-    return fn
+# The rules of these modules join this one's: importing them registers them (kit.analysis.threats.rule).
+_RULE_MODULES = ("kit.analysis.validity", "kit.analysis.nodes", "kit.analysis.devices",
+                 "kit.analysis.validity_telemetry")
 
 
 @rule
@@ -325,8 +296,7 @@ def external(c: Ctx) -> list[Threat]:
 @rule
 def synthetic_data(c: Ctx) -> list[Threat]:
     """Synthetic stand-ins (source "synthetic") exercise the pipeline and measure nothing about the question."""
-    found = sorted(f"{d.get('name')}" for d in (c.manifest.get("datasets") or {"": c.manifest.get("dataset", {})}).values()
-                   if d.get("source") == "synthetic")
+    found = sorted(f"{d.get('name')}" for d in run_datasets(c.manifest) if d.get("source") == "synthetic")
     if not found:
         return []
     return [Threat("synthetic_data", "construct", "high", f"Synthetic data: {', '.join(found)}",
@@ -378,13 +348,10 @@ def trial_processes_left(c: Ctx) -> list[Threat]:
 
 def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    # importing these registers their rules (device and precision; telemetry)
-    import kit.analysis.devices
-    import kit.analysis.validity_telemetry  # noqa: F401
-
     ctx = Ctx(manifest, trials, values, analysis)
     found: list[Threat] = []
-    for r in RULES:
+    # this module's rules, then those of the other rule modules in _RULE_MODULES' order, each in the order written
+    for r in sorted(RULES, key=lambda r: _RULE_MODULES.index(r.__module__)):
         found += r(ctx)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     found.sort(key=lambda t: (t.status == "mitigated", order.get(t.severity, 9)))

@@ -30,7 +30,7 @@ from kit.analysis.telemetry import (
     trial_interval,
     trial_samples,
 )
-from kit.analysis.validity import Ctx, Threat, rule
+from kit.analysis.threats import Ctx, Threat, rule
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*)
 REASON_NAMES = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "software power cap",
@@ -178,8 +178,9 @@ def throttling(c: Ctx) -> list[Threat]:
     bits = 0
     for f in limited:
         bits |= int(f["throttle_bits"] or 0)
+    reasons = reason_names(bits & LIMITING_REASONS)
     numbers = {"trials": len(facts), "trials_limited": len(limited), "mean_frac_limited_by_arm": per_arm,
-               "reasons": reason_names(bits & LIMITING_REASONS)}
+               "reasons": reasons}
     if not limited:
         return [Threat("throttling", "internal", "info", "No GPU throttling",
                        f"no power or thermal limit in the NVML clock-event reasons of {len(facts)} trials",
@@ -188,7 +189,7 @@ def throttling(c: Ctx) -> list[Threat]:
     spread = max(per_arm.values()) - min(per_arm.values())
     severity = "high" if spread > 0.1 or worst > 0.25 else "medium"
     return [Threat("throttling", "internal", severity, "GPU throttled during measured phases",
-                   f"{len(limited)} of {len(facts)} trials had readings limited by {', '.join(numbers['reasons'])}; "
+                   f"{len(limited)} of {len(facts)} trials had readings limited by {', '.join(reasons)}; "
                    f"share of limited readings per framework {per_arm}, worst trial {worst:.0%}",
                    "improve cooling, lengthen the cool-down, or lower the power limit for both frameworks alike",
                    numbers=numbers)]
@@ -322,7 +323,7 @@ def short_phases(c: Ctx) -> list[Threat]:
     if not period or not tel.get("collectors"):
         return []
     threshold = SHORT_PHASE_PERIODS * float(period)
-    rows = []
+    rows: list[dict[str, Any]] = []  # the Threat's numbers (JSON)
     for (arm, phase), ds in sorted(phase_durations(c.trials).items()):
         med = float(np.median(ds))
         if med < threshold:

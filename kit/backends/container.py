@@ -81,12 +81,12 @@ def trial_container(arm: str, work: Path, data_dir: Path, spec: Container, image
     framework = arm_framework(arm)
     indices = (list(gpu_indices) if gpu_indices is not None else spec.gpu_indices()) if use_gpus else []
     env = _env(framework, indices)
-    mounts = (
+    mounts: tuple[Mount, ...] = (
         Mount(kit_root / "kit", f"{KIT_MOUNT}/kit", True),
         Mount(work.resolve(), OUT_MOUNT, False),
         Mount(data_dir.resolve(), DATA_MOUNT, True),
     )
-    argv = HARNESS_ARGV
+    argv: tuple[str, ...] = HARNESS_ARGV
     if study_dir is not None:  # a study folder's workload: the run's copy of the folder, read-only
         mounts += (Mount(study_dir.resolve(), STUDY_MOUNT, True),)
         argv += ("--study", STUDY_MOUNT)

@@ -69,11 +69,6 @@ def chunks_of(plan: Plan, blocks_per_job: int) -> list[list[int]]:
     return [blocks[i:i + blocks_per_job] for i in range(0, len(blocks), blocks_per_job)]
 
 
-def chunk_trials(plan: Plan, chunk: list[int]) -> list[str]:
-    wanted = set(chunk)
-    return [t.trial_id for t in plan.trials if t.block in wanted]
-
-
 def job_script(run_dir: Path, opts: SlurmOptions, backend: str, experiment: str) -> str:
     """The sbatch script of a run (one array task per chunk)."""
     logs = run_dir / SLURM_DIR / "logs"

@@ -232,14 +232,3 @@ def _record_build(engine: Engine, recipe: Recipe, info: dict[str, Any], seconds:
     if not cached:
         entry.update(built=now_iso(), build_seconds=round(seconds, 1), offline_wheelhouse=offline)
     record("images", recipe.row.name, entry)
-
-
-def remove_image(engine: Engine, ref: str) -> None:
-    import docker
-
-    try:
-        engine.client.images.remove(ref, force=True)
-    except docker.errors.ImageNotFound:
-        return
-    except docker.errors.DockerException as exc:
-        raise ImageError(f"could not remove {ref} ({_short(exc)})", where=engine.url) from None

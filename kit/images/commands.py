@@ -117,10 +117,10 @@ def build_rows(rows: list[ImageRow], base: str | None = None, wheelhouse: Path |
                fmt: str = "docker", from_docker: bool = False, engine: Engine | None = None,
                on_line: Callable[[str], None] | None = None, on_start: Callable[[ImageRow], None] | None = None) -> list[Any]:
     """Build each row as a Docker/Podman image (``fmt="docker"``) or an Apptainer .sif (``fmt="sif"``)."""
-    from kit.images.build import build_image, find_built
+    from kit.images.build import BuildResult, build_image, find_built
 
     base = default_base(base)
-    results = []
+    results: list[BuildResult | dict[str, Any]] = []  # docker: BuildResult; sif: build_sif's dict
     for r in rows:
         if on_start:
             on_start(r)

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kit.errors import ImageError
 from kit.images.matrix import ImageRow
@@ -92,12 +93,12 @@ def isolated_env() -> dict[str, str]:
     return env
 
 
-def pins_from_report(report: dict[str, object]) -> list[Pin]:
+def pins_from_report(report: dict[str, Any]) -> list[Pin]:
     """Pins from pip's installation report (format version 1)."""
     pins = []
-    for item in report.get("install", []):  # type: ignore[union-attr]
-        meta = item["metadata"]  # type: ignore[index]
-        info = item["download_info"]  # type: ignore[index]
+    for item in report.get("install", []):
+        meta = item["metadata"]
+        info = item["download_info"]
         archive = info.get("archive_info", {})
         sha = (archive.get("hashes") or {}).get("sha256") or archive.get("hash", "").removeprefix("sha256=")
         if not sha:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kit.analysis.metrics import METRICS
 from kit.plan import config_label
+from kit.records import run_datasets
 from kit.report import figures
 from kit.report.sections import extra_sections, study_code_section
 from kit.studies import Hooks, resolve_hooks
@@ -101,7 +102,10 @@ def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list
         extra = " · ".join(f"{k} {env[k]}" for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads")
                            if env.get(k) is not None)
         rows.append((f"{arm} (inside the trial)", extra))
-    for ds in (manifest.get("datasets") or {"": manifest.get("dataset", {})}).values():
+    datasets = run_datasets(manifest)
+    if not datasets:
+        rows.append(("dataset", "none: the workload generates its inputs"))
+    for ds in datasets:
         rows.append(("dataset", f"{ds.get('name')} ({ds.get('source')}) from {ds.get('directory')} [{ds.get('origin')}], "
                                 "SHA-256 verified"))
     rows.append(("kit", f"{kit.get('version')} · commit {kit.get('commit') or 'not a git checkout'}"

@@ -8,7 +8,6 @@ Matplotlib runs headless (Agg).
 from __future__ import annotations
 
 import io
-import math
 import re
 from typing import Any
 
@@ -110,7 +109,7 @@ def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[st
         if configs:
             ax.plot([], [], "s", color=arm_color(a, i), alpha=0.6, label=a)
     if configs:
-        ax.set_xticks(range(1, len(groups) + 1), [configs[c] for c in groups], fontsize=7)
+        ax.set_xticks(range(1, len(groups) + 1), list(configs.values()), fontsize=7)  # groups == list(configs)
         ax.legend(fontsize=7)
     else:
         ax.set_xticks(range(1, len(arms) + 1), arms)
@@ -149,11 +148,6 @@ def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: l
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return to_svg(fig)
-
-
-def fmt_num(x: float | None, fmt: str = ".3g", scale: float = 1.0) -> str:
-    """A number for a report table: ``fmt`` of ``x * scale``, a dash for a missing or NaN value."""
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x * scale, fmt)
 
 
 def finish_lines(fig: Any, ax: Any, xlabel: str, ylabel: str, title: str, title_size: int = 10) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import jinja2
 
+from kit.fmt import fmt_num, fmt_p
 from kit.store import atomic_write_bytes
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
@@ -23,26 +24,6 @@ def environment() -> jinja2.Environment:
     env.filters["num"] = fmt_num
     env.filters["p"] = fmt_p
     return env
-
-
-def fmt_num(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
-            return f"{x:.{digits - 1}e}"
-        return f"{x:.{digits}g}"
-    return str(x)
-
-
-def fmt_p(p: Any) -> str:
-    if p is None:
-        return "–"
-    return "< 1e-300" if p == 0 else f"{p:.3g}"
 
 
 def render_html(ctx: dict[str, Any], out_dir: Path) -> Path:

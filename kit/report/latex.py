@@ -20,7 +20,8 @@ import jinja2
 from markupsafe import Markup
 
 from kit.errors import ReportError
-from kit.report.html import TEMPLATES, fmt_num, fmt_p
+from kit.fmt import fmt_num, fmt_p
+from kit.report.html import TEMPLATES
 from kit.store import atomic_write_bytes
 
 LATEX_DIR = "latex"

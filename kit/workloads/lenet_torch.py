@@ -46,6 +46,7 @@ def load_weights(model: nn.Sequential, weights: dict[str, tuple[np.ndarray, np.n
             w, b = weights[name]
             w_t = np.transpose(w, (3, 2, 0, 1)) if kind == "conv" else w.T
             module.weight.copy_(torch.from_numpy(np.ascontiguousarray(w_t)))
+            assert module.bias is not None  # build() makes every layer with its bias
             module.bias.copy_(torch.from_numpy(b))
 
 

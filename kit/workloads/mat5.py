@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 import zlib
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -29,11 +30,14 @@ _MI_DTYPES = {MI_INT8: "i1", MI_UINT8: "u1", MI_INT16: "i2", MI_UINT16: "u2", MI
 _MX_DTYPES = {6: "f8", 7: "f4", 8: "i1", 9: "u1", 10: "i2", 11: "u2", 12: "i4", 13: "u4", 14: "i8", 15: "u8"}
 
 
+ByteOrder = Literal["<", ">"]  # struct and numpy byte-order prefix of the file
+
+
 def _fail(path: Path, why: str) -> WorkloadError:
     return WorkloadError(f"{path}: not a readable MATLAB v5 MAT-file ({why})")
 
 
-def _elements(buf: memoryview, order: str, path: Path) -> list[tuple[int, memoryview]]:
+def _elements(buf: memoryview, order: ByteOrder, path: Path) -> list[tuple[int, memoryview]]:
     """Split a byte run into (type, payload) data elements, decompressing ``miCOMPRESSED``."""
     out: list[tuple[int, memoryview]] = []
     pos, end = 0, len(buf)
@@ -64,13 +68,13 @@ def _elements(buf: memoryview, order: str, path: Path) -> list[tuple[int, memory
     return out
 
 
-def _numeric(mtype: int, data: memoryview, order: str, path: Path) -> np.ndarray:
+def _numeric(mtype: int, data: memoryview, order: ByteOrder, path: Path) -> np.ndarray:
     if mtype not in _MI_DTYPES:
         raise _fail(path, f"unsupported data type {mtype}")
     return np.frombuffer(data, dtype=np.dtype(_MI_DTYPES[mtype]).newbyteorder(order))
 
 
-def _matrix(payload: memoryview, order: str, path: Path) -> tuple[str, np.ndarray] | None:
+def _matrix(payload: memoryview, order: ByteOrder, path: Path) -> tuple[str, np.ndarray] | None:
     """Name and array of one miMATRIX element, or None for a class this reader skips."""
     sub = _elements(payload, order, path)
     if len(sub) < 3:
@@ -101,6 +105,7 @@ def read_mat5(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.
     if raw[:19] == b"MATLAB 7.3 MAT-file" or raw[512:520] == b"\x89HDF\r\n\x1a\n":
         raise _fail(path, "MAT v7.3 (HDF5) is not supported; save with -v7")
     indicator = raw[126:128]
+    order: ByteOrder
     if indicator == b"IM":
         order = "<"
     elif indicator == b"MI":

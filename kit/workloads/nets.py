@@ -27,7 +27,7 @@ from kit.workloads.common import WorkloadError, glorot_uniform
 # A layer: (kind, *args)
 #   ("conv", filters, kernel, "same"|"valid")   ("pool", size, stride, "same"|"valid")
 #   ("bn",)  ("relu",)  ("dropout", rate)  ("flatten",)  ("dense", units)
-Layer = tuple[object, ...]
+Layer = tuple[str | int | float, ...]
 
 GERMINO_NETS: dict[str, tuple[Layer, ...]] = {
     "mlp": (("flatten",), ("dense", 128), ("relu",), ("dense", 10)),
@@ -98,22 +98,22 @@ def shapes(table: tuple[Layer, ...], input_shape: tuple[int, ...]) -> list[Shape
             _, filters, k, mode = layer
             h, w, _c = shape
             if mode == "same":
-                new: tuple[int, ...] = (h, w, int(filters))  # type: ignore[arg-type]
+                new: tuple[int, ...] = (h, w, int(filters))
             else:
-                new = (h - int(k) + 1, w - int(k) + 1, int(filters))  # type: ignore[arg-type]
+                new = (h - int(k) + 1, w - int(k) + 1, int(filters))
         elif kind == "pool":
             _, k, s, mode = layer
             h, w, c = shape
             if mode == "same":
-                oh, top, bottom = _same_pad(h, int(k), int(s))  # type: ignore[arg-type]
-                ow, left, right = _same_pad(w, int(k), int(s))  # type: ignore[arg-type]
+                oh, top, bottom = _same_pad(h, int(k), int(s))
+                ow, left, right = _same_pad(w, int(k), int(s))
                 new, pad = (oh, ow, c), (left, right, top, bottom)
             else:
-                new = ((h - int(k)) // int(s) + 1, (w - int(k)) // int(s) + 1, c)  # type: ignore[arg-type]
+                new = ((h - int(k)) // int(s) + 1, (w - int(k)) // int(s) + 1, c)
         elif kind == "flatten":
             new = (int(np.prod(shape)),)
         elif kind == "dense":
-            new = (int(layer[1]),)  # type: ignore[arg-type]
+            new = (int(layer[1]),)
         elif kind in ("bn", "relu", "dropout"):
             new = shape
         else:
@@ -130,7 +130,7 @@ def param_count(table: tuple[Layer, ...], input_shape: tuple[int, ...]) -> int:
     total = 0
     for s in shapes(table, input_shape):
         if s.kind == "conv":
-            k, cin, cout = int(s.layer[2]), s.shape_in[-1], s.shape_out[-1]  # type: ignore[arg-type]
+            k, cin, cout = int(s.layer[2]), s.shape_in[-1], s.shape_out[-1]
             total += cout * (cin * k * k + 1)
         elif s.kind == "dense":
             total += s.shape_out[0] * (s.shape_in[0] + 1)
@@ -146,7 +146,7 @@ def initial_weights(table: tuple[Layer, ...], input_shape: tuple[int, ...], seed
     out: dict[str, list[np.ndarray]] = {}
     for s in shapes(table, input_shape):
         if s.kind == "conv":
-            k, cin, cout = int(s.layer[2]), s.shape_in[-1], s.shape_out[-1]  # type: ignore[arg-type]
+            k, cin, cout = int(s.layer[2]), s.shape_in[-1], s.shape_out[-1]
             out[s.name] = [glorot_uniform((k, k, cin, cout), cin * k * k, cout * k * k, rng), np.zeros(cout, np.float32)]
         elif s.kind == "dense":
             fin, fout = s.shape_in[0], s.shape_out[0]

@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 
 PACKAGE = "kit_study"
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -33,7 +33,7 @@ MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
     """Compile the module from its source every time: bytecode is neither read nor written."""
 
-    def get_code(self, fullname: str):  # type: ignore[no-untyped-def]
+    def get_code(self, fullname: str) -> CodeType:
         return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
 
 

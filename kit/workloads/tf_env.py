@@ -141,7 +141,7 @@ def tf_env(device: str, precision: str | None = "fp32", conv_dominant: bool = Tr
         "deterministic": op_determinism(),
         **devmod.device_fields(
             "gpu" if gpu else "cpu", name, gpu_uuid(0) if gpu else None, uuids, tf32,
-            None if precision is None else (devmod.precision_used(precision, tf32, cc, conv_dominant)  # type: ignore[arg-type]
+            None if precision is None else (devmod.precision_used(precision, tf32, cc, conv_dominant)
                                             if gpu else precision)),
     }
     if gpu:

@@ -36,19 +36,19 @@ def build_cnn(table: tuple[nets.Layer, ...], input_shape: tuple[int, ...]) -> ke
     for s in nets.shapes(table, input_shape):
         layer = s.layer
         if s.kind == "conv":
-            layers.append(keras.layers.Conv2D(int(layer[1]), int(layer[2]), padding=str(layer[3]), name=s.name))  # type: ignore[arg-type]
+            layers.append(keras.layers.Conv2D(int(layer[1]), int(layer[2]), padding=str(layer[3]), name=s.name))
         elif s.kind == "pool":
-            layers.append(keras.layers.MaxPooling2D(int(layer[1]), strides=int(layer[2]), padding=str(layer[3])))  # type: ignore[arg-type]
+            layers.append(keras.layers.MaxPooling2D(int(layer[1]), strides=int(layer[2]), padding=str(layer[3])))
         elif s.kind == "bn":
             layers.append(keras.layers.BatchNormalization(name=s.name))
         elif s.kind == "relu":
             layers.append(keras.layers.ReLU())
         elif s.kind == "dropout":
-            layers.append(keras.layers.Dropout(float(layer[1])))  # type: ignore[arg-type]
+            layers.append(keras.layers.Dropout(float(layer[1])))
         elif s.kind == "flatten":
             layers.append(keras.layers.Flatten())
         elif s.kind == "dense":
-            layers.append(keras.layers.Dense(int(layer[1]), name=s.name))  # type: ignore[arg-type]
+            layers.append(keras.layers.Dense(int(layer[1]), name=s.name))
     return keras.Sequential(layers)
 
 

@@ -53,10 +53,10 @@ def build_cnn(table: tuple[nets.Layer, ...], input_shape: tuple[int, ...], share
     for s in nets.shapes(table, input_shape):
         layer = s.layer
         if s.kind == "conv":
-            k = int(layer[2])  # type: ignore[arg-type]
+            k = int(layer[2])
             mods.append(nn.Conv2d(s.shape_in[-1], s.shape_out[-1], k, padding="same" if layer[3] == "same" else 0))
         elif s.kind == "pool":
-            k, st = int(layer[1]), int(layer[2])  # type: ignore[arg-type]
+            k, st = int(layer[1]), int(layer[2])
             mods.append(PoolSame(k, st, s.pad) if any(s.pad) else nn.MaxPool2d(k, st))
         elif s.kind == "bn":
             mods.append(nn.BatchNorm2d(s.shape_in[-1], momentum=0.01, eps=1e-3) if shared
@@ -64,7 +64,7 @@ def build_cnn(table: tuple[nets.Layer, ...], input_shape: tuple[int, ...], share
         elif s.kind == "relu":
             mods.append(nn.ReLU())
         elif s.kind == "dropout":
-            mods.append(nn.Dropout(float(layer[1])))  # type: ignore[arg-type]
+            mods.append(nn.Dropout(float(layer[1])))
         elif s.kind == "flatten":
             mods.append(FlattenNHWC() if shared else nn.Flatten())
         elif s.kind == "dense":
@@ -82,12 +82,16 @@ def load_cnn_weights(model: nn.Sequential, table: tuple[nets.Layer, ...], input_
                 continue
             t = [torch.from_numpy(np.ascontiguousarray(a)) for a in w]
             if s.kind == "conv":
+                assert isinstance(mod, nn.Conv2d) and mod.bias is not None  # build_cnn: Conv2d, bias on
                 mod.weight.copy_(t[0].permute(3, 2, 0, 1))
                 mod.bias.copy_(t[1])
             elif s.kind == "dense":
+                assert isinstance(mod, nn.Linear)  # build_cnn: Linear, bias on
                 mod.weight.copy_(t[0].T)
                 mod.bias.copy_(t[1])
             elif s.kind == "bn":
+                # build_cnn: BatchNorm2d, affine with running stats
+                assert isinstance(mod, nn.BatchNorm2d) and mod.running_mean is not None and mod.running_var is not None
                 mod.weight.copy_(t[0])
                 mod.bias.copy_(t[1])
                 mod.running_mean.copy_(t[2])
@@ -112,6 +116,8 @@ class TextModel(nn.Module):
         if self.net.per_step:
             out, _ = self.lstm(e)
             return self.fc(self.drop(out))
+        if lengths is None:
+            raise WorkloadError("the last-state text model needs the true sequence lengths")
         packed = nn.utils.rnn.pack_padded_sequence(e, lengths, batch_first=True, enforce_sorted=False)
         _, (h, _) = self.lstm(packed)
         return self.fc(self.drop(h[-1])).squeeze(1)

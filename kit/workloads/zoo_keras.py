@@ -218,7 +218,10 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
                 xb, _ = next_batch()
                 t0 = time.perf_counter()
                 out = infer(xb)
-                _ = out.numpy() if device.startswith("/CPU") else tf_env.device_sync()
+                if device.startswith("/CPU"):
+                    out.numpy()
+                else:
+                    tf_env.device_sync()
                 steps.append(time.perf_counter() - t0)
             passes += 1
         infer_s = markers.end("infer", images=bs * repeats * passes, passes=passes) / passes

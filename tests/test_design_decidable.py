@@ -296,6 +296,7 @@ def test_kit_list_states_per_hypothesis_whether_the_profile_can_test_it(monkeypa
     assert "NOT testable" in flat  # the quick profiles' 2 trials per cell
 
 
+@pytest.mark.slow
 def test_report_shows_the_design_table(tmp_path: Path) -> None:
     from kit.report.context import build_context
     from kit.report.latex import render_latex

@@ -8,6 +8,7 @@ standardised; the kit shows it beside the valid tests, labelled as invalid.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from kit.analysis import stats as S
 
@@ -15,6 +16,7 @@ REPLICATES = 2000  # Lilliefors' rate has sd sqrt(0.05 * 0.95 / 2000) = 0.0049: 
 N = 99  # the paper's 100 samples with the first discarded
 
 
+@pytest.mark.slow
 def test_plain_ks_with_estimated_parameters_is_conservative() -> None:
     rng = np.random.default_rng(20260515)
     ks = lf = 0

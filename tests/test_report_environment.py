@@ -12,13 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from kit.analysis.analyze import analyze_run
 from kit.report import write_report
 from kit.report.latex import LATEX_DIR
 from kit.store import REPORT
 from tests._studies import study_module
-from tests.test_gpu13_A_analysis import NAMES, OWN, UUIDS, _dai_manifest, _dai_trials, make_run
+from tests.test_analysis_gpu_host import NAMES, OWN, UUIDS, _dai_manifest, _dai_trials, make_run
+
+# Starts the frameworks or renders whole reports: `make test-all`, not the fast `make test`.
+pytestmark = pytest.mark.slow
 
 SELFTEST = {"schema": 1, "ok": True, "gpu": True, "checks": [
     {"name": "same_gpu_uuid", "status": "pass", "detail": "torch and tensorflow see GPU-00000003",

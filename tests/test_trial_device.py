@@ -173,6 +173,7 @@ def test_torch_on_another_gpu_than_the_kit_gave_is_an_error(monkeypatch: pytest.
 
 # -- no silent CPU fallback: TensorFlow ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_tensorflow_listing_no_gpu_while_the_driver_sees_one_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Old code: ``auto`` took the CPU whenever TensorFlow listed no GPU."""
     from kit.workloads import tf_env

@@ -77,6 +77,7 @@ def test_unrecorded_precision_is_fp32_and_says_so() -> None:
     assert none["loss_tolerance"] is None and not none["loss_agrees"] and not none["verified"]
 
 
+@pytest.mark.slow
 def test_each_framework_records_whether_its_kernels_are_deterministic() -> None:
     """The tolerance's determinism line reads the trial's own record (real frameworks, fresh processes)."""
     import json

@@ -198,6 +198,7 @@ def test_compare_two_uses_the_one_rule() -> None:
     assert comp["shift"]["zeros"] == 2
 
 
+@pytest.mark.slow
 def test_the_report_marks_an_open_end_of_the_interval(tmp_path) -> None:
     """An open end (the test rejects that shift itself) is shown with a round bracket in HTML and LaTeX."""
     import json

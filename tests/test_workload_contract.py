@@ -41,6 +41,7 @@ def _cpu_env_ok(env: dict[str, Any], mode: str = "native") -> None:
     assert env["tf32"] == {"mode": mode, "matmul": None, "conv": None}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
 def test_lenet_env_tf32_and_min_phase_repeats_inference(tmp_path: Path, mnist_dir: Path, framework: str) -> None:
     """Old code: no device_kind/tf32/precision in env, one inference pass however short."""
@@ -60,6 +61,7 @@ def test_lenet_env_tf32_and_min_phase_repeats_inference(tmp_path: Path, mnist_di
     assert end["images"] == 500 * end["passes"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
 def test_a_gpu_the_trial_cannot_use_is_a_device_error(tmp_path: Path, mnist_dir: Path, framework: str) -> None:
     """This host has no GPU: a trial that asks for one stops with exit 6, the cause and the fix."""
@@ -75,6 +77,7 @@ def test_a_gpu_the_trial_cannot_use_is_a_device_error(tmp_path: Path, mnist_dir:
     assert not any(m.get("phase") == "train" for m in markers)  # nothing ran on the CPU instead
 
 
+@pytest.mark.slow
 def test_keras_lenet_trains_on_device_tensors_without_fit(tmp_path: Path, mnist_dir: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Old code: Model.fit/predict (a host-side data adapter inside the timed phase)."""

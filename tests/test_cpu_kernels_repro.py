@@ -9,9 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kit.analysis.validity import cpu_kernels
 from kit.compare import provenance, provenance_differences
 from kit.provenance import cpu_identity
+
+# Starts the frameworks or renders whole reports: `make test-all`, not the fast `make test`.
+pytestmark = pytest.mark.slow
 
 ZEN3 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -1,0 +1,41 @@
+"""The one number formatter of the kit: HTML and LaTeX reports, the study folders' report sections, the terminal.
+
+Two ``fmt_num`` used to exist (the report's, 4 significant digits, and the figures', ``.3g``), so one value
+could read 0.1235 in a table and 0.123 beside it. Here there is one rule: a missing or NaN value is a dash,
+a bool is its word, an integer gets thousands separators, a float gets ``digits`` significant digits
+(scientific outside [1e-3, 1e6)); a caller that needs a fixed layout (a ratio to three decimals, a
+percentage) passes a ``format`` spec instead, applied to ``x * scale``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+DASH = "–"
+
+
+def fmt_num(x: Any, digits: int = 4, fmt: str | None = None, scale: float = 1.0) -> str:
+    """``x`` for a reader: see the module docstring for the rule."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return DASH
+    if isinstance(x, bool):
+        return str(x)
+    if fmt is not None:
+        return format(x * scale, fmt)
+    if scale != 1.0 and isinstance(x, int | float):
+        x = float(x) * scale
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+            return f"{x:.{digits - 1}e}"
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value: three significant digits; an underflow to 0 reads "< 1e-300", not 0."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return DASH
+    return "< 1e-300" if p == 0 else f"{p:.3g}"
