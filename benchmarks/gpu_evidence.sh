@@ -5,7 +5,7 @@
 #      then NVML sampling and energy checks on its raw samples; the run directory is kept as a tarball;
 #   3. the tests marked gpu (real NVML through the kit's session).
 # Everything lands in docs/evidence/gpu-DATE-GPU/ (and in $OUT where that is set: the device tool's return folder).
-# Missing small wheels (docker, submitit, ruptures) are installed from .whl/ when that folder exists.
+# Missing small wheels (docker, ruptures) are installed from .whl/ when that folder exists.
 # Exit status: the number of the three steps that failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."

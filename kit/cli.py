@@ -199,8 +199,8 @@ def run(
     out.print(f"run directory: [bold]{_esc(rd.path)}[/]")
     if chunk is not None:
         return
-    if wait and rd.manifest().get("executor", {}).get("name") == "slurm":
-        _wait_for_jobs(rd.path)
+    if wait:  # only a run handed to jobs has anything to wait for
+        _wait_for_jobs(rd)
     status = rd.manifest().get("status")
     if report and status == "complete":
         from kit.report import default_formats
@@ -230,22 +230,24 @@ def _trust_what_ran(rd: Any) -> None:
                           highlight=False, soft_wrap=True)
 
 
-def _wait_for_jobs(run_dir: Path) -> None:
-    from kit.executors.slurm import latest_task_ids, wait
-    from kit.store import RunDir
+def _wait_for_jobs(rd: Any) -> None:
+    """Follow the run's jobs until none is pending or running, printing progress as trials finish."""
+    from kit.executors import from_record
 
-    total = len(RunDir.open(run_dir).manifest()["plan"]["trials"])
+    executor = from_record(rd.manifest().get("executor"), str(rd.path))
+    if not executor.hands_off:
+        return
+    total = len(rd.manifest()["plan"]["trials"])
     last = {"n": -1}
 
-    def poll(states: dict[str, Any]) -> None:
-        n = len(RunDir(run_dir).finished_ids())
+    def poll(active: int) -> None:
+        n = len(rd.finished_ids())
         if n != last["n"]:
-            active = sum(s.active for s in states.values())
             console.print(f"[dim]{n}/{total} trials finished · {active} job(s) pending or running[/]")
             last["n"] = n
 
-    wait(run_dir, list(latest_task_ids(run_dir).values()), on_poll=poll)
-    _print_status(run_dir)
+    executor.wait(rd, poll)
+    _print_status(rd.path)
 
 
 @app.command()

@@ -34,6 +34,7 @@ from kit.backends.base import Backend, TrialOutcome
 from kit.collectors.base import Collector, Row, TrialTarget
 from kit.datasets import ResolvedDataset, resolve
 from kit.errors import DiskError, KitError, PlanError, StoreError, disk_error
+from kit.executors import Executor, from_record, job_identity, make_executor
 from kit.gpus import DevicePlan, TrialDevice
 from kit.harness import REQUEST_FILE
 from kit.plan import Plan, Trial, arm_framework, make_plan
@@ -218,6 +219,7 @@ class _Context:
     dataset: ResolvedDataset
     opts: RunOptions
     events: RunEvents
+    executor: Executor  # where the run's trials run (only its name and chunks matter here)
     datasets: dict[str, ResolvedDataset] = field(default_factory=dict)  # dataset_key -> resolved (cases)
     baseline: dict[str, float] = field(default_factory=dict)
     temp_reader: Any = None
@@ -332,6 +334,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         raise PlanError("retrying failed trials applies to a run that exists", where="--retry-failed",
                         fix="kit run --resume RUN_DIR --retry-failed")
     plan = make_plan(spec, seed=opts.seed, arms=opts.arms)
+    executor = make_executor(opts.executor, spec.slurm, opts.slurm, opts.backend)
     checked = _check_everything(spec, opts, events, plan)
     backend, dataset, prepared = checked.backend, checked.dataset, checked.prepared
     datasets = _more_datasets(spec, opts, events) if spec.cases else {}
@@ -355,7 +358,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "selftest": _host_selftest(spec, checked.devices),
         "plan": plan.as_dict(),
         "plan_digest": plan.digest(),
-        "executor": _executor_manifest(spec, plan, opts),
+        "executor": executor.record(plan),
         "command": sys.argv,
         "started": time.time(),
         "ended": None,
@@ -373,10 +376,11 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         if isinstance(exc, DiskError):
             raise
         raise disk_error(exc, rd.path, "copy the study folder into the run directory") from None
-    if opts.executor == "slurm":
-        _submit(rd, manifest["executor"], list(range(len(manifest["executor"]["chunks"]))), opts, events)
+    if executor.hands_off:  # the trials run in the jobs submitted now, each a chunk of the plan
+        executor.submit_all(rd, events.message)
         return rd
-    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, datasets=datasets, devices=checked.devices)
+    ctx = _Context(spec, plan, rd, backend, dataset, opts, events, executor, datasets=datasets,
+                   devices=checked.devices)
     _execute(ctx)
     return rd
 
@@ -389,37 +393,6 @@ def _host_selftest(spec: Spec, devices: DevicePlan) -> dict[str, Any]:
         return host_selftest([g.index for g in devices.allowed], spec.telemetry.period_s)
     except KitError as err:  # recorded, not fatal: the trials still check their own device
         return {"schema": 1, "ok": False, "gpu": bool(devices.allowed), "error": str(err), "checks": []}
-
-
-def _slurm_options(spec: Spec, opts: RunOptions) -> Any:
-    from kit.executors.slurm import SlurmOptions
-
-    base = dataclasses.asdict(spec.slurm)
-    base.update({k: v for k, v in opts.slurm.items() if v is not None})
-    base["sbatch_options"] = tuple(base.get("sbatch_options") or ())
-    return SlurmOptions(**base)
-
-
-def _executor_manifest(spec: Spec, plan: Plan, opts: RunOptions) -> dict[str, Any]:
-    if opts.executor == "local":
-        return {"name": "local"}
-    if opts.executor != "slurm":
-        raise KitError(f"unknown executor {opts.executor!r}", where="--executor", fix="use local or slurm")
-    from kit.executors.slurm import chunks_of
-
-    so = _slurm_options(spec, opts)
-    return {"name": "slurm", "options": so.as_dict(), "backend": opts.backend, "chunks": chunks_of(plan, so.blocks_per_job)}
-
-
-def _submit(rd: RunDir, executor: dict[str, Any], chunk_ids: list[int], opts: RunOptions, events: RunEvents) -> str:
-    from kit.executors.slurm import SlurmOptions, submit
-
-    so = SlurmOptions(**{**executor["options"], "sbatch_options": tuple(executor["options"]["sbatch_options"])})
-    job = submit(rd.path, chunk_ids, so, executor.get("backend", "local"), rd.manifest()["experiment"])
-    rd.log_event("submitted", array_job_id=job, chunks=chunk_ids)
-    rd.update_manifest(status="submitted")
-    events.message(f"submitted Slurm job array {job} ({len(chunk_ids)} task(s)); follow with: kit status {rd.path}")
-    return job
 
 
 def _study_files(spec: Spec, plan: Plan) -> list[tuple[str, bytes]] | None:
@@ -562,29 +535,26 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
         opts.backend = man.get("backend", {}).get("backend", "local")
     if opts.backend == man.get("backend", {}).get("backend") and man["backend"].get("images"):
         opts.backend_options.setdefault("images", {fw: v["row"] for fw, v in man["backend"]["images"].items() if "row" in v})
-    executor = man.get("executor", {"name": "local"})
-    resubmit = opts.chunk is None and executor.get("name") == "slurm" and opts.executor != "local"
+    executor = from_record(man.get("executor"), str(rd.path / "manifest.json"))
+    # the run's jobs are submitted again when the run was handed off and its executor is asked for again;
+    # otherwise the missing trials run here
+    resubmit = opts.chunk is None and executor.hands_off and opts.executor == executor.name
     if opts.retry and (resubmit or opts.chunk is not None):
         raise KitError("retrying failed trials is done on this host, not by cluster jobs", where="--retry-failed",
                        fix=f"kit run --resume {rd.path} --retry-failed (without --executor slurm)")
-    wanted: set[int] = set()
-    if opts.chunk is not None:
-        chunks = executor.get("chunks") or []
-        if not 0 <= opts.chunk < len(chunks):
-            raise PlanError(f"chunk {opts.chunk} does not exist (the run has {len(chunks)})", where=str(rd.path),
-                            fix="give a chunk index from manifest.executor.chunks")
-        wanted = set(chunks[opts.chunk])
+    wanted = executor.chunk_blocks(opts.chunk, str(rd.path)) if opts.chunk is not None else frozenset()
     with run_lock(rd, ".lock" if opts.chunk is None else f".lock-chunk-{opts.chunk}"):
         if resubmit:
-            return _resubmit(rd, plan, executor, opts, events)
+            executor.resubmit(rd, plan, events.message)
+            return rd
         checked = _check_everything(spec, opts, events, plan)
         datasets = _more_datasets(spec, opts, events) if spec.cases else {}
-        ctx = _Context(spec, plan, rd, checked.backend, checked.dataset, opts, events, datasets=datasets,
+        ctx = _Context(spec, plan, rd, checked.backend, checked.dataset, opts, events, executor, datasets=datasets,
                        devices=checked.devices)
         if opts.chunk is not None:
             ctx.only = frozenset(t.trial_id for t in plan.trials if t.block in wanted)
             ctx.shared = True
-            rd.log_event("chunk_start", chunk=opts.chunk, **_job_identity())
+            rd.log_event("chunk_start", chunk=opts.chunk, **job_identity())
         else:
             ctx.retry = _to_retry(ctx)  # read under the lock, before the run is marked running again
             rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend,
@@ -592,33 +562,6 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
                          to_retry=sorted(ctx.retry))
             rd.update_manifest(status="running")
         _execute_locked(ctx)
-    return rd
-
-
-def _job_identity() -> dict[str, Any]:
-    from kit.executors.slurm import job_identity
-
-    return job_identity()
-
-
-def _resubmit(rd: RunDir, plan: Plan, executor: dict[str, Any], opts: RunOptions, events: RunEvents) -> RunDir:
-    """Resubmit the chunks that miss trials and have no job pending or running."""
-    from kit.executors.slurm import job_states, latest_task_ids
-
-    done = rd.finished_ids()
-    chunks = executor["chunks"]
-    missing = [i for i, c in enumerate(chunks) if any(t.trial_id not in done for t in plan.trials if t.block in set(c))]
-    latest = latest_task_ids(rd.path)
-    states = job_states([latest[i] for i in missing if i in latest]) if missing else {}
-    busy = [i for i in missing if i in latest and states[latest[i]].active]
-    todo = [i for i in missing if i not in busy]
-    if busy:
-        events.message(f"chunks {busy} still have a job pending or running; not resubmitted")
-    if not todo:
-        events.message("nothing to resubmit" if not busy else "waiting for the running jobs")
-        return rd
-    rd.log_event("resume", finished=len(done), resubmitted_chunks=todo)
-    _submit(rd, executor, todo, opts, events)
     return rd
 
 
@@ -684,7 +627,7 @@ def _execute_locked(ctx: _Context) -> None:
             raise _failed_on_disk(ctx, exc) from None
         except KeyboardInterrupt:
             n_done = len(rd.finished_ids())
-            rd.log_event("interrupted", finished=n_done, chunk=ctx.opts.chunk, **_job_identity())
+            rd.log_event("interrupted", finished=n_done, chunk=ctx.opts.chunk, **job_identity())
             if not ctx.shared:
                 rd.update_manifest(status="interrupted")
             raise Interrupted(f"run stopped after {n_done} of {len(plan.trials)} trials; finished trials are kept",
@@ -695,7 +638,7 @@ def _execute_locked(ctx: _Context) -> None:
             rd.release_space()
         remaining = {t.trial_id for t in plan.trials} - rd.finished_ids()
         if ctx.shared:
-            rd.log_event("chunk_end", chunk=ctx.opts.chunk, remaining_in_run=len(remaining), **_job_identity())
+            rd.log_event("chunk_end", chunk=ctx.opts.chunk, remaining_in_run=len(remaining), **job_identity())
             if not remaining:
                 rd.update_manifest(status="complete", ended=time.time())
             return
@@ -843,7 +786,7 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     rows, reports = drain(collectors)
     record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name, device)
     if ctx.shared:
-        record["executor"] = {"name": "slurm", "chunk": ctx.opts.chunk, **_job_identity()}
+        record["executor"] = {"name": ctx.executor.name, "chunk": ctx.opts.chunk, **job_identity()}
     previous = rd.attempt_files(trial.trial_id)
     if previous:
         record["attempt"] = len(previous) + 1

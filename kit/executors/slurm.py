@@ -30,8 +30,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.errors import ExecutorError
+from kit.errors import ExecutorError, PlanError, StoreError
+from kit.executors.base import Executor, ExecutorProbe, Say
 from kit.plan import Plan
+from kit.spec import Slurm
+from kit.store import RunDir
 
 SLURM_DIR = "slurm"
 SUBMISSIONS = "submissions.jsonl"
@@ -284,9 +287,79 @@ def wait(run_dir: Path, ids: Sequence[str], *, poll_s: float = 2.0, timeout_s: f
         time.sleep(poll_s)
 
 
-def job_identity() -> dict[str, Any]:
-    """Who am I, inside a job (for trial records)."""
-    env = os.environ
-    keys = {"SLURM_JOB_ID": "job_id", "SLURM_ARRAY_JOB_ID": "array_job_id", "SLURM_ARRAY_TASK_ID": "task_id",
-            "SLURMD_NODENAME": "node", "SLURM_JOB_PARTITION": "partition"}
-    return {v: env[k] for k, v in keys.items() if k in env}
+class SlurmExecutor(Executor):
+    """Chunks of whole blocks as the tasks of one sbatch array; each task runs ``kit run --resume RUN --chunk I``."""
+
+    name = "slurm"
+    hands_off = True
+
+    def __init__(self, options: SlurmOptions, backend: str, chunks: list[list[int]] | None = None) -> None:
+        self.options = options
+        self.backend = backend
+        self.chunks = chunks
+
+    @classmethod
+    def configured(cls, spec_slurm: Slurm, overrides: dict[str, Any], backend: str) -> SlurmExecutor:
+        """The spec's [slurm] table, with the command line's values where it gave one."""
+        base = asdict(spec_slurm)
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        base["sbatch_options"] = tuple(base.get("sbatch_options") or ())
+        return cls(SlurmOptions(**base), backend)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], where: str) -> SlurmExecutor:
+        try:
+            raw = dict(record["options"])
+            raw["sbatch_options"] = tuple(str(o) for o in raw.get("sbatch_options") or ())
+            chunks = [[int(b) for b in c] for c in record["chunks"]]
+            return cls(SlurmOptions(**raw), str(record.get("backend", "local")), chunks)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(f"the Slurm executor record cannot be read ({type(exc).__name__}: {exc})",
+                             where=f"{where}: executor", fix="the manifest's executor table was edited or damaged") from None
+
+    def available(self) -> ExecutorProbe:
+        ok, detail = probe()
+        return ExecutorProbe(ok, detail, "" if ok else "start Slurm or submit from a login node; `sinfo` must answer")
+
+    def record(self, plan: Plan) -> dict[str, Any]:
+        self.chunks = chunks_of(plan, self.options.blocks_per_job)
+        return {"name": self.name, "options": self.options.as_dict(), "backend": self.backend, "chunks": self.chunks}
+
+    def _submit(self, rd: RunDir, chunk_ids: list[int], say: Say) -> str:
+        job = submit(rd.path, chunk_ids, self.options, self.backend, rd.manifest()["experiment"])
+        rd.log_event("submitted", array_job_id=job, chunks=chunk_ids)
+        rd.update_manifest(status="submitted")
+        say(f"submitted Slurm job array {job} ({len(chunk_ids)} task(s)); follow with: kit status {rd.path}")
+        return job
+
+    def submit_all(self, rd: RunDir, say: Say) -> str:
+        return self._submit(rd, list(range(len(self.chunks or []))), say)
+
+    def resubmit(self, rd: RunDir, plan: Plan, say: Say) -> None:
+        done = rd.finished_ids()
+        chunks = self.chunks or []
+        missing = [i for i, c in enumerate(chunks) if any(t.trial_id not in done for t in plan.trials if t.block in set(c))]
+        latest = latest_task_ids(rd.path)
+        states = job_states([latest[i] for i in missing if i in latest]) if missing else {}
+        busy = [i for i in missing if i in latest and states[latest[i]].active]
+        todo = [i for i in missing if i not in busy]
+        if busy:
+            say(f"chunks {busy} still have a job pending or running; not resubmitted")
+        if not todo:
+            say("nothing to resubmit" if not busy else "waiting for the running jobs")
+            return
+        rd.log_event("resume", finished=len(done), resubmitted_chunks=todo)
+        self._submit(rd, todo, say)
+
+    def chunk_blocks(self, chunk: int, where: str) -> frozenset[int]:
+        chunks = self.chunks or []
+        if not 0 <= chunk < len(chunks):
+            raise PlanError(f"chunk {chunk} does not exist (the run has {len(chunks)})", where=where,
+                            fix="give a chunk index from manifest.executor.chunks")
+        return frozenset(chunks[chunk])
+
+    def wait(self, rd: RunDir, on_poll: Callable[[int], None]) -> None:
+        def poll(states: dict[str, JobState]) -> None:
+            on_poll(sum(s.active for s in states.values()))
+
+        wait(rd.path, list(latest_task_ids(rd.path).values()), on_poll=poll)
