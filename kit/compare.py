@@ -31,6 +31,7 @@ from kit.analysis import stats
 from kit.analysis.detectability import detectability
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError, KitError
+from kit.records import counted, counts
 from kit.store import RunDir
 
 VERDICTS = ("regression", "improvement", "no change", "inconclusive", "not tested")
@@ -162,7 +163,7 @@ def _groups(analysis: dict[str, Any], metrics: tuple[str, ...],
     """(config label, metric, phase, arm) -> measured values (warm-ups and failed trials excluded)."""
     out: dict[tuple[str, str, str, str], list[float]] = {}
     for v in analysis.get("values", []):
-        if (v["metric"] not in metrics or v["value"] is None or v["warmup"] or v["status"] != "ok"
+        if (v["metric"] not in metrics or v["value"] is None or not counts(v)
                 or (phases is not None and v["phase"] not in phases)):
             continue
         key = (_config_label(analysis, v["config_id"]), v["metric"], v["phase"], v["arm"])
@@ -285,8 +286,8 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
 
     vals = pd.DataFrame(an.get("values", []))
     if not vals.empty:
-        vals = vals[vals["metric"].isin(opts.metrics) & vals["value"].notna() & ~vals["warmup"].astype(bool)
-                    & (vals["status"] == "ok")]
+        vals = counted(vals)
+        vals = vals[vals["metric"].isin(opts.metrics) & vals["value"].notna()]
         if opts.phases is not None:
             vals = vals[vals["phase"].isin(opts.phases)]
     items: list[tuple[str, str, str, str, np.ndarray, np.ndarray]] = []

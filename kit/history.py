@@ -26,6 +26,7 @@ from kit import history_cache
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError
+from kit.records import counts
 from kit.store import RunDir
 
 
@@ -51,7 +52,7 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, 
     entry["recomputed"] = recomputed  # analysis.json rewritten: the caller fingerprints the run again
     chosen = arm or analysis["arms"][0]
     vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
-            and v["arm"] == chosen and v["value"] is not None and not v["warmup"] and v["status"] == "ok"]
+            and v["arm"] == chosen and v["value"] is not None and counts(v)]
     started = man.get("started")
     if not vals:
         return entry

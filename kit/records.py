@@ -19,7 +19,10 @@ malformed record refuses the run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kit.errors import StoreError
@@ -62,6 +65,19 @@ def check_manifest(man: Any, where: str) -> dict[str, Any]:
     _check_spec(man.get("spec"), where)
     _check_plan(man.get("plan"), where)
     return man
+
+
+def counts(rec: Mapping[str, Any]) -> bool:
+    """The one rule for which trials, and which of their values, enter statistics: a measured trial (not a
+    warm-up) that finished ok. ``rec`` is a trial record, a row of the value table or a per-trial fact
+    (anything with ``status`` and ``warmup``); every reader asks this, none writes its own filter."""
+    return rec.get("status") == "ok" and not rec.get("warmup")
+
+
+def counted(values: Any) -> Any:
+    """The rows of a value table (a pandas DataFrame with ``status`` and ``warmup`` columns) that :func:`counts`
+    admits: the same rule, applied to a whole column at once."""
+    return values[(values["status"] == "ok") & ~values["warmup"].astype(bool)]
 
 
 # What runs without a dataset recorded before the manifest could say "none": a stand-in entry for the empty
@@ -163,3 +179,79 @@ def check_trial(rec: dict[str, Any], planned: dict[str, Any] | None, where: str)
         v = rec.get(field)
         _need(v is None or isinstance(v, str), where, field, "a string", v, f)
     return rec
+
+
+# -- typed records ----------------------------------------------------------------------------------------------------
+
+TRIAL_SCHEMA = 1  # the trial file's schema_version this kit writes and reads
+
+
+def _floats(d: Any) -> dict[str, float | None]:
+    return {str(k): (float(v) if _is_num(v) else None) for k, v in (d or {}).items()}
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial file (``trials/<id>.json``), validated at the edge (:func:`check_trial`) and typed.
+
+    Identity and placement repeat the plan's entry; ``results`` holds what the workload measured (numbers,
+    strings, flags), ``phases`` the harness's phase table (start, end, duration_s, ...), ``env`` what the trial
+    reported about itself. :attr:`counts` is the one rule for which trials enter statistics. ``raw`` keeps the
+    whole file for the fields not typed here (markers, collectors, backend, cool-down), read-only.
+    """
+
+    trial_id: str
+    arm: str
+    framework: str
+    config_id: str
+    config: Mapping[str, Any]
+    block: int
+    repetition: int
+    position: int
+    seed: int | None
+    warmup: bool
+    status: str
+    results: Mapping[str, Any]
+    phases: Mapping[str, Mapping[str, float | None]]
+    env: Mapping[str, Any]
+    gpus: tuple[int, ...]
+    device: str | None
+    error: str | None
+    wall_s: float | None
+    schema_version: int
+    raw: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def counts(self) -> bool:
+        """Enters statistics: a measured trial (not a warm-up) that finished ok (see :func:`counts`)."""
+        return counts(self.raw)
+
+    @classmethod
+    def from_json(cls, rec: Any, where: str, planned: dict[str, Any] | None = None) -> TrialRecord:
+        """A trial file's JSON object, checked (StoreError naming the key) and typed."""
+        _need(isinstance(rec, dict), where, "trial file", "a JSON object", type(rec).__name__, FIX_TRIAL)
+        check_trial(rec, planned, where)
+        for key in ("trial_id", "arm", "framework", "config_id"):
+            _need(isinstance(rec.get(key), str), where, key, "a string", rec.get(key), FIX_TRIAL)
+        for key in ("block", "repetition", "position"):
+            _need(_is_int(rec.get(key)), where, key, "an integer", rec.get(key), FIX_TRIAL)
+        _need(isinstance(rec.get("warmup", False), bool), where, "warmup", "true or false", rec.get("warmup"), FIX_TRIAL)
+        gpus = rec.get("gpus") or []
+        _need(isinstance(gpus, list) and all(_is_int(g) for g in gpus), where, "gpus", "a list of GPU indices", gpus,
+              FIX_TRIAL)
+        version = rec.get("schema_version", TRIAL_SCHEMA)
+        _need(_is_int(version) and 1 <= version <= TRIAL_SCHEMA, where, "schema_version",
+              f"at most {TRIAL_SCHEMA} (this kit's trial format)", version, "upgrade the kit to read this run")
+        return cls(
+            trial_id=rec["trial_id"], arm=rec["arm"], framework=rec["framework"], config_id=rec["config_id"],
+            config=dict(rec.get("config") or {}), block=rec["block"], repetition=rec["repetition"],
+            position=rec["position"], seed=rec.get("seed") if _is_int(rec.get("seed")) else None,
+            warmup=bool(rec.get("warmup", False)), status=rec["status"], results=dict(rec.get("results") or {}),
+            phases={str(k): _floats(v) for k, v in (rec.get("phases") or {}).items()}, env=dict(rec.get("env") or {}),
+            gpus=tuple(int(g) for g in gpus), device=rec.get("device") if isinstance(rec.get("device"), str) else None,
+            error=rec.get("error"), wall_s=float(rec["wall_s"]) if _is_num(rec.get("wall_s")) else None,
+            schema_version=int(version), raw=rec)
+
+    def to_json(self) -> dict[str, Any]:
+        """The trial file's content (what was read, unchanged)."""
+        return dict(self.raw)

@@ -33,6 +33,7 @@ import pandas as pd
 
 from kit.collectors.base import SAMPLE_COLUMNS, Row
 from kit.errors import StoreError, disk_error
+from kit.records import TrialRecord
 from kit.safeio import create_exclusive, load_json, open_append, read_capped, real_dir
 
 SCHEMA_VERSION = 1
@@ -309,6 +310,11 @@ class RunDir:
     def iter_trials(self) -> Iterator[dict[str, Any]]:
         """Finished trials in schedule order, each checked against the plan (see ``checked_trials``)."""
         yield from self.checked_trials()
+
+    def trial_records(self) -> list[TrialRecord]:
+        """Every finished trial as a typed record (:class:`kit.records.TrialRecord`), checked as ``checked_trials``."""
+        where = str(self.path / TRIALS)
+        return [TrialRecord.from_json(r, f"{where}/{r['trial_id']}.json") for r in self.checked_trials()]
 
     def checked_trials(self) -> list[dict[str, Any]]:
         """Every trial file, refused unless it is one planned trial, once, in a regular file of sane size.

@@ -27,9 +27,11 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from kit.errors import SpecError, StoreError, StudyError
+from kit.study_api import invoke
 from kit.trust import StudyTrust
 from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo, register
 from kit.workloads.study_import import MODULE_NAME, import_study_module
@@ -339,7 +341,7 @@ def resolve_hooks(run_dir: Path | None, manifest: dict[str, Any], trust: StudyTr
     return Hooks("none", None, digest, notice)
 
 
-def _hook(copy: Path, module: str, func: str) -> Any:
+def _hook(copy: Path, module: str, func: str) -> tuple[ModuleType, Any]:
     try:
         mod = import_study_module(copy, module, package="kit_study_host")
     except Exception as exc:  # the study's own code: any failure is the study's, said as such
@@ -351,7 +353,7 @@ def _hook(copy: Path, module: str, func: str) -> Any:
     if not callable(fn):
         raise StudyError(f"the study's {module}.py defines no function {func}()", where=str(copy / f"{module}.py"),
                          fix=f"define {func}() as docs/writing-a-study.md shows")
-    return fn
+    return mod, fn
 
 
 def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
@@ -379,9 +381,11 @@ def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
             return run_in_child(tmp / "study", module, func, args, where, HOOK_TIMEOUT_S, HOOK_OUTPUT_BYTES)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    fn = _hook(hooks.root, module, func)
+    mod, fn = _hook(hooks.root, module, func)
     try:
-        return fn(*args)
+        return invoke(mod, fn, func, args, where)
+    except StudyError:
+        raise
     except Exception as exc:
         raise StudyError(f"the study's {func}() raised {type(exc).__name__}: {str(exc)[:300]}", where=where,
                          fix=f"fix {module}.py (re-run with --debug for the traceback)",

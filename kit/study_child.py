@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         fn = getattr(mod, req["func"], None)
         if not callable(fn):
             raise AttributeError(f"{req['module']}.py defines no function {req['func']}()")
-        out = fn(*req["args"])
+        from kit.study_api import invoke
+
+        out = invoke(mod, fn, req["func"], tuple(req["args"]), str(Path(req["root"]) / f"{req['module']}.py"))
         data = json.dumps(_plain(out), allow_nan=False)
     except BaseException as exc:
         err = {"type": type(exc).__name__, "message": str(exc)[:2000],

@@ -21,6 +21,7 @@ import pytest
 from kit.analysis import stats as S
 from kit.analysis.metrics import VALUE_COLUMNS
 from kit.spec import load_spec
+from tests._runs import run_view
 from tests._studies import study_module
 
 zoo = study_module("patel_models_sweep", "analysis")
@@ -184,7 +185,7 @@ def _dist_run(ddp_over_dp: float, seed: int = 1, reps: int = 5) -> tuple[dict, l
 
 def test_ddp_vs_dp_is_tested_paired_by_repetition_with_a_ratio_ci() -> None:
     manifest, trials = _dist_run(1.25)
-    out = zoo_dist.analyse(manifest, trials, pd.DataFrame(columns=VALUE_COLUMNS))
+    out = zoo_dist.analyse(run_view(manifest, trials))
     c = out["ddp_vs_dp"]
     assert c["question"] == zoo_dist.Q1 and c["arm"] == "pytorch" and c["paired_by"] == "repetition"
     assert c["n_pairs"] == 5 and c["repetitions"] == [0, 1, 2, 3, 4]
@@ -203,7 +204,7 @@ def test_ddp_vs_dp_is_tested_paired_by_repetition_with_a_ratio_ci() -> None:
 def test_a_point_difference_inside_the_noise_is_not_a_finding() -> None:
     # DDP 0.5 % faster in truth, 1 % noise per trial: the old rule said "DDP better" from the two means
     manifest, trials = _dist_run(1.005, seed=3)
-    c = zoo_dist.analyse(manifest, trials, pd.DataFrame(columns=VALUE_COLUMNS))["ddp_vs_dp"]
+    c = zoo_dist.analyse(run_view(manifest, trials))["ddp_vs_dp"]
     assert c["ddp_speedup"] > c["dp_speedup"]  # the bare point comparison would call this a win
     assert c["low"] < 1.0 < c["high"]
     assert c["verdict"] == "no difference shown" and c["ddp_better"] is False
@@ -211,12 +212,12 @@ def test_a_point_difference_inside_the_noise_is_not_a_finding() -> None:
 
 def test_ddp_scaling_efficiency_against_near_linear() -> None:
     manifest, trials = _dist_run(1.25)  # DDP 1875 images/s on 2 devices against 1000 on one: efficiency 0.94
-    s = zoo_dist.analyse(manifest, trials, pd.DataFrame(columns=VALUE_COLUMNS))["ddp_scaling"]
+    s = zoo_dist.analyse(run_view(manifest, trials))["ddp_scaling"]
     assert s["devices"] == 2 and s["n_pairs"] == 5
     assert s["efficiency"] == pytest.approx(0.9375, rel=0.02)
     assert s["efficiency_low"] >= zoo_dist.NEAR_LINEAR_EFFICIENCY and s["verdict"] == "near-linear"
     manifest, trials = _dist_run(0.9)  # 1350 on 2 devices: efficiency 0.675
-    s = zoo_dist.analyse(manifest, trials, pd.DataFrame(columns=VALUE_COLUMNS))["ddp_scaling"]
+    s = zoo_dist.analyse(run_view(manifest, trials))["ddp_scaling"]
     assert s["verdict"] == "below near-linear"
 
 
@@ -224,7 +225,7 @@ def test_without_data_parallel_there_is_no_claim() -> None:
     manifest, trials = _dist_run(1.25)
     trials = [dict(t, status="skipped", results={}) if t["config_id"] == "c01" and t["arm"] == "pytorch" else t
               for t in trials]
-    out = zoo_dist.analyse(manifest, trials, pd.DataFrame(columns=VALUE_COLUMNS))
+    out = zoo_dist.analyse(run_view(manifest, trials))
     assert out["ddp_vs_dp"] is None and out["ddp_scaling"]["verdict"] == "near-linear"
 
 

@@ -24,13 +24,17 @@ Out-of-memory and skipped cells remain what they are, a result of the design.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy import stats as sps
 
 from kit.analysis.cells import cell_stats
+from kit.records import TrialRecord
+from kit.study_api import RunView
+
+STUDY_API = 2
 
 # factor -> (label, low level, high level)
 FACTORS: dict[str, tuple[str, Any, Any]] = {
@@ -42,7 +46,7 @@ FACTORS: dict[str, tuple[str, Any, Any]] = {
 }
 
 
-def factor_configs(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def factor_configs(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """config id -> {case, model, and the level of every factor}."""
     spec = manifest["spec"]
     wl = {**spec["workload"], **(spec["workload"].get("params") or {})}
@@ -123,18 +127,18 @@ def factor_effects(rows: list[dict[str, Any]], response: str, alpha: float = 0.0
             else model_ss / ss_total, "factors": info, "models": models}
 
 
-def trial_pairs(confs: dict[str, dict[str, Any]], trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+def trial_pairs(confs: dict[str, dict[str, Any]], trials: tuple[TrialRecord, ...], arms: list[str]) -> list[dict[str, Any]]:
     """One observation per configuration and repetition (block): each framework's log mean step time and their
     difference, log(TF/PT). Replicated blocks give the fit its residual degrees of freedom."""
     out = []
     for cid, c in confs.items():
-        reps = sorted({t["repetition"] for t in trials if t["config_id"] == cid and not t.get("warmup")})
+        reps = sorted({t.repetition for t in trials if t.config_id == cid and not t.warmup})
         for rep in reps:
             row: dict[str, Any] = {**c, "repetition": rep}
             for arm in arms:
-                t = next((t for t in trials if t["config_id"] == cid and t["arm"] == arm and t["repetition"] == rep
-                          and t["status"] == "ok" and t["results"].get("train_step_s")), None)
-                row[f"{arm}_log_step"] = math.log(float(np.mean(t["results"]["train_step_s"]))) if t else None
+                t = next((t for t in trials if t.config_id == cid and t.arm == arm and t.repetition == rep
+                          and t.status == "ok" and t.results.get("train_step_s")), None)
+                row[f"{arm}_log_step"] = math.log(float(np.mean(t.results["train_step_s"]))) if t else None
             if "tensorflow" in arms and "pytorch" in arms and row["tensorflow_log_step"] is not None \
                     and row["pytorch_log_step"] is not None:
                 row["log_ratio"] = row["tensorflow_log_step"] - row["pytorch_log_step"]
@@ -145,18 +149,18 @@ def trial_pairs(confs: dict[str, dict[str, Any]], trials: list[dict[str, Any]], 
 FAILED = frozenset({"error", "timeout"})
 
 
-def failed_cells(confs: dict[str, dict[str, Any]], trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
+def failed_cells(confs: dict[str, dict[str, Any]], trials: tuple[TrialRecord, ...], arms: list[str]) -> list[dict[str, Any]]:
     """Design cells whose every measured trial failed: (config, arm, status, trials, first error text)."""
     out = []
     for cid, c in confs.items():
         for arm in arms:
-            measured = [t for t in trials if t["config_id"] == cid and t["arm"] == arm and not t.get("warmup")]
-            if measured and all(t["status"] in FAILED for t in measured):
-                first = next((t for t in measured if t.get("error")), measured[0])
+            measured = [t for t in trials if t.config_id == cid and t.arm == arm and not t.warmup]
+            if measured and all(t.status in FAILED for t in measured):
+                first = next((t for t in measured if t.error), measured[0])
                 out.append({"config_id": cid, "case": c.get("case"), "model": c.get("model"), "arm": arm,
-                            "status": "/".join(sorted({t["status"] for t in measured})), "trials": len(measured),
-                            "trial_id": first.get("trial_id"),
-                            "error": str(first.get("error") or first.get("stderr_tail") or "no error text")[:500]})
+                            "status": "/".join(sorted({t.status for t in measured})), "trials": len(measured),
+                            "trial_id": first.trial_id,
+                            "error": str(first.error or first.raw.get("stderr_tail") or "no error text")[:500]})
     return out
 
 
@@ -164,17 +168,17 @@ def _not_computed(note: str) -> dict[str, Any]:
     return {"n": 0, "factors": [], "not_computed": True, "note": note}
 
 
-def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
-    arms = list(manifest["plan"]["arms"])
-    alpha = float(manifest["spec"]["design"]["alpha"])
-    confs = factor_configs(manifest)
+def analyse(run: RunView) -> dict[str, Any]:
+    arms = list(run.arms)
+    alpha = float(run.spec["design"]["alpha"])
+    confs = factor_configs(run.manifest)
+    trials = run.trials
     rows = []
     for cid, c in confs.items():
         row = dict(c)
         for arm in arms:
-            cell = cell_stats([t for t in trials if t["config_id"] == cid and t["arm"] == arm])
-            items = [t["results"].get("train_items_per_s") for t in trials if t["config_id"] == cid
-                     and t["arm"] == arm and t["status"] == "ok" and not t.get("warmup")]
+            cell = cell_stats([t.to_json() for t in run.finished(arm=arm, config=cid)])
+            items = [t.results.get("train_items_per_s") for t in run.measured(arm=arm, config=cid)]
             row[f"{arm}_status"] = cell["status"]
             row[f"{arm}_reason"] = cell.get("reason")
             row[f"{arm}_step_s"] = cell.get("train_step_s")

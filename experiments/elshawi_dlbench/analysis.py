@@ -1,7 +1,7 @@
 """Elshawi et al., DLBench (seed 003): per-dataset results, convergence and the paper's Wilcoxon tests.
 
-Pure: manifest, trial records and the per-trial metric table in, plain data
-out (``analysis["extras"]["dlbench"]``). Per dataset (one ``[cases]`` entry
+Pure: the run (kit.study_api.RunView, STUDY_API 2) in, plain data out
+(``analysis["extras"]["dlbench"]``). Per dataset (one ``[cases]`` entry
 each) and framework: accuracy, training time, CPU utilisation (1 s samples),
 mean resident memory and GPU utilisation of the training phase; the test
 accuracy after every epoch (convergence); and the paired Wilcoxon
@@ -13,12 +13,16 @@ reject at α = 0.05 (smallest p = 2/2⁵ = 0.0625).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from kit.analysis import stats
+from kit.records import TrialRecord
+from kit.study_api import RunView
+
+STUDY_API = 2
 
 PER_DATASET = (  # (metric, phase, label, unit)
     ("accuracy", "infer", "test accuracy", "fraction"),
@@ -50,7 +54,7 @@ def min_pairs_for(alpha: float) -> int:
     return math.floor(math.log2(2.0 / alpha)) + 1  # 2 / 2^n < alpha
 
 
-def cases_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def cases_of(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """config id -> {case, dataset name, source, real/synthetic origin} from the manifest."""
     spec = manifest["spec"]
     datasets = manifest.get("datasets") or {}
@@ -67,16 +71,9 @@ def cases_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _usable(values: pd.DataFrame) -> pd.DataFrame:
-    from kit.analysis.analyze import usable
-
-    return usable(values)
-
-
-def _convergence(trials: list[dict[str, Any]], cid: str, arm: str) -> dict[str, Any] | None:
-    curves = [(t["trial_id"], t["results"]["epoch_test_accuracy"]) for t in trials
-              if t["config_id"] == cid and t["arm"] == arm and t["status"] == "ok" and not t.get("warmup")
-              and isinstance(t.get("results", {}).get("epoch_test_accuracy"), list)]
+def _convergence(measured: list[TrialRecord]) -> dict[str, Any] | None:
+    curves = [(t.trial_id, t.results["epoch_test_accuracy"]) for t in measured
+              if isinstance(t.results.get("epoch_test_accuracy"), list)]
     if not curves:
         return None
     length = min(len(c) for _, c in curves)
@@ -90,13 +87,13 @@ def _convergence(trials: list[dict[str, Any]], cid: str, arm: str) -> dict[str, 
             "final_accuracy": float(mean[-1])}
 
 
-def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
+def analyse(run: RunView) -> dict[str, Any]:
     from kit.analysis.analyze import paired_arrays
 
-    arms = list(manifest["plan"]["arms"])
-    alpha = float(manifest["spec"]["design"]["alpha"])
-    cases = cases_of(manifest)
-    use = _usable(values)
+    arms = list(run.arms)
+    alpha = float(run.spec["design"]["alpha"])
+    cases = cases_of(run.manifest)
+    use = run.measured_values()
 
     per_dataset = []
     for cid, info in cases.items():
@@ -116,7 +113,7 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
     convergence = []
     for cid, info in cases.items():
         for arm in arms:
-            c = _convergence(trials, cid, arm)
+            c = _convergence(run.measured(arm=arm, config=cid))
             if c is not None:
                 convergence.append({"config_id": cid, "case": info["case"], "dataset": info["dataset"],
                                     "synthetic": info["synthetic"], "arm": arm, **c})
@@ -141,7 +138,7 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
                            significant=t.p < alpha, median_a=float(np.median(xa)), median_b=float(np.median(xb)))
             wilcoxon.append(row)
 
-    reps = int(manifest["spec"]["design"]["repetitions"])
+    reps = int(run.spec["design"]["repetitions"])
     return {
         "arms": arms,
         "alpha": alpha,

@@ -1,7 +1,7 @@
 """Germino et al. (seed 002): the paper's Tables I–VI and per-run series from a finished run.
 
-Pure: manifest, trial records and the per-trial metric table in, plain data
-out (``analysis["extras"]["germino"]``). Every row keeps the trial ids it
+Pure: the run (kit.study_api.RunView, STUDY_API 2) in, plain data out
+(``analysis["extras"]["germino"]``). Every row keeps the trial ids it
 summarises. The k-NN baseline (scikit-learn, no framework) runs as one case
 in both framework arms' environments: its two arms run identical code, so
 their difference is an A/A control of the environment, not a framework
@@ -10,19 +10,23 @@ effect, and the tables show it as the paper's framework-independent baseline.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kit.analysis import stats
+from kit.study_api import RunView
+
+STUDY_API = 2
 
 MODEL_ORDER = ("knn", "mlp", "cnn")
 MODEL_LABEL = {"knn": "k-NN (scikit-learn, k = 5)", "mlp": "simple neural network", "cnn": "convolutional network"}
 ENERGY_METRICS = {"cpu_energy_j": "rapl", "gpu_energy_j": "nvml"}
 
 
-def models_of(manifest: dict[str, Any]) -> dict[str, str]:
+def models_of(manifest: Mapping[str, Any]) -> dict[str, str]:
     """config id -> model (knn, mlp, cnn) from the stored spec and plan."""
     spec = manifest["spec"]
     base = spec["workload"].get("params", {}).get("model", "mlp")
@@ -31,12 +35,6 @@ def models_of(manifest: dict[str, Any]) -> dict[str, str]:
         case = (spec.get("cases") or {}).get(cfg.get("case"), {}) if cfg.get("case") else {}
         out[cid] = str(cfg.get("model") or (case.get("workload") or {}).get("model") or base)
     return out
-
-
-def _usable(values: pd.DataFrame) -> pd.DataFrame:
-    from kit.analysis.analyze import usable
-
-    return usable(values)
 
 
 def _summary(g: pd.DataFrame) -> dict[str, Any] | None:
@@ -48,17 +46,17 @@ def _summary(g: pd.DataFrame) -> dict[str, Any] | None:
         "trial_ids": g["trial_id"].tolist()}
 
 
-def _sensor(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+def _sensor(manifest: Mapping[str, Any], name: str) -> dict[str, Any]:
     for c in manifest.get("collectors", []):
         if c["name"] == name:
             return {"ok": bool(c["ok"]), "detail": c.get("detail"), "fix": c.get("fix")}
     return {"ok": False, "detail": "collector not enabled in this run", "fix": f"add {name!r} to telemetry.collectors"}
 
 
-def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
-    arms = list(manifest["plan"]["arms"])
-    model_of = models_of(manifest)
-    use = _usable(values)
+def analyse(run: RunView) -> dict[str, Any]:
+    arms = list(run.arms)
+    model_of = models_of(run.manifest)
+    use = run.measured_values()
     use = use.assign(model=use["config_id"].map(model_of))
     models = [m for m in MODEL_ORDER if m in set(model_of.values())]
 
@@ -85,20 +83,18 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
                            "median_ratio": by[a]["median"] / by[b]["median"], "aa_control": m == "knn"})
 
     per_run = []
-    for t in sorted(trials, key=lambda r: r["position"]):
-        if t.get("warmup") or t["status"] != "ok":
-            continue
-        rows = use[use["trial_id"] == t["trial_id"]]
+    for t in sorted(run.measured(), key=lambda r: r.position):
+        rows = use[use["trial_id"] == t.trial_id]
 
         def val(metric: str, phase: str, rows: pd.DataFrame = rows) -> float | None:
             v = rows[(rows["metric"] == metric) & (rows["phase"] == phase)]["value"]
             return float(v.iloc[0]) if len(v) else None
 
-        per_run.append({"trial_id": t["trial_id"], "model": model_of[t["config_id"]], "arm": t["arm"],
-                        "repetition": t["repetition"], "position": t["position"],
+        per_run.append({"trial_id": t.trial_id, "model": model_of[t.config_id], "arm": t.arm,
+                        "repetition": t.repetition, "position": t.position,
                         "train_time_s": val("time_s", "train"), "accuracy": val("accuracy", "infer"),
                         "cpu_energy_j": val("cpu_energy_j", "train"), "gpu_energy_j": val("gpu_energy_j", "train"),
-                        "device": (t.get("env") or {}).get("device")})
+                        "device": t.env.get("device")})
 
     knn_same = None
     knn_acc = [r["accuracy"] for r in per_run if r["model"] == "knn" and r["accuracy"] is not None]
@@ -113,7 +109,7 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
         "energy_train": energy_rows,
         "ratios": ratios,
         "per_run": per_run,
-        "sensors": {src: _sensor(manifest, src) for src in ("rapl", "nvml")},
+        "sensors": {src: _sensor(run.manifest, src) for src in ("rapl", "nvml")},
         "energy_measured": {k: bool(use[use["metric"] == k]["value"].notna().any()) for k in ENERGY_METRICS},
         "knn_accuracy_identical": knn_same,
         "devices": sorted({str(r["device"]) for r in per_run if r["device"]}),

@@ -17,9 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from kit.analysis import stats
+from kit.records import TrialRecord
+from kit.study_api import RunView
+
+STUDY_API = 2
 
 Q1 = "Q1: Does DistributedDataParallel scale better than DataParallel, and near-linearly?"
 # The paper calls DDP's speed-ups "near-linear" without a figure; the kit reads near-linear as a
@@ -36,11 +39,10 @@ def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> di
     return {"speedup": s, "efficiency": s / devices, "speedup_min": min(ratios), "speedup_max": max(ratios)}
 
 
-def _per_repetition(trials: list[dict[str, Any]], cids: set[str], arm: str) -> dict[int, float]:
+def _per_repetition(trials: tuple[TrialRecord, ...], cids: set[str], arm: str) -> dict[int, float]:
     """Training throughput of each measured, finished trial of these configurations and arm, by repetition."""
-    return {int(t["repetition"]): float(t["results"]["train_throughput_ips"]) for t in trials
-            if t["config_id"] in cids and t["arm"] == arm and not t.get("warmup") and t["status"] == "ok"
-            and t.get("results", {}).get("train_throughput_ips")}
+    return {t.repetition: float(t.results["train_throughput_ips"]) for t in trials
+            if t.config_id in cids and t.arm == arm and t.counts and t.results.get("train_throughput_ips")}
 
 
 def _paired(a: dict[int, float], b: dict[int, float], conf: float) -> dict[str, Any]:
@@ -52,7 +54,7 @@ def _paired(a: dict[int, float], b: dict[int, float], conf: float) -> dict[str, 
     return {**r, "repetitions": reps}
 
 
-def ddp_vs_dp(trials: list[dict[str, Any]], rows: list[dict[str, Any]], alpha: float) -> dict[str, Any] | None:
+def ddp_vs_dp(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alpha: float) -> dict[str, Any] | None:
     """Q1, first half, within PyTorch: DDP throughput / DataParallel throughput, paired by repetition.
 
     Both run on the same devices in the same process count budget, so the ratio of their
@@ -85,7 +87,7 @@ def ddp_vs_dp(trials: list[dict[str, Any]], rows: list[dict[str, Any]], alpha: f
             "tested": decided, "verdict": verdict, "ddp_better": bool(decided and lo > 1), "reason": res.get("reason")}
 
 
-def ddp_scaling(trials: list[dict[str, Any]], rows: list[dict[str, Any]], alpha: float) -> dict[str, Any] | None:
+def ddp_scaling(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alpha: float) -> dict[str, Any] | None:
     """Q1, second half: is DDP's scaling efficiency near-linear (>= NEAR_LINEAR_EFFICIENCY)? Paired by repetition.
 
     Efficiency = (DDP throughput / one-device throughput) / devices, per repetition; its interval
@@ -114,27 +116,27 @@ def ddp_scaling(trials: list[dict[str, Any]], rows: list[dict[str, Any]], alpha:
             "reason": res.get("reason")}
 
 
-def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
-    arms = list(manifest["plan"]["arms"])
-    spec = manifest["spec"]
+def analyse(run: RunView) -> dict[str, Any]:
+    arms = list(run.arms)
+    spec = run.spec
     wl = {**spec["workload"], **(spec["workload"].get("params") or {})}
     rows = []
-    for cid, cfg in manifest["plan"]["configs"].items():
+    for cid, cfg in run.configs.items():
         case = cfg.get("case") or cid
         over = ((spec.get("cases") or {}).get(case) or {}).get("workload") or {}
         m = {**wl, **over, **{k: v for k, v in cfg.items() if k != "case"}}
         for arm in arms:
-            ts = [t for t in trials if t["config_id"] == cid and t["arm"] == arm and not t.get("warmup")]
-            ok = [t for t in ts if t["status"] == "ok"]
-            statuses = sorted({t["status"] for t in ts})
+            ts = [t for t in run.finished(arm=arm, config=cid) if not t.warmup]
+            ok = [t for t in ts if t.counts]
+            statuses = sorted({t.status for t in ts})
             rows.append({"config_id": cid, "case": case, "arm": arm, "model": m.get("model"),
-                         "strategy": m.get("strategy"), "devices": int(ok[0]["results"]["devices"]) if ok else
+                         "strategy": m.get("strategy"), "devices": int(ok[0].results["devices"]) if ok else
                          (1 if m.get("strategy") == "single" else int(m.get("devices", 1))),
                          "batch_size": int(m["batch_size"]), "status": "ok" if ok else "/".join(statuses) or "missing",
-                         "reason": next((t.get("error") for t in ts if t["status"] != "ok"), None),
-                         "ips": [float(t["results"]["train_throughput_ips"]) for t in ok],
-                         "device_kind": ok[0]["results"].get("device_kind") if ok else None,
-                         "dist_backend": (ok[0].get("env") or {}).get("dist_backend") if ok else None})
+                         "reason": next((t.error for t in ts if t.status != "ok"), None),
+                         "ips": [float(t.results["train_throughput_ips"]) for t in ok],
+                         "device_kind": ok[0].results.get("device_kind") if ok else None,
+                         "dist_backend": ok[0].env.get("dist_backend") if ok else None})
     for r in rows:
         r["ips_mean"] = float(np.mean(r["ips"])) if r["ips"] else None
         base = next((b for b in rows if b["arm"] == r["arm"] and b["strategy"] == "single" and b["model"] == r["model"]
@@ -142,7 +144,7 @@ def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.D
         r.update(scaling(base["ips"] if base else [], r["ips"], r["devices"]) if r["strategy"] != "single"
                  else {"speedup": 1.0 if r["ips"] else None, "efficiency": 1.0 if r["ips"] else None})
     alpha = float(spec["design"]["alpha"])
-    return {"arms": arms, "rows": rows, "ddp_vs_dp": ddp_vs_dp(trials, rows, alpha),
-            "ddp_scaling": ddp_scaling(trials, rows, alpha),
+    return {"arms": arms, "rows": rows, "ddp_vs_dp": ddp_vs_dp(run.trials, rows, alpha),
+            "ddp_scaling": ddp_scaling(run.trials, rows, alpha),
             "skipped": [{k: r[k] for k in ("case", "arm", "strategy", "status", "reason")} for r in rows
                         if r["status"] != "ok"]}

@@ -1,6 +1,6 @@
 """Patel et al. (seed 001): model x batch x shape sweep, TF/PT ratios, batch curves, power, MFU.
 
-Pure: manifest, trial records and the per-trial metric table in, plain data
+Pure: the run (kit.study_api.RunView, STUDY_API 2) in, plain data
 out (``analysis["extras"]["zoo"]``). Per configuration (case x batch size x
 input side) and framework: status (``oom`` and ``skipped`` configurations
 are kept and drawn as missing points), step times, throughput, FLOPs and
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,13 +29,17 @@ from scipy import stats as sps
 
 from kit.analysis import stats
 from kit.analysis.cells import cell_stats
+from kit.records import counted
+from kit.study_api import RunView
+
+STUDY_API = 2
 
 PARAM_DIFF_PCT = 1.0  # a pair whose counts differ by more than this is flagged as differently defined
 PLATEAU_REL = 0.05  # a neighbouring decrease smaller than this is "levelled off" even when significant
 Q4 = "Q4: Does batch size affect GPU power?"
 
 
-def config_info(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def config_info(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """config id -> {case, title, model, device, mode, batch_size, image_size}."""
     spec = manifest["spec"]
     wl, out = spec["workload"], {}
@@ -205,7 +210,8 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
     from kit.analysis.analyze import usable
 
     rows: list[dict[str, Any]] = []
-    base = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok") & (values["metric"] == metric)]
+    base = counted(values)
+    base = base[base["metric"] == metric]
     use = usable(values)
     for arm, phase in itertools.product(arms, ("train", "infer")):
         allv = base[(base["arm"] == arm) & (base["phase"] == phase)]
@@ -249,17 +255,18 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
     return rows
 
 
-def analyse(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame) -> dict[str, Any]:
-    arms = list(manifest["plan"]["arms"])
-    alpha = float(manifest["spec"]["design"]["alpha"])
-    infos = config_info(manifest)
+def analyse(run: RunView) -> dict[str, Any]:
+    arms = list(run.arms)
+    alpha = float(run.spec["design"]["alpha"])
+    infos = config_info(run.manifest)
+    values = run.values
     from kit.analysis.metrics import METRICS, preferred_power_metric
 
     power_metric = preferred_power_metric(values)  # energy counter / phase duration where the GPU has it
     cells = []
     for cid, info in infos.items():
         for arm in arms:
-            c = cell_stats([t for t in trials if t["config_id"] == cid and t["arm"] == arm])
+            c = cell_stats([t.to_json() for t in run.finished(arm=arm, config=cid)])
             c.update(info, arm=arm)
             train = info["mode"] == "train_infer"
             c["mfu_train"] = mfu(c.get("flops_per_example_fwd"), c.get("train_throughput_ips"), c.get("peak_flops"), True)

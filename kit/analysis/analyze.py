@@ -23,6 +23,7 @@ from kit.analysis import stats
 from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
 from kit.errors import AnalysisError, DiskError, KitError, StoreError
 from kit.freshness import DIGEST_KEY, MAX_ANALYSIS_BYTES, SEAL_KEY, inputs_digest, raw_digest, seal, seal_holds
+from kit.records import counted
 from kit.safeio import load_json
 from kit.store import ANALYSIS, RunDir, atomic_write_json
 from kit.studies import Hooks, resolve_hooks, study_extras
@@ -169,7 +170,7 @@ def _clean(obj: Any) -> Any:
 
 def usable(values: pd.DataFrame) -> pd.DataFrame:
     """Rows that enter statistics: measured trials (not warm-up) that finished ok, with a value."""
-    v = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok")]
+    v = counted(values)
     return v[v["value"].notna()]
 
 
@@ -334,8 +335,8 @@ def _unsampled(values: pd.DataFrame | None, cid: str, metric: str, phase: str, a
     """Per arm: (trials of the phase without a value, measured trials of the phase)."""
     if values is None or values.empty:
         return {}
-    v = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok") & (values["config_id"] == cid)
-               & (values["metric"] == metric) & (values["phase"] == phase)]
+    v = counted(values)
+    v = v[(v["config_id"] == cid) & (v["metric"] == metric) & (v["phase"] == phase)]
     return {a: [int(v.loc[v["arm"] == a, "value"].isna().sum()), int((v["arm"] == a).sum())] for a in arms}
 
 

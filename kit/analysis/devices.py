@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kit.analysis.threats import Ctx, Threat, rule
+from kit.records import counts
 
 _GPU_PREFIXES = ("cuda", "/gpu", "/device:gpu", "gpu")
 _CPU_PREFIXES = ("cpu", "/cpu", "/device:cpu")
@@ -97,7 +98,7 @@ def _tf32_text(t: Mapping[str, Any] | None) -> str:
 
 
 def _measured(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [t for t in trials if t.get("status") == "ok" and not t.get("warmup")]
+    return [t for t in trials if counts(t)]
 
 
 def _counts(values: list[Any]) -> dict[str, int]:

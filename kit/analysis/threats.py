@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from kit.records import counted
+
 SEVERITIES = ("high", "medium", "low", "info")
 
 
@@ -39,8 +41,7 @@ class Ctx:
 
     @property
     def use(self) -> pd.DataFrame:
-        v = self.values
-        v = v[(~v["warmup"].astype(bool)) & (v["status"] == "ok")]
+        v = counted(self.values)
         return v[v["value"].notna()]
 
 

@@ -31,6 +31,7 @@ from kit.analysis.telemetry import (
     trial_samples,
 )
 from kit.analysis.threats import Ctx, Threat, rule
+from kit.records import counted, counts
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*)
 REASON_NAMES = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "software power cap",
@@ -129,7 +130,7 @@ def baseline_facts(samples: pd.DataFrame | None, gpu_indices: list[int] | None =
 
 
 def _measured(c: Ctx) -> list[dict[str, Any]]:
-    return [f for f in c.analysis.get("trial_telemetry", []) if not f.get("warmup") and f.get("status") == "ok"]
+    return [f for f in c.analysis.get("trial_telemetry", []) if counts(f)]
 
 
 # -- rules ----------------------------------------------------------------------
@@ -139,7 +140,7 @@ def start_temperature(c: Ctx) -> list[Threat]:
     """Frameworks that start their trials at different temperatures run at different clocks."""
     by: dict[str, dict[str, list[float]]] = {}
     for t in c.trials:
-        if t.get("warmup") or t.get("status") != "ok":
+        if not counts(t):
             continue
         for sensor, temp in own_start_temps(t).items():
             if temp is not None:
@@ -286,7 +287,7 @@ def phase_durations(trials: list[dict[str, Any]]) -> dict[tuple[str, str], list[
     """(arm, phase) -> durations (s) of the measured phases of the measured trials, from the markers."""
     out: dict[tuple[str, str], list[float]] = {}
     for t in trials:
-        if t.get("warmup") or t.get("status") != "ok":
+        if not counts(t):
             continue
         for phase, (a, b) in phase_intervals(t.get("markers", [])).items():
             if phase in MEASURED_PHASES:
@@ -300,7 +301,7 @@ def trials_without_samples(values: pd.DataFrame, arm: str, phase: str) -> dict[s
 
     if values is None or values.empty or "metric" not in values:
         return {}
-    v = values[(~values["warmup"].astype(bool)) & (values["status"] == "ok")]
+    v = counted(values)
     out = {}
     for metric, g in v.groupby("metric", sort=True):
         m = METRICS.get(str(metric))

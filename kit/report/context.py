@@ -14,7 +14,7 @@ from typing import Any
 
 from kit.analysis.metrics import METRICS
 from kit.plan import config_label
-from kit.records import run_datasets
+from kit.records import counts, run_datasets
 from kit.report import figures
 from kit.report.sections import extra_sections, study_code_section
 from kit.studies import Hooks, resolve_hooks
@@ -233,7 +233,7 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
     spec = manifest["spec"]
     arms = analysis["arms"]
     values = [v for v in analysis["values"] if v["value"] is not None]
-    measured_values = [v for v in values if not v["warmup"] and v["status"] == "ok"]
+    measured_values = [v for v in values if counts(v)]
     figs = []
     cfgs = manifest["plan"]["configs"]
     cfg_labels = ({cid: config_label(cfg) for cid, cfg in cfgs.items()} if len(cfgs) > 1 else None)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kit.analysis.telemetry import phase_intervals, trial_samples
+from kit.records import counts
 from kit.report import figures
 from kit.store import RunDir
 
@@ -40,7 +41,7 @@ def _pick(ids: list[str], k: int) -> list[str]:
 def telemetry_figure(run_path: Path, arms: list[str]) -> dict[str, Any] | None:
     """One figure (a panel per available series, a line per trial) or None without telemetry."""
     rd = RunDir.open(run_path)
-    trials = [t for t in rd.iter_trials() if t.get("status") == "ok" and not t.get("warmup")]
+    trials = [t for t in rd.iter_trials() if counts(t)]
     trials.sort(key=lambda t: t["position"])
     chosen: list[dict[str, Any]] = []
     total = 0
