@@ -41,7 +41,6 @@ from kit.plan import Plan, Trial, arm_framework, make_plan
 from kit.provenance import host_provenance, kit_provenance
 from kit.spec import Spec, parse_spec
 from kit.store import BASELINE_ID, RunDir
-from kit.workloads import WORKLOADS
 
 NO_DATASET = "none"  # the name of the empty stand-in the trials of a dataset-less workload are given
 
@@ -118,7 +117,7 @@ def trial_request(spec: Spec, trial: Trial, device: TrialDevice | None = None) -
 
 def _study_request(spec: Spec, framework: str) -> dict[str, Any]:
     """For a study folder's own workload: which of its modules the harness imports (from --study)."""
-    info = WORKLOADS[spec.workload.name]
+    info = spec.workload_info
     if not info.folder:
         return {}
     if framework not in info.modules:

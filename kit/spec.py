@@ -16,13 +16,23 @@ import math
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kit.errors import SpecError
 from kit.metric_catalog import METRICS
-from kit.workloads import FRAMEWORKS, WORKLOADS
+from kit.workloads import FRAMEWORKS, WORKLOADS, WorkloadInfo
+
+# The workloads a parse may name: the kit's, plus the study folder's own while its spec is parsed. Set for the
+# duration of one parse_spec call (never a module-global registry that parsing a spec would mutate).
+_PARSE_WORKLOADS: ContextVar[Mapping[str, WorkloadInfo] | None] = ContextVar("kit_spec_workloads", default=None)
+
+
+def _workloads() -> Mapping[str, WorkloadInfo]:
+    return _PARSE_WORKLOADS.get() or WORKLOADS
 
 SPEC_SCHEMA = 1
 # Bounds that keep a crafted or mistyped spec from exhausting memory or waiting forever; each error names its limit.
@@ -145,8 +155,8 @@ class Workload:
     params: dict[str, Any] = field(default_factory=dict)  # the workload's own keys (see kit.workloads.Param)
 
     def check(self, p: str) -> None:
-        if self.name not in WORKLOADS:
-            raise _Invalid(f"{p}.name", f"a known workload ({', '.join(sorted(WORKLOADS))})", self.name)
+        if self.name not in _workloads():
+            raise _Invalid(f"{p}.name", f"a known workload ({', '.join(sorted(_workloads()))})", self.name)
         for key, top in (("batch_size", 1 << 20), ("epochs", 100_000), ("steps_per_epoch", 10**8),
                          ("infer_batch_size", 1 << 20)):
             val = getattr(self, key)
@@ -158,7 +168,7 @@ class Workload:
             raise _Invalid(f"{p}.learning_rate", "a number in (0, 10)", self.learning_rate)
         if not 0 <= self.momentum < 1:
             raise _Invalid(f"{p}.momentum", "a number in [0, 1)", self.momentum)
-        optimizers = WORKLOADS[self.name].optimizers
+        optimizers = _workloads()[self.name].optimizers
         if self.optimizer not in optimizers:
             raise _Invalid(f"{p}.optimizer", f"one of {', '.join(map(repr, optimizers))} (the optimizers both builds "
                            f"of {self.name} implement)", self.optimizer)
@@ -171,7 +181,7 @@ class Workload:
         if not math.isfinite(self.min_phase_s) or not 0 <= self.min_phase_s <= MAX_WAIT_S:
             raise _Invalid(f"{p}.min_phase_s", "a finite number of seconds >= 0 (0: one pass per phase)",
                            self.min_phase_s)
-        declared = WORKLOADS[self.name].params
+        declared = _workloads()[self.name].params
         for key, val in self.params.items():
             prm = declared[key]
             if prm.choices and val not in prm.choices:
@@ -403,11 +413,18 @@ class Spec:
     # the folder it was loaded from ("" when parsed from a copy: resume reads the run's own copy).
     study: dict[str, Any] | None = None
     study_dir: str = ""
+    # The workload's description, resolved once by the loader (the kit's, or the study folder's [study] table).
+    info: WorkloadInfo | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def workload_info(self) -> WorkloadInfo:
+        """What the spec's workload is (modules, datasets, parameters): carried by the spec, not looked up."""
+        return self.info if self.info is not None else _workloads()[self.workload.name]
 
     def check(self, p: str) -> None:
         if self.schema != SPEC_SCHEMA:
             raise _Invalid("schema", f"{SPEC_SCHEMA} (this kit's spec format)", self.schema)
-        info = WORKLOADS[self.workload.name]
+        info = self.workload_info
         if self.cases and not any(c.enabled for c in self.cases.values()):
             raise _Invalid("cases", "at least one case with enabled = true")
         for cid in self.cases:
@@ -481,7 +498,7 @@ class Spec:
         """The workload of one configuration: [workload], then its case's overrides, then its grid values."""
         cfg = dict(config)
         cid = cfg.pop("case", None)
-        info = WORKLOADS[self.workload.name]
+        info = self.workload_info
         over = _case_overrides(info, self.cases[cid].workload, f"cases.{cid}.workload") if cid is not None else {}
         merged = {**over, **cfg}
         wl = self.workload.with_config(merged)
@@ -507,7 +524,9 @@ class Spec:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the manifest (tuples become lists)."""
-        return _plain(dataclasses.asdict(self))
+        data = dataclasses.asdict(self)
+        data.pop("info", None)  # the loader's resolution, not part of the spec as written
+        return _plain(data)
 
 
 def _plain(obj: Any) -> Any:
@@ -639,17 +658,18 @@ def _build(cls: Any, data: Any, path: str) -> Any:
     if not isinstance(data, dict):
         raise _Invalid(path, "a table", data)
     hints = typing.get_type_hints(cls)
-    loader_set = ("path", "profile", "profile_description", "profiles") + (("study", "study_dir") if cls is Spec else ())
+    loader_set = ("path", "profile", "profile_description", "profiles") + (("study", "study_dir", "info") if cls is Spec
+                                                                           else ())
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in loader_set}
     if cls is Workload:
         if "params" in data:
             raise _Invalid(f"{path}.params", "workload keys written directly in [workload]; unknown key")
         name = data.get("name")
-        if not isinstance(name, str) or name not in WORKLOADS:
-            raise _Invalid(f"{path}.name", f"a known workload ({', '.join(sorted(WORKLOADS))})", name)
+        if not isinstance(name, str) or name not in _workloads():
+            raise _Invalid(f"{path}.name", f"a known workload ({', '.join(sorted(_workloads()))})", name)
         extra = {k: v for k, v in data.items() if k not in fields}
         data = {k: v for k, v in data.items() if k in fields}
-        data["params"] = _convert_params(WORKLOADS[name], extra, path)
+        data["params"] = _convert_params(_workloads()[name], extra, path)
     for key in data:
         if key not in fields:
             where = f"{path}.{key}" if path else key
@@ -732,11 +752,20 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML ({exc})", where=path, fix="correct the TOML syntax at the line shown") from None
 
-    study = None
-    if "study" in raw:  # a study folder's own workload: known to the checks below before they run
-        from kit.studies import register_study
+    study, info = None, None
+    if "study" in raw:  # a study folder's own workload: known to the checks below (this parse only)
+        from kit.studies import study_workload
 
-        study = register_study(raw.pop("study"), path)
+        study, info = study_workload(raw.pop("study"), path)
+    token = _PARSE_WORKLOADS.set({**WORKLOADS, info.name: info} if info is not None else None)
+    try:
+        return _parse(raw, path, profile, study, info)
+    finally:
+        _PARSE_WORKLOADS.reset(token)
+
+
+def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str, Any] | None,
+           info: WorkloadInfo | None) -> Spec:
     profiles_raw = raw.pop("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise SpecError("expected a table of profiles", where=f"{path}: profiles", fix="write [profiles.NAME] tables")
@@ -790,4 +819,5 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
         profile_description=descriptions.get(chosen, "the published protocol"),
         profiles=("paper", *profiles_raw),
         study=study,
+        info=info if info is not None else WORKLOADS[spec.workload.name],
     )

@@ -33,7 +33,7 @@ from typing import Any
 from kit.errors import SpecError, StoreError, StudyError
 from kit.study_api import invoke
 from kit.trust import StudyTrust
-from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo, register
+from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo
 from kit.workloads.study_import import MODULE_NAME, import_study_module
 
 STUDY_FILE = "experiment.toml"
@@ -129,13 +129,6 @@ def _param(name: str, raw: Any, path: str) -> Param:
     if minimum is not None and tp in (int, float) and isinstance(default, (int, float)) and default < minimum:
         raise _bad(f"{where}.default", f"at least the minimum {minimum}", default, path)
     return Param(tp, default, str(raw.get("help", "")), tuple(choices), minimum)
-
-
-def register_study(raw: Any, path: str) -> dict[str, Any]:
-    """Validate a ``[study]`` table and make its workload known to the spec loader; its plain copy."""
-    plain, info = study_workload(raw, path)
-    register(info)
-    return plain
 
 
 # -- the folder's files ---------------------------------------------------------------------------------------------

@@ -158,14 +158,6 @@ WORKLOADS["zoo_distributed"] = WorkloadInfo(
 )
 
 
-def register(info: WorkloadInfo) -> None:
-    """Add a study folder's workload; it may replace another folder's, never one of the kit's."""
-    have = WORKLOADS.get(info.name)
-    if have is not None and not have.folder:
-        raise ValueError(f"{info.name!r} is a workload of the kit")
-    WORKLOADS[info.name] = info
-
-
 def module_for(workload: str, framework: str) -> str:
     """The module that runs ``workload`` in ``framework``; KeyError if none."""
     return WORKLOADS[workload].modules[framework]
