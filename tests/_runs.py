@@ -35,3 +35,46 @@ def run_view(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.
     """What ``analyse(run)`` of a study receives, from a manifest and trial dicts (completed as above)."""
     frame = values if values is not None else pd.DataFrame(columns=VALUE_COLUMNS)
     return RunView.build(manifest, completed(trials), frame)
+
+
+# -- run directories ----------------------------------------------------------------------------------------------------
+
+def manifest_of(spec: Any, *, collectors: list[dict[str, Any]] | None = None,
+                dataset: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
+                **extra: Any) -> dict[str, Any]:
+    """The manifest the runner would write for ``spec`` (its plan drawn with the spec's seed), finished an hour
+    after it started, on a test host, with the local backend; ``extra`` overrides or adds top-level keys."""
+    from kit.plan import make_plan
+
+    plan = make_plan(spec)
+    man = {"experiment": spec.experiment.id, "title": spec.experiment.title, "profile": spec.profile,
+           "profile_description": spec.profile_description, "spec": spec.to_dict(),
+           "spec_source": {"path": spec.path, "text": ""}, "host": host or {"cpu_model": "test CPU", "cpu_logical": 2},
+           "backend": {"backend": "local"}, "dataset": dataset,
+           "collectors": collectors if collectors is not None else [{"name": "cpu", "ok": True, "detail": "",
+                                                                      "fix": None}],
+           "plan": plan.as_dict(), "plan_digest": plan.digest(), "kit": {}, "started": 1.0e9, "ended": 1.0e9 + 3600,
+           "status": "complete"}
+    return {**man, **extra}
+
+
+def phase_markers(start: float, train_s: float, infer_s: float, gap_s: float = 0.0) -> list[dict[str, Any]]:
+    """The harness's markers of one trial: train from ``start``, inference ``gap_s`` after it."""
+    a = start + train_s + gap_s
+    return [{"event": "phase_start", "phase": "train", "t": start},
+            {"event": "phase_end", "phase": "train", "t": start + train_s, "duration_s": train_s},
+            {"event": "phase_start", "phase": "infer", "t": a},
+            {"event": "phase_end", "phase": "infer", "t": a + infer_s, "duration_s": infer_s}]
+
+
+def record_of(t: Any, start: float, train_s: float, infer_s: float, *, results: dict[str, Any] | None = None,
+              env: dict[str, Any] | None = None, markers: list[dict[str, Any]] | None = None, gap_s: float = 0.0,
+              **extra: Any) -> dict[str, Any]:
+    """The trial file of planned trial ``t`` (a kit.plan.Trial), finished ok, with its phase markers and times."""
+    end = start + train_s + gap_s + infer_s
+    return {**t.as_dict(), "status": "ok", "exit_code": 0, "started": start - 1, "ended": end + 1,
+            "wall_s": end + 2 - start, "phases": {},
+            "markers": markers if markers is not None else phase_markers(start, train_s, infer_s, gap_s),
+            "results": {"train_time_s": train_s, "infer_time_s": infer_s, **(results or {})},
+            "env": env if env is not None else {"framework": t.framework}, "error": None, "collectors": [],
+            "cooldown": {}, **extra}

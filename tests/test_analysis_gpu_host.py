@@ -37,6 +37,7 @@ from kit.collectors.base import SAMPLE_COLUMNS
 from kit.plan import make_plan
 from kit.spec import load_spec
 from kit.store import RunDir
+from tests._runs import manifest_of, record_of, run_view
 from tests._studies import study_module
 
 PERIOD = 0.1
@@ -205,15 +206,12 @@ def make_run(tmp_path: Path, *, reps: int = 10, env_of: Any = None, gpus_of: Any
     spec_path.write_text(SPEC.replace("{reps}", str(reps)).replace("{period}", str(PERIOD)), encoding="utf-8")
     spec = load_spec(spec_path)
     plan = make_plan(spec)
-    man = {"experiment": spec.experiment.id, "title": spec.experiment.title, "profile": "paper",
-           "profile_description": None, "spec": spec.to_dict(), "spec_source": {"path": str(spec_path), "text": ""},
-           "host": {"cpu_model": "test CPU", "cpu_logical": 16,
-                    "gpus": [{"index": i, "name": NAMES[i], "uuid": UUIDS[i]} for i in range(8)]},
-           "backend": {"backend": "local"}, "dataset": {"name": "synthetic", "source": "generated", "origin": "test"},
-           "collectors": [{"name": "cpu", "ok": True, "detail": "", "fix": None},
-                          {"name": "nvml", "ok": True, "detail": "fake 8-GPU host", "fix": None}],
-           "plan": plan.as_dict(), "plan_digest": plan.digest(), "kit": {}, "started": 1.0e9, "ended": 1.0e9 + 3600,
-           "status": "complete", **(manifest_extra or {})}
+    man = manifest_of(spec, host={"cpu_model": "test CPU", "cpu_logical": 16,
+                                  "gpus": [{"index": i, "name": NAMES[i], "uuid": UUIDS[i]} for i in range(8)]},
+                      dataset={"name": "synthetic", "source": "generated", "origin": "test"},
+                      collectors=[{"name": "cpu", "ok": True, "detail": "", "fix": None},
+                                  {"name": "nvml", "ok": True, "detail": "fake 8-GPU host", "fix": None}],
+                      **(manifest_extra or {}))
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
     rng = np.random.default_rng(0)
     for t in plan.trials:
@@ -223,10 +221,7 @@ def make_run(tmp_path: Path, *, reps: int = 10, env_of: Any = None, gpus_of: Any
         iv = intervals(start, train_s, infer_s)
         env = env_of(t) if env_of else gpu_env(t.framework)
         gpus = gpus_of(t) if gpus_of else host_gpus()
-        rec = {**t.as_dict(), "status": "ok", "exit_code": 0, "started": start - 1, "ended": start + 3,
-               "wall_s": 4.0, "phases": {}, "markers": markers(start, train_s, infer_s),
-               "results": {"train_time_s": train_s, "infer_time_s": infer_s}, "env": env, "error": None,
-               "collectors": [], "cooldown": {}}
+        rec = record_of(t, start, train_s, infer_s, markers=markers(start, train_s, infer_s), env=env)
         if gpus is not None:
             rec["gpus"] = gpus
         off = offset_of(t, iv) if offset_of else 0.03
@@ -489,7 +484,7 @@ def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
     analyse = study_module("dai_single_gpu_factors", "analysis").analyse
     from kit.analysis.validity import failed_cells
 
-    d = analyse(_dai_manifest(), _dai_trials({("c00", "tensorflow"), ("c02", "tensorflow")}), pd.DataFrame())
+    d = analyse(run_view(_dai_manifest(), _dai_trials({("c00", "tensorflow"), ("c02", "tensorflow")})))
     assert [(f["config_id"], f["arm"], f["status"], f["trials"]) for f in d["failed_cells"]] == [
         ("c00", "tensorflow", "error", 3), ("c02", "tensorflow", "error", 3)]
     assert "incompatible with the layer" in d["failed_cells"][0]["error"]
@@ -504,7 +499,7 @@ def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
 def test_dai_without_failed_cells_fits_the_factors() -> None:
     analyse = study_module("dai_single_gpu_factors", "analysis").analyse
 
-    d = analyse(_dai_manifest(), _dai_trials(set()), pd.DataFrame())
+    d = analyse(run_view(_dai_manifest(), _dai_trials(set())))
     assert d["failed_cells"] == [] and d["error"] is None
     assert {f["factor"]: f["status"] for f in d["gap_effects"]["factors"]}["layout"] == "estimated"
 

@@ -39,6 +39,7 @@ from kit.errors import SpecError
 from kit.plan import make_plan
 from kit.spec import load_spec
 from kit.store import RunDir
+from tests._runs import manifest_of, record_of
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -220,26 +221,11 @@ def _make_run(tmp_path: Path, unit_line: str) -> RunDir:
     path.write_text(SPEC.replace("{unit}", unit_line), encoding="utf-8")
     spec = load_spec(path)
     plan = make_plan(spec)
-    man = {"experiment": spec.experiment.id, "title": spec.experiment.title, "profile": "paper",
-           "profile_description": None, "spec": spec.to_dict(), "spec_source": {"path": str(path), "text": ""},
-           "host": {"cpu_model": "test CPU", "cpu_logical": 2}, "backend": {"backend": "local"},
-           "dataset": {"name": "synthetic", "source": "generated", "origin": "test"},
-           "collectors": [{"name": "cpu", "ok": True, "detail": "", "fix": None}],
-           "plan": plan.as_dict(), "plan_digest": plan.digest(), "kit": {}, "started": 1.0e9, "ended": 1.0e9 + 3600,
-           "status": "complete"}
+    man = manifest_of(spec, dataset={"name": "synthetic", "source": "generated", "origin": "test"})
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
     for t in plan.trials:
         start = 1.0e9 + 10.0 * t.position
-        train = _time(t)
-        rec = {**t.as_dict(), "status": "ok", "exit_code": 0, "started": start - 1, "ended": start + 3,
-               "wall_s": 4.0, "phases": {}, "markers": [
-                   {"event": "phase_start", "phase": "train", "t": start},
-                   {"event": "phase_end", "phase": "train", "t": start + train},
-                   {"event": "phase_start", "phase": "infer", "t": start + train},
-                   {"event": "phase_end", "phase": "infer", "t": start + train + 0.1}],
-               "results": {"train_time_s": train, "infer_time_s": 0.1}, "env": {"framework": t.framework},
-               "error": None, "collectors": [], "cooldown": {}}
-        rd.write_trial(rec, pd.DataFrame(columns=SAMPLE_COLUMNS))
+        rd.write_trial(record_of(t, start, _time(t), 0.1), pd.DataFrame(columns=SAMPLE_COLUMNS))
     return rd
 
 

@@ -11,13 +11,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from kit.analysis.analyze import analyze_run
 from kit.report import write_report
 from kit.report.latex import LATEX_DIR
 from kit.store import REPORT
+from tests._runs import run_view
 from tests._studies import study_module
 from tests.test_analysis_gpu_host import NAMES, OWN, UUIDS, _dai_manifest, _dai_trials, make_run
 
@@ -109,7 +109,7 @@ def test_dai_report_names_the_failed_cells() -> None:
     analyse = study_module("dai_single_gpu_factors", "analysis").analyse
     sections = study_module("dai_single_gpu_factors", "report").sections
 
-    d = analyse(_dai_manifest(), _dai_trials({("c00", "tensorflow")}), pd.DataFrame())
+    d = analyse(run_view(_dai_manifest(), _dai_trials({("c00", "tensorflow")})))
     secs = sections(_dai_manifest(), {"extras": {"dai_factors": d}})
     failed = next(s for s in secs if s["id"] == "dai-failed")
     (row,) = failed["tables"][0]["rows"]

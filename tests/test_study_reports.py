@@ -21,6 +21,7 @@ from kit.report import write_report
 from kit.spec import load_spec
 from kit.store import RunDir
 from kit.workloads.study_import import import_study_module
+from tests._runs import manifest_of, record_of
 from tests._sysfs import rapl_zone, set_energy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,27 +31,13 @@ min_exact_p, min_pairs_for = _dlbench.min_exact_p, _dlbench.min_pairs_for
 
 
 def _manifest(spec: Any, collectors: list[dict[str, Any]], datasets: dict[str, Any] | None = None) -> dict[str, Any]:
-    plan = make_plan(spec)
-    man = {"experiment": spec.experiment.id, "title": spec.experiment.title, "profile": spec.profile,
-           "profile_description": spec.profile_description, "spec": spec.to_dict(),
-           "spec_source": {"path": spec.path, "text": ""}, "host": {"cpu_model": "test CPU", "gpus": []},
-           "backend": {"backend": "local"}, "dataset": {"name": "mnist", "source": "t10k_split", "origin": "bundled"},
-           "collectors": collectors, "plan": plan.as_dict(), "plan_digest": plan.digest(), "kit": {},
-           "started": 1.0e9, "ended": 1.0e9 + 3600, "status": "complete"}
-    if datasets:
-        man["datasets"] = datasets
-    return man
+    return manifest_of(spec, collectors=collectors, host={"cpu_model": "test CPU", "gpus": []},
+                       dataset={"name": "mnist", "source": "t10k_split", "origin": "bundled"},
+                       **({"datasets": datasets} if datasets else {}))
 
 
 def _record(t: Any, start: float, train_s: float, results: dict[str, Any]) -> dict[str, Any]:
-    markers = [{"event": "phase_start", "phase": "train", "t": start},
-               {"event": "phase_end", "phase": "train", "t": start + train_s, "duration_s": train_s},
-               {"event": "phase_start", "phase": "infer", "t": start + train_s + 1},
-               {"event": "phase_end", "phase": "infer", "t": start + train_s + 2, "duration_s": 1.0}]
-    return {**t.as_dict(), "status": "ok", "exit_code": 0, "started": start - 1, "ended": start + train_s + 3,
-            "wall_s": train_s + 4, "phases": {}, "markers": markers,
-            "results": {"train_time_s": train_s, "infer_time_s": 1.0, **results},
-            "env": {"framework": t.framework, "device": "cpu"}, "error": None, "collectors": [], "cooldown": {}}
+    return record_of(t, start, train_s, 1.0, gap_s=1.0, results=results, env={"framework": t.framework, "device": "cpu"})
 
 
 def _html_text(path: Path) -> str:

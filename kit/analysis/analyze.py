@@ -39,14 +39,16 @@ def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ..
     With ``facts`` (a list to fill), also each trial's telemetry facts for the
     validity rules, from the same read of its samples.
     """
+    from kit.analysis.telemetry import TrialTelemetry
     from kit.analysis.validity_telemetry import trial_facts
 
     rows: list[dict[str, Any]] = []
     for rec in trials:
         samples = rd.read_samples(rec["trial_id"])
-        rows += trial_metric_rows(rec, samples, metrics)
+        tel = TrialTelemetry.of(rec, samples)  # attributed to phases once, read by the metrics and the threats
+        rows += trial_metric_rows(rec, samples, metrics, tel)
         if facts is not None:
-            facts.append(trial_facts(rec, samples))
+            facts.append(trial_facts(rec, samples, tel))
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 

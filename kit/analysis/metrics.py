@@ -19,11 +19,15 @@ so every number in a report traces back to a trial file and its samples.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from kit.metric_catalog import METRICS, MetricDef
+
+if TYPE_CHECKING:
+    from kit.analysis.telemetry import TrialTelemetry
 
 TEST_PHASES = ("train", "infer")
 VALUE_COLUMNS = ["trial_id", "arm", "framework", "config_id", "block", "repetition", "position", "warmup",
@@ -38,10 +42,21 @@ DEFAULT_METRICS = ("time_s", "cpu_util_pct", "cpu_temp_c", "gpu_util_pct", "gpu_
 NVML_METRICS = ("gpu_power_phase_w", "gpu_power_instant_w")
 
 
-def _telemetry_value(m: MetricDef, summaries: pd.DataFrame, phase: str) -> tuple[float | None, int]:
+Groups = dict[tuple[str, str, str], pd.DataFrame]  # (phase, source, metric) -> its summary rows, in order
+
+
+def _groups(summaries: pd.DataFrame) -> Groups:
+    """The summary rows by (phase, source, metric), split once per trial instead of filtered once per metric."""
     if summaries.empty:
+        return {}
+    return {(str(k[0]), str(k[1]), str(k[2])): g
+            for k, g in summaries.groupby(["phase", "source", "metric"], sort=False, observed=True)}
+
+
+def _telemetry_value(m: MetricDef, groups: Groups, phase: str) -> tuple[float | None, int]:
+    sel = groups.get((phase, m.source, m.metric))
+    if sel is None:
         return None, 0
-    sel = summaries[(summaries["phase"] == phase) & (summaries["source"] == m.source) & (summaries["metric"] == m.metric)]
     if m.device is not None:
         sel = sel[sel["device"] == m.device]
     sel = sel[sel["n"] > 0]
@@ -66,7 +81,7 @@ def _energy_value(m: MetricDef, energy: pd.DataFrame, phase: str) -> tuple[float
     return float(sel["energy_j"].sum()), int(sel["n"].sum())
 
 
-def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: dict[str, tuple[float, float]]) -> tuple[float | None, int]:
+def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: Mapping[str, tuple[float, float]]) -> tuple[float | None, int]:
     """Watts of the trial's GPUs over the phase from their energy counters; None unless every GPU has one."""
     from kit.analysis.telemetry import METHOD_NVML_COUNTER
 
@@ -92,17 +107,20 @@ def preferred_power_metric(values: pd.DataFrame) -> str:
     return AVERAGED_POWER_METRIC
 
 
-def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...],
+                      tel: TrialTelemetry | None = None) -> list[dict[str, Any]]:
     """Every (phase, metric) value of one trial, None where it could not be measured.
 
     Only the trial's own GPUs count (``telemetry.trial_samples``: the record's
     ``gpus``; none when the trial computed on another GPU than the one sampled).
+    ``tel``: the trial's samples already attributed to phases (the caller shares it with the threat facts).
     """
-    from kit.analysis.telemetry import phase_energy, phase_intervals, phase_summaries, trial_samples
+    from kit.analysis.telemetry import TrialTelemetry, phase_energy, phase_summaries
 
-    samples = trial_samples(record, samples)
-    intervals = phase_intervals(record.get("markers", []))
+    tel = tel if tel is not None else TrialTelemetry.of(record, samples)
+    samples, intervals = tel.samples, tel.intervals
     summaries = phase_summaries(samples, intervals) if not samples.empty else pd.DataFrame()
+    groups = _groups(summaries)
     energy = phase_energy(samples, intervals) if not samples.empty else pd.DataFrame()
     base = {k: record.get(k) for k in ("trial_id", "arm", "framework", "config_id", "block", "repetition",
                                        "position", "warmup", "status")}
@@ -120,7 +138,7 @@ def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tu
                 ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)  # screened: else not a value
                 value, n = (float(raw), 1) if ok else (None, 0)
             elif m.kind == "telemetry":
-                value, n = _telemetry_value(m, summaries, phase)
+                value, n = _telemetry_value(m, groups, phase)
             elif m.kind == "phase_power":
                 value, n = _phase_power_value(energy, phase, intervals)
             else:

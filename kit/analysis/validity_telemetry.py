@@ -24,7 +24,7 @@ import pandas as pd
 
 from kit.analysis.telemetry import (
     LIMITING_REASONS,
-    attribute_phases,
+    TrialTelemetry,
     phase_intervals,
     trial_gpu_indices,
     trial_interval,
@@ -54,11 +54,12 @@ def _series(samples: pd.DataFrame, source: str, metric: str) -> pd.DataFrame:
     return samples[(samples["source"] == source) & (samples["metric"] == metric)].dropna(subset=["value"])
 
 
-def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame) -> dict[str, Any]:
-    """Throttling, foreign GPU processes and SM clocks of one trial (None where not sampled)."""
+def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame, tel: TrialTelemetry | None = None) -> dict[str, Any]:
+    """Throttling, foreign GPU processes and SM clocks of one trial (None where not sampled). ``tel``: the trial's
+    samples already attributed to phases (shared with the metrics); built here when not given."""
     out: dict[str, Any] = {k: record.get(k) for k in ("trial_id", "arm", "position", "warmup", "status")}
-    samples = trial_samples(record, samples)
-    intervals = phase_intervals(record.get("markers", []))
+    tel = tel if tel is not None else TrialTelemetry.of(record, samples)
+    samples, intervals = tel.samples, tel.intervals
     span = trial_interval(intervals)
     cool = record.get("cooldown") or {}
     out["start_temps_c"] = own_start_temps(record)
@@ -71,7 +72,6 @@ def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame) -> dict[str, A
     inside = {p: iv for p, iv in intervals.items() if p in MEASURED_PHASES}
     thr = _series(samples, "nvml", "throttle_reasons")
     if len(thr) and inside:
-        thr = attribute_phases(thr, inside)
         thr = thr[thr["phase"].isin(MEASURED_PHASES)]
         if len(thr):
             bits = thr["value"].astype("int64").to_numpy()
@@ -85,7 +85,6 @@ def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame) -> dict[str, A
         out["foreign_procs_max"] = int(procs["value"].max())
     clk = _series(samples, "nvml", "sm_clock_mhz")
     if len(clk) and inside:
-        clk = attribute_phases(clk, inside)
         v = clk.loc[clk["phase"].isin(MEASURED_PHASES), "value"].to_numpy(float)
         if v.size:
             out.update(sm_clock_min_mhz=float(v.min()), sm_clock_median_mhz=float(np.median(v)),
