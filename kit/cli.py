@@ -156,44 +156,20 @@ def run(
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
-    from kit.runner import RETRY_FAILED, RunOptions, resume_run, start_run
-    from kit.spec import load_spec
+    from kit.run_request import execute, run_request
     from kit.ui import RichEvents
 
-    chosen = _choose_backend(backend)
-    slurm = {"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
-             "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None}
-    retry = (RETRY_FAILED if retry_failed else ()) + (("oom",) if retry_oom else ())
-    if retry and resume is None:
-        raise KitError("--retry-failed and --retry-oom re-run trials of an existing run", where="kit run",
-                       fix="kit run --resume RUN_DIR --retry-failed")
-    opts = RunOptions(runs_root=runs_dir, backend=chosen, data_dir=data_dir, download=download, seed=seed,
-                      max_trials=max_trials, executor=executor, slurm=slurm, chunk=chunk, label=label, retry=retry)
-    if image and images:
-        raise KitError("give either --image FRAMEWORK=ROW or --images ROW,ROW, not both", where="kit run",
-                       fix="--image picks the row of each framework; --images makes one arm per row")
-    loaded = load_spec(spec, profile) if spec is not None else None
-    if image:
-        opts.backend_options["images"] = _image_overrides(image)
-    if images:
-        if loaded is None:
-            raise KitError("--images applies to a new run, not --resume", where="--images",
-                           fix="a resumed run keeps the arms and images of its manifest")
-        from kit.backends.container import image_arms
-
-        opts.arms, opts.backend_options["images"] = image_arms(images.split(","), loaded.experiment.frameworks)
-    if build_images and chosen == "docker" and loaded is not None:
-        _build_run_images(loaded, opts.arms or loaded.experiment.frameworks, opts.backend_options.get("images"))
+    req = run_request(
+        spec=spec, profile=profile, resume=resume, backend=_choose_backend(backend), runs_dir=runs_dir,
+        data_dir=data_dir, download=download, seed=seed, max_trials=max_trials, executor=executor,
+        slurm={"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
+               "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None},
+        chunk=chunk, label=label, retry_failed=retry_failed, retry_oom=retry_oom, image=image, images=images)
+    if build_images and req.opts.backend == "docker" and req.spec is not None:
+        _build_run_images(req.spec, req.opts.arms or req.spec.experiment.frameworks,
+                          req.opts.backend_options.get("images"))
     with RichEvents(console) as events:
-        if resume is not None:
-            if spec is not None:
-                raise KitError("give either a spec or --resume, not both", where="kit run",
-                               fix="drop the spec: the run directory holds its own copy")
-            rd = resume_run(resume, opts, events)
-        else:
-            if loaded is None:  # no spec given
-                raise KitError("no experiment given", where="kit run", fix="kit run experiments/<study> (a study folder or experiment TOML; see `kit list`)")
-            rd = start_run(loaded, opts, events)
+        rd = execute(req, events)
     if resume is None:  # a resumed run may be someone else's: running it is no reason to trust its code for good
         _trust_what_ran(rd)
     out.print(f"run directory: [bold]{_esc(rd.path)}[/]")
@@ -300,17 +276,6 @@ def _choose_backend(name: str) -> str:
                   + ("a container engine can hand this host's NVIDIA GPU(s) to containers" if chosen == "docker"
                      else "no container engine with GPU support here; see `kit doctor`") + ")[/]")
     return chosen
-
-
-def _image_overrides(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        fw, sep, row = item.partition("=")
-        if not sep or not fw or not row:
-            raise KitError(f"--image {item!r} is not FRAMEWORK=ROW", where="--image",
-                           fix="e.g. --image pytorch=pytorch-2.6-cu124 (rows: kit images list)")
-        out[fw.strip()] = row.strip()
-    return out
 
 
 def _build_run_images(spec: Any, arms: tuple[str, ...], overrides: dict[str, str] | None) -> None:

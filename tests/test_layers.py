@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("host", ("kit.collectors", "kit.gpus", "kit.provenance", "kit.engine", "kit.images", "kit.backends",
               "kit.selftest", "kit.doctor")),
     ("store", ("kit.store", "kit.freshness")),
-    ("run", ("kit.runner", "kit.executors")),
+    ("run", ("kit.runner", "kit.executors", "kit.run_request")),
     ("analysis", ("kit.analysis",)),
     ("report", ("kit.report",)),
     ("tools", ("kit.compare", "kit.history", "kit.history_cache", "kit.bisect", "kit.pack", "kit.verify",
