@@ -75,7 +75,7 @@ selftest: setup
 	$(VENV)/bin/kit selftest
 
 clean:
-	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
+	rm -rf .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
