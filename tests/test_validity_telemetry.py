@@ -146,3 +146,22 @@ def test_assess_runs_the_telemetry_rules() -> None:
     values = pd.DataFrame(columns=["metric", "phase", "arm", "position", "value", "warmup", "status"])
     found = assess(manifest, [], values, {"baseline": {"recorded": False}})
     assert "foreign_cpu" in {t["rule"] for t in found}
+
+
+def test_a_gpu_idle_through_the_timed_phases_is_a_threat() -> None:
+    """LeNet-5 on an H100 (the GPU evidence run): 1-20 % utilisation in training. Busy GPUs give no threat."""
+    from kit.analysis.validity_telemetry import gpu_underused
+
+    def values(util: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+        return pd.DataFrame([{"trial_id": f"{a}{i}", "arm": a, "phase": p, "metric": "gpu_util_pct", "value": u,
+                              "warmup": False, "status": "ok"}
+                             for (a, p), us in util.items() for i, u in enumerate(us)])
+
+    idle = values({("pytorch", "train"): [9.0, 1.0, 14.0], ("pytorch", "infer"): [80.0, 85.0, 90.0],
+                   ("tensorflow", "train"): [60.0, 70.0, 65.0]})
+    (thr,) = gpu_underused(Ctx({}, [], idle, {}))
+    assert thr.rule == "gpu_underused" and thr.numbers["median_util_pct"] == {"pytorch train": 9.0}
+    busy = values({("pytorch", "train"): [95.0, 97.0], ("tensorflow", "train"): [90.0, 99.0]})
+    assert gpu_underused(Ctx({}, [], busy, {})) == []
+    cpu_only = values({}).reindex(columns=["trial_id", "arm", "phase", "metric", "value", "warmup", "status"])
+    assert gpu_underused(Ctx({}, [], cpu_only, {})) == []

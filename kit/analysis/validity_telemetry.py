@@ -352,3 +352,27 @@ def short_phases(c: Ctx) -> list[Threat]:
                    f"set [workload] min_phase_s = {threshold:g} (the workload repeats the measured operation until "
                    "the phase lasts that long; time is still reported per pass), or shorten telemetry.period_s",
                    numbers=numbers)]
+
+
+GPU_BUSY_PCT = 50.0  # median GPU utilisation of a timed phase below this: the GPU mostly waits for the host
+
+
+@rule
+def gpu_underused(c: Ctx) -> list[Threat]:
+    """A GPU that idles through the timed phases: the comparison then measures each framework's per-step work on
+    the host (kernel launches, Python, synchronisation) more than GPU computation. Seen for real: LeNet-5's
+    paper protocol on an H100 peaked at 1-20 % utilisation in training (docs/evidence/gpu-2026-11-26-*)."""
+    v = c.use
+    v = v[(v["metric"] == "gpu_util_pct") & v["phase"].isin(MEASURED_PHASES)]
+    if v.empty:
+        return []
+    medians = v.groupby(["arm", "phase"], sort=True)["value"].median()
+    low = {f"{arm} {phase}": round(float(m), 1) for (arm, phase), m in medians.items() if m < GPU_BUSY_PCT}
+    if not low:
+        return []
+    return [Threat("gpu_underused", "construct", "medium", "GPU mostly idle in the timed phases",
+                   f"median GPU utilisation {', '.join(f'{k} {u:g} %' for k, u in low.items())} (below "
+                   f"{GPU_BUSY_PCT:g} %): the phases are bound by the host's per-step work (kernel launches, Python), "
+                   "so the comparison measures framework overhead more than GPU computation",
+                   "where the question is about the GPU, use a larger model or batch; otherwise report the result as "
+                   "per-step overhead", numbers={"median_util_pct": low, "threshold_pct": GPU_BUSY_PCT})]
