@@ -151,14 +151,15 @@ def _check_plan(plan: Any, where: str) -> None:
 PLANNED_FIELDS = ("arm", "framework", "config_id", "block", "position", "repetition", "warmup", "seed")
 
 
-def check_trial(rec: dict[str, Any], planned: dict[str, Any] | None, where: str) -> dict[str, Any]:
+def check_trial(rec: dict[str, Any], planned: dict[str, Any] | None, where: str,
+                statuses: tuple[str, ...] = TRIAL_STATUSES) -> dict[str, Any]:
     """A trial record's identity and the types every reader indexes; StoreError naming the key otherwise.
 
     ``planned`` is the plan's entry of the record's trial id (None: the plan does not constrain it).
     """
     f = FIX_TRIAL
     status = rec.get("status")
-    _need(status in TRIAL_STATUSES, where, "status", f"one of {', '.join(TRIAL_STATUSES)}", status, f)
+    _need(status in statuses, where, "status", f"one of {', '.join(statuses)}", status, f)
     for field in PLANNED_FIELDS:
         if planned is not None and field in planned:
             _need(rec.get(field) == planned[field] and type(rec.get(field)) is type(planned[field]), where, field,
@@ -184,6 +185,9 @@ def check_trial(rec: dict[str, Any], planned: dict[str, Any] | None, where: str)
 # -- typed records ----------------------------------------------------------------------------------------------------
 
 TRIAL_SCHEMA = 1  # the trial file's schema_version this kit writes and reads
+# The status the analysis gives a trial whose record is impossible (kit.analysis.screen): never written by a trial,
+# but a screened record carries it into what a study's analyse() reads.
+SCREENED_INVALID = "invalid"
 
 
 def _floats(d: Any) -> dict[str, float | None]:
@@ -230,15 +234,17 @@ class TrialRecord:
     def from_json(cls, rec: Any, where: str, planned: dict[str, Any] | None = None) -> TrialRecord:
         """A trial file's JSON object, checked (StoreError naming the key) and typed."""
         _need(isinstance(rec, dict), where, "trial file", "a JSON object", type(rec).__name__, FIX_TRIAL)
-        check_trial(rec, planned, where)
+        check_trial(rec, planned, where, (*TRIAL_STATUSES, SCREENED_INVALID))
         for key in ("trial_id", "arm", "framework", "config_id"):
             _need(isinstance(rec.get(key), str), where, key, "a string", rec.get(key), FIX_TRIAL)
         for key in ("block", "repetition", "position"):
             _need(_is_int(rec.get(key)), where, key, "an integer", rec.get(key), FIX_TRIAL)
         _need(isinstance(rec.get("warmup", False), bool), where, "warmup", "true or false", rec.get("warmup"), FIX_TRIAL)
+        # The runner records each GPU as a table ({"index", "uuid", "name"}, kit.gpus); plain indices are read too.
         gpus = rec.get("gpus") or []
-        _need(isinstance(gpus, list) and all(_is_int(g) for g in gpus), where, "gpus", "a list of GPU indices", gpus,
-              FIX_TRIAL)
+        indices = [g.get("index") if isinstance(g, dict) else g for g in gpus] if isinstance(gpus, list) else None
+        _need(indices is not None and all(_is_int(i) for i in indices), where, "gpus",
+              "a list of GPUs (tables with an integer index)", gpus, FIX_TRIAL)
         version = rec.get("schema_version", TRIAL_SCHEMA)
         _need(_is_int(version) and 1 <= version <= TRIAL_SCHEMA, where, "schema_version",
               f"at most {TRIAL_SCHEMA} (this kit's trial format)", version, "upgrade the kit to read this run")
@@ -248,7 +254,7 @@ class TrialRecord:
             position=rec["position"], seed=rec.get("seed") if _is_int(rec.get("seed")) else None,
             warmup=bool(rec.get("warmup", False)), status=rec["status"], results=dict(rec.get("results") or {}),
             phases={str(k): _floats(v) for k, v in (rec.get("phases") or {}).items()}, env=dict(rec.get("env") or {}),
-            gpus=tuple(int(g) for g in gpus), device=rec.get("device") if isinstance(rec.get("device"), str) else None,
+            gpus=tuple(i for i in indices or () if isinstance(i, int)), device=rec.get("device") if isinstance(rec.get("device"), str) else None,
             error=rec.get("error"), wall_s=float(rec["wall_s"]) if _is_num(rec.get("wall_s")) else None,
             schema_version=int(version), raw=rec)
 

@@ -46,6 +46,10 @@ def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, 
     if resume is None and spec is None:
         raise KitError("no experiment given", where="kit run",
                        fix="kit run experiments/<study> (a study folder or experiment TOML; see `kit list`)")
+    from kit.executors import EXECUTORS
+
+    if executor not in EXECUTORS:  # a mistyped name must not fall back to running here
+        raise KitError(f"unknown executor {executor!r}", where="--executor", fix=f"use one of: {', '.join(EXECUTORS)}")
     retry = (RETRY_FAILED if retry_failed else ()) + (("oom",) if retry_oom else ())
     if retry and resume is None:
         raise KitError("--retry-failed and --retry-oom re-run trials of an existing run", where="kit run",

@@ -759,13 +759,12 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
         study, info = study_workload(raw.pop("study"), path)
     token = _PARSE_WORKLOADS.set({**WORKLOADS, info.name: info} if info is not None else None)
     try:
-        return _parse(raw, path, profile, study, info)
+        return _parse(raw, path, profile, study)
     finally:
         _PARSE_WORKLOADS.reset(token)
 
 
-def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str, Any] | None,
-           info: WorkloadInfo | None) -> Spec:
+def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str, Any] | None) -> Spec:
     profiles_raw = raw.pop("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise SpecError("expected a table of profiles", where=f"{path}: profiles", fix="write [profiles.NAME] tables")
@@ -819,5 +818,5 @@ def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str,
         profile_description=descriptions.get(chosen, "the published protocol"),
         profiles=("paper", *profiles_raw),
         study=study,
-        info=info if info is not None else WORKLOADS[spec.workload.name],
+        info=_workloads()[spec.workload.name],  # [workload].name, resolved in this parse (the study's, or the kit's)
     )

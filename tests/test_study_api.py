@@ -89,3 +89,30 @@ def test_parsing_a_study_spec_leaves_the_kit_workload_table_alone(tmp_path: Path
     assert dict(WORKLOADS) == before and all(s.workload.name not in WORKLOADS for s in specs)
     assert all(s.workload_info.folder and s.workload_info.name == s.workload.name for s in specs)
     assert "info" not in specs[0].to_dict()  # the resolution is the loader's, not part of the recorded spec
+
+
+def test_gpu_trials_screened_trials_and_the_workload_a_spec_names(tmp_path: Path) -> None:
+    """Review findings: a GPU trial records its GPUs as tables; the analysis screens an impossible trial to status
+    "invalid"; a folder whose [workload] names a kit workload runs that workload, not the folder's."""
+    gpu = trial("g-pt", "pytorch", gpus=[{"index": 3, "uuid": "GPU-3", "name": "NVIDIA H100 80GB HBM3"}])
+    bad = trial("x-pt", "pytorch", position=1, status="invalid", error="train_time_s = -5")
+    run = RunView.build(MANIFEST, [gpu, bad], VALUES)
+    assert run.trials[0].gpus == (3,) and run.trials[1].status == "invalid" and run.measured() == [run.trials[0]]
+    with pytest.raises(StoreError, match="gpus"):
+        RunView.build(MANIFEST, [trial("h-pt", "pytorch", gpus=[{"uuid": "GPU-3"}])], VALUES)
+
+    from typer.testing import CliRunner
+
+    from kit.cli import app
+    from kit.runner import _study_request
+    from kit.spec import load_spec
+
+    assert CliRunner().invoke(app, ["new", "study", "toy", "--dir", str(tmp_path)]).exit_code == 0
+    toml = next(tmp_path.rglob("experiment.toml"))
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(text.replace('[workload]\nname = "toy"', '[workload]\nname = "lenet5"')
+                    .replace("hidden_units = 128\n", ""), encoding="utf-8")
+    spec = load_spec(toml.parent)
+    assert spec.study is not None and spec.workload.name == "lenet5"
+    assert spec.workload_info.name == "lenet5" and not spec.workload_info.folder
+    assert _study_request(spec, "pytorch") == {}  # the kit's LeNet-5 runs, not the folder's module

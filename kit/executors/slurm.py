@@ -72,8 +72,38 @@ def chunks_of(plan: Plan, blocks_per_job: int) -> list[list[int]]:
     return [blocks[i:i + blocks_per_job] for i in range(0, len(blocks), blocks_per_job)]
 
 
+# What an #SBATCH line may carry: a value read from a manifest (a resumed run may be someone else's) must not be
+# able to end the line and add commands to the job script.
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.:@%+=,/|&!*\[\]-]{0,200}")  # no whitespace, quotes, $, ;, newline
+_SBATCH_OPTION = re.compile(r"--[a-z][a-z-]*(=[A-Za-z0-9_.:@%+=,/|&!*\[\]-]{0,200})?")
+# sbatch options a resumed run passes on from its manifest: placement and accounting only. Options that change the
+# job's environment, files or user (--export, --chdir, --get-user-env, --uid, --container, ...) could make the jobs
+# run code the run directory chose; the user gives those on the command line of a new run.
+RESUMABLE_SBATCH = frozenset({
+    "--qos", "--constraint", "--mem", "--mem-per-cpu", "--mem-per-gpu", "--cpus-per-task", "--cpus-per-gpu",
+    "--nodelist", "--exclude", "--reservation", "--comment", "--mail-type", "--gres", "--gpus", "--gpus-per-node",
+    "--gpus-per-task", "--nice", "--clusters", "--licenses", "--hint", "--threads-per-core", "--tmp", "--wckey"})
+
+
+def _line_safe(value: str, what: str, rx: re.Pattern[str] = _SBATCH_VALUE) -> str:
+    if not isinstance(value, str) or not rx.fullmatch(value):
+        raise ExecutorError(f"{what} {value!r} is not a value an sbatch script line can hold safely",
+                            where="executor slurm", fix="use letters, digits and . : @ % + = , / - only "
+                            "(sbatch options as --name=value)")
+    return value
+
+
 def job_script(run_dir: Path, opts: SlurmOptions, backend: str, experiment: str) -> str:
-    """The sbatch script of a run (one array task per chunk)."""
+    """The sbatch script of a run (one array task per chunk). Every value on an #SBATCH line is checked
+    (:func:`_line_safe`): the options of a resumed run come from its manifest."""
+    for what, value in (("experiment", experiment), ("time limit", opts.time_limit), ("partition", opts.partition),
+                        ("account", opts.account)):
+        _line_safe(value, what)
+    for o in opts.sbatch_options:
+        _line_safe(o, "sbatch option", _SBATCH_OPTION)
+    if not isinstance(opts.gpus_per_trial, int) or isinstance(opts.gpus_per_trial, bool) or opts.gpus_per_trial < 0:
+        raise ExecutorError(f"gpus per trial {opts.gpus_per_trial!r} is not a count", where="executor slurm",
+                            fix="an integer >= 0")
     logs = run_dir / SLURM_DIR / "logs"
     lines = [
         "#!/bin/bash",
@@ -311,9 +341,19 @@ class SlurmExecutor(Executor):
         try:
             raw = dict(record["options"])
             raw["sbatch_options"] = tuple(str(o) for o in raw.get("sbatch_options") or ())
-            chunks = [[int(b) for b in c] for c in record["chunks"]]
+            # The jobs run this kit's interpreter, never one a manifest names (provenance only: a resumed run
+            # directory may be someone else's).
+            raw["python"] = sys.executable
+            foreign = [o for o in raw["sbatch_options"] if o.split("=", 1)[0] not in RESUMABLE_SBATCH]
+            if foreign:
+                raise ValueError(f"sbatch option(s) {', '.join(foreign)[:200]} are not passed on from a manifest "
+                                 f"(only {', '.join(sorted(RESUMABLE_SBATCH))}); start a new run with them on its "
+                                 "command line")
+            chunks = [[b for b in c] for c in record["chunks"]]
+            if not all(isinstance(b, int) and not isinstance(b, bool) for c in chunks for b in c):
+                raise ValueError("chunks must be lists of block numbers (integers)")
             return cls(SlurmOptions(**raw), str(record.get("backend", "local")), chunks)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise StoreError(f"the Slurm executor record cannot be read ({type(exc).__name__}: {exc})",
                              where=f"{where}: executor", fix="the manifest's executor table was edited or damaged") from None
 
