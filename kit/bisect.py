@@ -181,7 +181,7 @@ def run_bisect(spec: Any, rows: list[str], opts: BisectOptions, run_opts: Any, e
         ro = dataclasses.replace(run_opts, arms=arms, label=f"bisect {candidate} vs {baseline}",
                                  backend_options={**run_opts.backend_options, "images": images})
         rd = start_run(spec, ro, events) if events is not None else start_run(spec, ro)
-        status = rd.manifest().get("status")
+        status = rd.manifest().status
         if status != "complete":
             raise KitError(f"the comparison run of {candidate} vs {baseline} is {status}", where=str(rd.path),
                            fix=f"kit status {rd.path}; finish it with kit run --resume {rd.path}, then bisect again")

@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from kit.errors import KitError
+from kit.records import Analysis
+
+if TYPE_CHECKING:
+    from kit.store import RunDir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Reproducible TensorFlow-vs-PyTorch benchmarks: run, analyse, report.")
@@ -177,7 +181,7 @@ def run(
         return
     if wait:  # only a run handed to jobs has anything to wait for
         _wait_for_jobs(rd)
-    status = rd.manifest().get("status")
+    status = rd.manifest().status
     if report and status == "complete":
         from kit.report import default_formats
 
@@ -189,7 +193,7 @@ def run(
         out.print(f"[yellow]run is {_esc(status)}[/]: continue with `kit run --resume {_esc(rd.path)}`")
 
 
-def _trust_what_ran(rd: Any) -> None:
+def _trust_what_ran(rd: RunDir) -> None:
     """The study code a `kit run` just executed is code the user chose to run: its digest joins their allow-list,
     so this run's report (and later ones) include the study's own sections."""
     from kit import trust as trustmod
@@ -198,7 +202,7 @@ def _trust_what_ran(rd: Any) -> None:
     man = rd.manifest()
     hooks = resolve_hooks(rd.path, man, trustmod.StudyTrust(trust_run_copy=True))
     if hooks.kind == "copy" and hooks.digest:  # not the kit's own bundled study (always trusted)
-        meta = man.get("study") or {}
+        meta = man.study or {}
         try:
             trustmod.trust(hooks.digest, str(meta.get("source") or rd.path / RUN_COPY), list(meta.get("files") or []))
         except (OSError, KitError) as exc:  # the run is done; only the convenience is lost
@@ -206,14 +210,14 @@ def _trust_what_ran(rd: Any) -> None:
                           highlight=False, soft_wrap=True)
 
 
-def _wait_for_jobs(rd: Any) -> None:
+def _wait_for_jobs(rd: RunDir) -> None:
     """Follow the run's jobs until none is pending or running, printing progress as trials finish."""
     from kit.executors import from_record
 
-    executor = from_record(rd.manifest().get("executor"), str(rd.path))
+    executor = from_record(rd.manifest().executor, str(rd.path))
     if not executor.hands_off:
         return
-    total = len(rd.manifest()["plan"]["trials"])
+    total = len(rd.manifest().plan.trials)
     last = {"n": -1}
 
     def poll(active: int) -> None:
@@ -318,8 +322,9 @@ def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> 
     _print_study_notice(analysis)
 
 
-def _print_study_notice(analysis: dict[str, Any]) -> None:
-    notice = (analysis.get("study_code") or {}).get("notice")
+def _print_study_notice(analysis: dict[str, Any] | Analysis) -> None:
+    code = analysis.study_code if isinstance(analysis, Analysis) else analysis.get("study_code") or {}
+    notice = code.get("notice")
     if notice:
         console.print(f"[yellow]note:[/] {_esc(notice)}", highlight=False, soft_wrap=True)
 

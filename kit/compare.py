@@ -20,6 +20,7 @@ version, spec) is listed either way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ from kit.analysis import stats
 from kit.analysis.detectability import detectability
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError, KitError
-from kit.records import counted, counts
+from kit.manifest import Manifest
+from kit.records import Analysis, counted
 from kit.store import RunDir
 
 VERDICTS = ("regression", "improvement", "no change", "inconclusive", "not tested")
@@ -49,7 +51,7 @@ class CompareOptions:
     seed: int = 0
 
 
-def load_analysis(run_dir: Path) -> dict[str, Any]:
+def load_analysis(run_dir: Path) -> Analysis:
     """analysis.json of a run when this kit sealed it from the run's inputs as they are now, else recomputed
     (a forged or stale file never answers: kit.freshness). A comparison reads only the generic values and
     provenance, never a study's own sections, so it runs no study code it was not given."""
@@ -88,9 +90,9 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, Any]:
+def provenance(manifest: Manifest, analysis: Analysis) -> dict[str, Any]:
     """What must match for a fair comparison, flattened to dotted keys."""
-    host = manifest.get("host", {})
+    host = manifest.host
     prov: dict[str, Any] = {
         "host.hostname": host.get("hostname"),
         "host.cpu_model": host.get("cpu_model"),
@@ -98,9 +100,9 @@ def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, 
         "host.cpu_governors": ",".join(host.get("cpu_freq", {}).get("governors", [])),
         **{f"host.cpu.{k}": (",".join(v) if isinstance(v, list) else v) for k, v in (host.get("cpu") or {}).items()},
         **{f"host.env.{k}": v for k, v in (host.get("env") or {}).items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")},
-        "kit.version": manifest.get("kit", {}).get("version"),
-        "kit.commit": manifest.get("kit", {}).get("commit"),
-        "backend": manifest.get("backend", {}).get("backend"),
+        "kit.version": manifest.kit.get("version"),
+        "kit.commit": manifest.kit.get("commit"),
+        "backend": manifest.backend.get("backend"),
     }
     for g in host.get("gpus", []):
         i = g.get("index", "?")
@@ -108,20 +110,20 @@ def provenance(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, 
                   "applications_clock_sm_mhz", "persistence_mode", "ecc_mode"):
             if k in g:
                 prov[f"gpu{i}.{k}"] = g[k]
-    for fw, img in (manifest.get("backend", {}).get("images") or {}).items():
+    for fw, img in (manifest.backend.get("images") or {}).items():
         prov[f"image.{fw}.digest"] = img.get("digest") or img.get("id")
         prov[f"image.{fw}.tag"] = img.get("tag")
-    for env in analysis.get("trial_env", []):
+    for env in analysis.trial_env:
         for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
             if env.get(k) is not None:
                 prov[f"inside.{env['arm']}.{k}"] = env[k]
         for k, v in (env.get("cpu_kernels") or {}).items():
             if v is not None:
                 prov[f"inside.{env['arm']}.cpu_kernels.{k}"] = v
-    for t in analysis.get("validity", []):  # load before trials, throttling, drift...: conditions of the run
+    for t in analysis.validity:  # load before trials, throttling, drift...: conditions of the run
         if t.get("status") == "threat" and t.get("rule"):
             prov[f"threat.{t['rule']}"] = t.get("severity")
-    spec = dict(manifest.get("spec", {}))
+    spec = manifest.spec
     for k, v in _flat({"workload": spec.get("workload"), "dataset": spec.get("dataset"),
                        "design": spec.get("design")}).items():
         prov[f"spec.{k}"] = v
@@ -153,20 +155,14 @@ def provenance_differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[st
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
-def _config_label(analysis: dict[str, Any], cid: str) -> str:
-    cfg = analysis.get("configs", {}).get(cid) or {}
-    return ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "default"
-
-
-def _groups(analysis: dict[str, Any], metrics: tuple[str, ...],
+def _groups(analysis: Analysis, metrics: tuple[str, ...],
             phases: tuple[str, ...] | None = None) -> dict[tuple[str, str, str, str], np.ndarray]:
     """(config label, metric, phase, arm) -> measured values (warm-ups and failed trials excluded)."""
     out: dict[tuple[str, str, str, str], list[float]] = {}
-    for v in analysis.get("values", []):
-        if (v["metric"] not in metrics or v["value"] is None or not counts(v)
-                or (phases is not None and v["phase"] not in phases)):
+    for v in analysis.counted_values():
+        if v["metric"] not in metrics or (phases is not None and v["phase"] not in phases):
             continue
-        key = (_config_label(analysis, v["config_id"]), v["metric"], v["phase"], v["arm"])
+        key = (analysis.config_label(v["config_id"]), v["metric"], v["phase"], v["arm"])
         out.setdefault(key, []).append(float(v["value"]))
     return {k: np.asarray(x) for k, x in out.items()}
 
@@ -206,7 +202,7 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
                             fix="compare two runs of the same experiment")
     return {
         "run_a": str(run_a), "run_b": str(run_b),
-        "experiment_a": man_a["experiment"], "experiment_b": man_b["experiment"],
+        "experiment_a": man_a.experiment, "experiment_b": man_b.experiment,
         "threshold": opts.threshold, "alpha": opts.alpha,
         "rows": rows, "counts": counts, "provenance_differences": diffs,
         "different_hosts_allowed": bool(hard),
@@ -253,13 +249,13 @@ def _holm_verdicts(rows: list[dict[str, Any]], opts: CompareOptions,
         r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha, det.mde)
 
 
-def _arm_provenance(manifest: dict[str, Any], analysis: dict[str, Any], arm: str) -> dict[str, Any]:
-    img = (manifest.get("backend", {}).get("images") or {}).get(arm) or {}
+def _arm_provenance(manifest: Manifest, analysis: Analysis, arm: str) -> dict[str, Any]:
+    img = (manifest.backend.get("images") or {}).get(arm) or {}
     prov: dict[str, Any] = {"image.row": img.get("row"), "image.digest": img.get("digest") or img.get("id"),
                             "image.tag": img.get("tag")}
     for k, v in (img.get("versions") or {}).items():
         prov[f"image.reports.{k}"] = v
-    env: dict[str, Any] = next((e for e in analysis.get("trial_env", []) if e.get("arm") == arm), {})
+    env: Mapping[str, Any] = next((e for e in analysis.trial_env if e.get("arm") == arm), {})
     for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
         if env.get(k) is not None:
             prov[f"inside.{k}"] = env[k]
@@ -276,7 +272,7 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
     opts = opts or CompareOptions()
     check_options(opts)
     man, an = RunDir.open(run).manifest(), load_analysis(run)
-    arms = list(man.get("plan", {}).get("arms", []))
+    arms = list(man.arms)
     for arm in (arm_a, arm_b):
         if arm not in arms:
             raise KitError(f"run has no arm {arm!r}", where=f"{run}: --arms", fix=f"use two of: {', '.join(arms)}")
@@ -284,7 +280,7 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
         raise KitError("--arms names the same arm twice", where="--arms", fix=f"use two of: {', '.join(arms)}")
     from kit.analysis.analyze import paired_arrays
 
-    vals = pd.DataFrame(an.get("values", []))
+    vals = pd.DataFrame(list(an.values))
     if not vals.empty:
         vals = counted(vals)
         vals = vals[vals["metric"].isin(opts.metrics) & vals["value"].notna()]
@@ -295,15 +291,15 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
         for cid, metric, phase in sorted(vals.groupby(["config_id", "metric", "phase"]).groups):
             a, b, blocks = paired_arrays(vals, cid, metric, phase, arm_a, arm_b)
             if blocks:
-                items.append((_config_label(an, cid), metric, phase, f"{arm_b} vs {arm_a}", a, b))
+                items.append((an.config_label(cid), metric, phase, f"{arm_b} vs {arm_a}", a, b))
     judged = judge(items, paired=True, opts=opts)
     rows, counts = judged["rows"], judged["counts"]
     if not rows:
         raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
                             fix="compare arms that both have finished trials (kit status RUN)")
     diffs = provenance_differences(_arm_provenance(man, an, arm_a), _arm_provenance(man, an, arm_b))
-    return {"run_a": f"{run} [{arm_a}]", "run_b": f"{run} [{arm_b}]", "experiment_a": man["experiment"],
-            "experiment_b": man["experiment"], "threshold": opts.threshold, "alpha": opts.alpha, "rows": rows,
+    return {"run_a": f"{run} [{arm_a}]", "run_b": f"{run} [{arm_b}]", "experiment_a": man.experiment,
+            "experiment_b": man.experiment, "threshold": opts.threshold, "alpha": opts.alpha, "rows": rows,
             "counts": counts, "provenance_differences": diffs, "different_hosts_allowed": False,
             "arms": [arm_a, arm_b]}
 

@@ -43,7 +43,6 @@ from kit.store import ATTEMPTS, MANIFEST, NODES, TRIALS
 DIGEST_KEY = "raw_digest"
 SEAL_KEY = "seal"
 SEAL_VERSION = 1
-MAX_ANALYSIS_BYTES = 512 << 20
 
 
 def _hash_tree(h: Any, root: str, sub: str, recursive: bool = False, depth: int = 0) -> None:

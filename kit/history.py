@@ -26,39 +26,39 @@ from kit import history_cache
 from kit.analysis import stats
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError
-from kit.records import counts
+from kit.manifest import Manifest
+from kit.records import Analysis
 from kit.store import RunDir
 
 
-def _label(man: dict[str, Any], analysis: dict[str, Any], arm: str) -> str:
-    if man.get("label"):
-        return str(man["label"])
-    for env in analysis.get("trial_env", []):
+def _label(man: Manifest, analysis: Analysis, arm: str, run_name: str) -> str:
+    if man.label:
+        return man.label
+    for env in analysis.trial_env:
         if env["arm"] == arm and env.get("framework_version"):
             return f"{arm} {env['framework_version']}"
-    return Path(str(man.get("run_dir", "run"))).name
+    return run_name  # (the manifest has no run_dir key: this said "run" for every unlabelled run before)
 
 
 def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, Any]:
     """What history needs of one run, from its (fresh) analysis: experiment, label, arm, start, trial values."""
     rd = RunDir.open(path)
     man = rd.manifest()
-    entry: dict[str, Any] = {"experiment": str(man.get("experiment")), "skip": True}
+    entry: dict[str, Any] = {"experiment": man.experiment, "skip": True}
     if not rd.finished_ids():
         return entry
     from kit.analysis.analyze import current_analysis
 
     analysis, recomputed = current_analysis(path, rd, need_study=False)  # history reads values only
     entry["recomputed"] = recomputed  # analysis.json rewritten: the caller fingerprints the run again
-    chosen = arm or analysis["arms"][0]
-    vals = [float(v["value"]) for v in analysis["values"] if v["metric"] == metric and v["phase"] == phase
-            and v["arm"] == chosen and v["value"] is not None and counts(v)]
-    started = man.get("started")
+    chosen = arm or analysis.arms[0]
+    vals = analysis.values_of(metric, phase, chosen)
+    started = man.started
     if not vals:
         return entry
-    return {"experiment": entry["experiment"], "recomputed": recomputed, "label": _label(man, analysis, chosen),
+    return {"experiment": entry["experiment"], "recomputed": recomputed, "label": _label(man, analysis, chosen, rd.path.name),
             "arm": str(chosen),
-            "started": float(started) if isinstance(started, int | float) and math.isfinite(started) else 0.0,
+            "started": started if started is not None and math.isfinite(started) else 0.0,
             "values": vals}
 
 

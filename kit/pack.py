@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import StoreError
+from kit.manifest import Manifest
 from kit.safeio import create_exclusive
 from kit.store import ANALYSIS, RunDir, atomic_write_json
 from kit.trust import StudyTrust
@@ -101,26 +102,26 @@ def _source_snapshot(commit: str | None, dest: Path) -> str:
     return "working tree (commit not available)"
 
 
-def _duration(man: dict[str, Any]) -> float | None:
-    if man.get("started") and man.get("ended"):
-        return float(man["ended"]) - float(man["started"])
+def _duration(man: Manifest) -> float | None:
+    if man.started and man.ended:
+        return man.ended - man.started
     return None
 
 
-def _readme(man: dict[str, Any], claims: list[dict[str, Any]], source: str, spec_name: str) -> str:
+def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: str, spec_name: str) -> str:
     dur = _duration(man)
     dur_txt = f"{dur / 60:.0f} minutes" if dur else "unknown (the run did not record its end)"
-    host = man.get("host", {})
+    host = man.host
     gpus = ", ".join(g.get("name", "?") for g in host.get("gpus", [])) or "no GPU"
-    profiles = ", ".join(p for p in ("quick", "smoke") if p != man.get("profile"))
+    profiles = ", ".join(p for p in ("quick", "smoke") if p != man.profile)
     rows = "\n".join(
         f"| {c['id']} | {c['phase']} | {c['metric']} | {'rejected' if c['rejected'] else ('not rejected' if c['tested'] else 'not tested')} "
         f"| {c['direction'] or '–'} | {('{:.3g}'.format(c['ratio'])) if c['ratio'] is not None else '–'} |"
         for c in claims)
-    return f"""# Artifact: {man.get('title') or man['experiment']}
+    return f"""# Artifact: {man.title or man.experiment}
 
-Packed by the kit from run `{Path(man.get('run_dir', 'run')).name}` (experiment `{man['experiment']}`,
-profile `{man.get('profile')}`), measured on {host.get('cpu_model', '?')} with {gpus}.
+Packed by the kit from run `{run_name}` (experiment `{man.experiment}`,
+profile `{man.profile}`), measured on {host.get('cpu_model', '?')} with {gpus}.
 
 ## Contents
 
@@ -198,7 +199,7 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
     try:
         stage = tmp / out.name
         stage.mkdir()
-        _fill_bundle(rd, man, analysis, files, stage)
+        _fill_bundle(rd, man, analysis.to_json(), files, stage)
         staged_tgz = tmp / tgz.name
         with os.fdopen(create_exclusive(staged_tgz), "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(stage, arcname=out.name)
@@ -246,24 +247,23 @@ def _remove_stale_temporaries(out: Path) -> None:
             continue
 
 
-def _fill_bundle(rd: RunDir, man: dict[str, Any], analysis: dict[str, Any], files: list[Path], out: Path) -> None:
+def _fill_bundle(rd: RunDir, man: Manifest, analysis: dict[str, Any], files: list[Path], out: Path) -> None:
     _copy_run(rd, files, out / "run")
     # the analysis the claims come from, even where it could not be written back (a read-only run directory)
     atomic_write_json(out / "run" / ANALYSIS, analysis)
-    spec_src = man.get("spec_source", {})
-    spec_name = Path(str(spec_src.get("path") or f"{man['experiment']}.toml")).name
+    spec_name = Path(str((man.spec_source.path if man.spec_source else None) or f"{man.experiment}.toml")).name
     if not spec_name.endswith(".toml") or spec_name.startswith("."):  # a crafted manifest names no path here
         spec_name = "experiment.toml"
     (out / "spec").mkdir()
-    (out / "spec" / spec_name).write_text(spec_src.get("text", ""), encoding="utf-8")
+    (out / "spec" / spec_name).write_text(man.spec_source.text if man.spec_source else "", encoding="utf-8")
     if (KIT_ROOT / "images").is_dir():
         shutil.copytree(KIT_ROOT / "images", out / "images", ignore=shutil.ignore_patterns("__pycache__"))
-    source = _source_snapshot(man.get("kit", {}).get("commit"), out / "kit-src.tar.gz")
-    claims = claims_of(analysis, man.get("profile", "paper"))
-    atomic_write_json(out / "claims.json", {"experiment": man["experiment"], "profile": man.get("profile"),
+    source = _source_snapshot(man.kit.get("commit"), out / "kit-src.tar.gz")
+    claims = claims_of(analysis, man.profile or "paper")
+    atomic_write_json(out / "claims.json", {"experiment": man.experiment, "profile": man.profile,
                                             "spec": f"spec/{spec_name}", "tolerance": 0.10, "claims": claims,
                                             "packed": time.time(), "run_duration_s": _duration(man)})
-    (out / "README.md").write_text(_readme({**man, "run_dir": str(rd.path)}, claims, source, spec_name),
+    (out / "README.md").write_text(_readme(man, rd.path.name, claims, source, spec_name),
                                    encoding="utf-8")
     write_sums(out)
 

@@ -12,74 +12,11 @@ flagged ``warmup`` so analysis excludes them.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kit.errors import PlanError
+from kit.records import Plan, Trial  # the plan's record format (kit.records owns it)
 from kit.spec import Spec
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One unit of work: an arm in a configuration at one repetition."""
-
-    trial_id: str
-    position: int
-    block: int
-    repetition: int
-    warmup: bool
-    arm: str
-    framework: str
-    config_id: str
-    config: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Trial:
-        try:
-            return cls(**d)
-        except TypeError as exc:
-            raise PlanError(f"a planned trial does not match this kit's plan format ({exc})",
-                            fix="re-run with the kit version that made the run, or start a new run") from None
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The ordered trials and how they were drawn."""
-
-    seed: int
-    blocking: str
-    arms: tuple[str, ...]
-    configs: dict[str, dict[str, Any]]
-    trials: tuple[Trial, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "blocking": self.blocking,
-            "arms": list(self.arms),
-            "configs": self.configs,
-            "trials": [t.as_dict() for t in self.trials],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Plan:
-        return cls(
-            seed=int(d["seed"]),
-            blocking=str(d["blocking"]),
-            arms=tuple(d["arms"]),
-            configs=dict(d["configs"]),
-            trials=tuple(Trial.from_dict(t) for t in d["trials"]),
-        )
-
-    def digest(self) -> str:
-        """A short hash of the plan, to tell two plans apart at a glance."""
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def config_label(config: dict[str, Any]) -> str:

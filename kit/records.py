@@ -20,12 +20,14 @@ malformed record refuses the run.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kit.errors import StoreError
+from kit.errors import PlanError, StoreError
 
 FIX_MANIFEST = "restore manifest.json from a copy of the run (a bundle holds one), or start a new run"
 FIX_TRIAL = "remove the file (kit run --resume re-runs a missing planned trial)"
@@ -78,19 +80,6 @@ def counted(values: Any) -> Any:
     """The rows of a value table (a pandas DataFrame with ``status`` and ``warmup`` columns) that :func:`counts`
     admits: the same rule, applied to a whole column at once."""
     return values[(values["status"] == "ok") & ~values["warmup"].astype(bool)]
-
-
-# What runs without a dataset recorded before the manifest could say "none": a stand-in entry for the empty
-# directory the trials were given. It is not a dataset, and not synthetic data either.
-_LEGACY_NO_DATASET = {"name": "none", "source": "synthetic"}
-
-
-def run_datasets(man: dict[str, Any]) -> list[dict[str, Any]]:
-    """The datasets a run used, from its manifest: ``datasets`` (a study of several) or ``dataset`` (one);
-    [] for a run on synthetic inputs (``dataset`` null, or the stand-in entry older runs wrote)."""
-    many = man.get("datasets")
-    found = list(many.values()) if isinstance(many, dict) and many else [man.get("dataset")]
-    return [d for d in found if isinstance(d, dict) and {k: d.get(k) for k in _LEGACY_NO_DATASET} != _LEGACY_NO_DATASET]
 
 
 def _check_spec(spec: Any, where: str) -> None:
@@ -261,3 +250,164 @@ class TrialRecord:
     def to_json(self) -> dict[str, Any]:
         """The trial file's content (what was read, unchanged)."""
         return dict(self.raw)
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------------
+# The plan's record format lives here, with the other records of a run directory; kit.plan draws plans.
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of work: an arm in a configuration at one repetition."""
+
+    trial_id: str
+    position: int
+    block: int
+    repetition: int
+    warmup: bool
+    arm: str
+    framework: str
+    config_id: str
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trial:
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise PlanError(f"a planned trial does not match this kit's plan format ({exc})",
+                            fix="re-run with the kit version that made the run, or start a new run") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ordered trials and how they were drawn."""
+
+    seed: int
+    blocking: str
+    arms: tuple[str, ...]
+    configs: dict[str, dict[str, Any]]
+    trials: tuple[Trial, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "blocking": self.blocking,
+            "arms": list(self.arms),
+            "configs": self.configs,
+            "trials": [t.as_dict() for t in self.trials],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            seed=int(d["seed"]),
+            blocking=str(d["blocking"]),
+            arms=tuple(d["arms"]),
+            configs=dict(d["configs"]),
+            trials=tuple(Trial.from_dict(t) for t in d["trials"]),
+        )
+
+    def digest(self) -> str:
+        """A short hash of the plan, to tell two plans apart at a glance."""
+        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+# -- the analysis -----------------------------------------------------------------------------------------------------
+
+ANALYSIS_SCHEMA = 1  # analysis.json's schema_version this kit writes and reads
+FIX_ANALYSIS = "delete analysis.json: `kit report RUN` recomputes it from the raw data"
+# The columns of a value row every reader indexes, and what each must hold.
+_VALUE_ROW = (("trial_id", str), ("arm", str), ("config_id", str), ("metric", str), ("phase", str),
+              ("status", str))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """analysis.json, the derived record of one run, checked at the top level and typed.
+
+    The analysis layer writes it (``kit.analysis.analyze.compute_analysis``, plain JSON, sealed by
+    kit.freshness); readers (compare, history, pack, the CLI) get it through
+    ``kit.analysis.analyze.current_analysis`` as this record, whose :meth:`values_of` applies the one rule of
+    which values count. Nested tables (hypotheses, validity, devices) keep their JSON shape, read-only; ``raw``
+    is the whole object for the report templates and for the seal.
+    """
+
+    schema_version: int
+    kit_version: str | None
+    experiment: str
+    profile: str | None
+    alpha: float
+    arms: tuple[str, ...]
+    configs: Mapping[str, Mapping[str, Any]]
+    values: tuple[Mapping[str, Any], ...]  # the long value table, one row per trial, metric and phase
+    hypotheses: tuple[Mapping[str, Any], ...]
+    validity: tuple[Mapping[str, Any], ...]  # threats to validity, one table per rule outcome
+    trial_env: tuple[Mapping[str, Any], ...]  # what the first finished trial of each arm reported from inside
+    extras: Mapping[str, Any]  # the study's own analysis, under its workload name
+    study_code: Mapping[str, Any]  # whose analysis.py/report.py ran, or why none did
+    raw: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Any, where: str) -> Analysis:
+        """An analysis.json object, checked (StoreError naming the key) and typed."""
+        f = FIX_ANALYSIS
+        _need(isinstance(obj, dict), where, "analysis.json", "a JSON object", type(obj).__name__, f)
+        version = obj.get("schema_version")
+        _need(_is_int(version) and 1 <= version <= ANALYSIS_SCHEMA, where, "schema_version",
+              f"at most {ANALYSIS_SCHEMA} (this kit's analysis format)", version, f)
+        _need(isinstance(obj.get("experiment"), str), where, "experiment", "a name", obj.get("experiment"), f)
+        alpha = obj.get("alpha")
+        _need(_is_num(alpha) and 0 < alpha < 1, where, "alpha", "a number in (0, 1)", alpha, f)
+        arms = obj.get("arms")
+        _need(isinstance(arms, list) and all(isinstance(a, str) for a in arms), where, "arms", "a list of arm names",
+              arms, f)
+        configs = obj.get("configs", {})
+        _need(isinstance(configs, dict) and all(isinstance(v, dict) for v in configs.values()), where, "configs",
+              "a table of configuration tables", configs, f)
+        tables: dict[str, tuple[Mapping[str, Any], ...]] = {}
+        for key in ("values", "hypotheses", "validity", "trial_env"):
+            rows = obj.get(key, [])
+            ok = isinstance(rows, list) and all(isinstance(r, dict) for r in rows)
+            _need(ok, where, key, "a list of tables", rows if not isinstance(rows, list) else
+                  [r for r in rows if not isinstance(r, dict)][:1], f)
+            tables[key] = tuple(rows)
+        for i, row in enumerate(tables["values"]):
+            for col, kind in _VALUE_ROW:
+                _need(isinstance(row.get(col), kind), where, f"values[{i}].{col}", "a string", row.get(col), f)
+            _need(row.get("value") is None or _is_num(row["value"]), where, f"values[{i}].value",
+                  "a finite number or null", row.get("value"), f)
+            _need(isinstance(row.get("warmup", False), bool), where, f"values[{i}].warmup", "true or false",
+                  row.get("warmup"), f)
+        for i, env in enumerate(tables["trial_env"]):
+            _need(isinstance(env.get("arm"), str), where, f"trial_env[{i}].arm", "an arm name", env.get("arm"), f)
+        for key in ("extras", "study_code"):
+            _need(isinstance(obj.get(key, {}), dict), where, key, "a table", obj.get(key), f)
+        for key in ("kit_version", "profile"):
+            _need(obj.get(key) is None or isinstance(obj[key], str), where, key, "a string", obj.get(key), f)
+        return cls(schema_version=version, kit_version=obj.get("kit_version"), experiment=obj["experiment"],
+                   profile=obj.get("profile"), alpha=float(alpha), arms=tuple(arms), configs=configs,
+                   values=tables["values"], hypotheses=tables["hypotheses"], validity=tables["validity"],
+                   trial_env=tables["trial_env"], extras=obj.get("extras") or {},
+                   study_code=obj.get("study_code") or {}, raw=obj)
+
+    def to_json(self) -> dict[str, Any]:
+        """analysis.json's content (what was read or computed, unchanged)."""
+        return dict(self.raw)
+
+    def config_label(self, config_id: str) -> str:
+        """A configuration's settings as one ``k=v,...`` label ("default" for the single configuration)."""
+        cfg = self.configs.get(config_id) or {}
+        return ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "default"
+
+    def counted_values(self) -> list[Mapping[str, Any]]:
+        """The value rows that enter statistics (:func:`counts`), with a value."""
+        return [v for v in self.values if v.get("value") is not None and counts(v)]
+
+    def values_of(self, metric: str, phase: str, arm: str) -> list[float]:
+        """The values of one metric, phase and arm that count, in schedule order."""
+        return [float(v["value"]) for v in self.counted_values()
+                if v["metric"] == metric and v["phase"] == phase and v["arm"] == arm]

@@ -37,6 +37,7 @@ from kit.errors import DiskError, KitError, PlanError, StoreError, disk_error
 from kit.executors import Executor, from_record, job_identity, make_executor
 from kit.gpus import DevicePlan, TrialDevice
 from kit.harness import REQUEST_FILE
+from kit.manifest import Manifest
 from kit.plan import Plan, Trial, arm_framework, make_plan
 from kit.provenance import host_provenance, kit_provenance
 from kit.spec import Spec, parse_spec
@@ -408,7 +409,7 @@ def spec_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def stored_spec(rd: RunDir, man: dict[str, Any], events: RunEvents) -> tuple[Spec, str]:
+def stored_spec(rd: RunDir, man: Manifest, events: RunEvents) -> tuple[Spec, str]:
     """The run's own spec from the copy in its manifest, and whether its digest was ("checked" / "absent").
 
     The copy decides the protocol of every trial still to run (workload,
@@ -420,24 +421,24 @@ def stored_spec(rd: RunDir, man: dict[str, Any], events: RunEvents) -> tuple[Spe
     strand every interrupted run of an older kit on no evidence of an edit.
     """
     where = f"{rd.path / 'manifest.json'}: spec_source.text"
-    src = man.get("spec_source")
-    if not isinstance(src, dict) or not isinstance(src.get("text"), str) or not src["text"]:
+    src = man.spec_source
+    if src is None or not src.text:
         raise StoreError("the manifest holds no copy of the spec", where=where,
                          fix="start a new run; this one cannot be resumed")
-    stored = src.get("sha256")
+    stored = src.sha256
     if stored is None:
         events.message("the manifest predates spec digests (no spec_source.sha256): the copy of the spec it "
                        "holds is used unchecked")
         state = "absent"
-    elif stored != spec_digest(src["text"]):
+    elif stored != spec_digest(src.text):
         raise StoreError("the copy of the spec was edited after the run started (its sha256 is not "
                          "spec_source.sha256); resuming would change the protocol half-way through the run",
                          where=where,
-                         fix=f"restore the copy the run started with (the file {src.get('path')}, if it is "
+                         fix=f"restore the copy the run started with (the file {src.path}, if it is "
                              "unchanged), or start a new run with the edited spec: kit run SPEC")
     else:
         state = "checked"
-    return parse_spec(src["text"], f"{src.get('path')} (copy in manifest)", man.get("profile")), state
+    return parse_spec(src.text, f"{src.path} (copy in manifest)", man.profile), state
 
 
 # Spec fields the loader fills from where the file was found, not from its text.
@@ -479,7 +480,7 @@ def protocol_differences(now: Any, recorded: Any, path: str = "spec", strict: bo
     return [f"{path}: {shown[0]} recorded, {shown[1]} now"[:200]]
 
 
-def recorded_plan(spec: Spec, man: dict[str, Any], where: str, strict: bool = False) -> Plan:
+def recorded_plan(spec: Spec, man: Manifest, where: str, strict: bool = False) -> Plan:
     """The run's plan, once the spec at hand is shown to be the protocol the run recorded.
 
     The plan in the manifest is the authority: the spec must resolve to the recorded spec (every setting a
@@ -487,11 +488,11 @@ def recorded_plan(spec: Spec, man: dict[str, Any], where: str, strict: bool = Fa
     recorded seed and arms. A digest stored beside the copy proves nothing (whoever edits the copy can
     recompute it); this check does not depend on one.
     """
-    plan = Plan.from_dict(man["plan"])
-    if plan.digest() != man.get("plan_digest"):
+    plan = man.plan
+    if plan.digest() != man.plan_digest:
         raise PlanError("the stored plan does not match its digest", where=where,
                         fix="the manifest was edited; start a new run")
-    diffs = protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.get("spec")), strict=strict)
+    diffs = protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.spec), strict=strict)
     if diffs:
         raise PlanError("the spec does not resolve to the protocol the run recorded (" + "; ".join(diffs) + ")",
                         where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run")
@@ -501,7 +502,7 @@ def recorded_plan(spec: Spec, man: dict[str, Any], where: str, strict: bool = Fa
         raise PlanError(f"the spec cannot rebuild the recorded plan ({exc.cause})", where=where,
                         fix="restore the run's copy of its spec (spec_source.text), or start a new run") from None
     if again.digest() != plan.digest():
-        made_by = (man.get("kit") or {}).get("version")
+        made_by = man.kit.get("version")
         from kit import __version__
 
         raise PlanError("the spec does not reproduce the recorded plan (its trials, configurations or seeds differ)",
@@ -531,10 +532,10 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
         raise PlanError(f"cannot retry trials with status {', '.join(bad)}", where="--retry-failed",
                         fix=f"retry statuses are {', '.join(RETRYABLE)}")
     if opts.backend == "auto":
-        opts.backend = man.get("backend", {}).get("backend", "local")
-    if opts.backend == man.get("backend", {}).get("backend") and man["backend"].get("images"):
-        opts.backend_options.setdefault("images", {fw: v["row"] for fw, v in man["backend"]["images"].items() if "row" in v})
-    executor = from_record(man.get("executor"), str(rd.path / "manifest.json"))
+        opts.backend = man.backend.get("backend", "local")
+    if opts.backend == man.backend.get("backend") and man.backend.get("images"):
+        opts.backend_options.setdefault("images", {fw: v["row"] for fw, v in man.backend["images"].items() if "row" in v})
+    executor = from_record(man.executor, str(rd.path / "manifest.json"))
     # the run's jobs are submitted again when the run was handed off and its executor is asked for again;
     # otherwise the missing trials run here
     resubmit = opts.chunk is None and executor.hands_off and opts.executor == executor.name
@@ -691,7 +692,7 @@ def _baseline(ctx: _Context) -> None:
     secs = ctx.spec.telemetry.baseline_s
     name = BASELINE_ID if not ctx.shared else f"{BASELINE_ID}-{socket.gethostname()}-chunk{ctx.opts.chunk}"
     if secs <= 0 or (not ctx.shared and ctx.rd.samples_path(name).exists()):
-        ctx.baseline = ctx.rd.manifest().get("baseline", {}).get("temps_c", {})
+        ctx.baseline = ctx.rd.manifest().baseline.get("temps_c", {})
         return
     ctx.events.message(f"recording {secs:g} s of idle baseline telemetry")
     # every GPU the trials may get (all NVML sees when none is allowed): the cool-down's reference per GPU

@@ -33,10 +33,11 @@ import pandas as pd
 
 from kit.collectors.base import SAMPLE_COLUMNS, Row
 from kit.errors import StoreError, disk_error
+from kit.manifest import MANIFEST_SCHEMA, Manifest
 from kit.records import TrialRecord
 from kit.safeio import create_exclusive, load_json, open_append, read_capped, real_dir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = MANIFEST_SCHEMA  # manifest.json's schema_version
 MANIFEST = "manifest.json"
 TRIALS = "trials"
 SAMPLES = "samples"
@@ -48,6 +49,7 @@ MAX_TRIAL_BYTES = 64 << 20  # a trial file holds markers and a stderr tail, neve
 MAX_MANIFEST_BYTES = 64 << 20  # the plan of a 10,000-trial run and the spec's text: a few MiB
 MAX_NODE_BYTES = 4 << 20  # nodes/<host>.json: one host's provenance
 MAX_NODES = 4096
+MAX_ANALYSIS_BYTES = 512 << 20  # analysis.json holds every value row of the run
 MAX_SAMPLES_BYTES = 1 << 30  # samples/<trial>.parquet (the bundle's per-file limit)
 NODES = "nodes"
 RESERVE = ".space-reserve"  # released on a write failure so the status "failed" can still be written
@@ -133,8 +135,10 @@ class RunDir:
     # -- creation and opening --------------------------------------------
     @classmethod
     def create(cls, root: Path, experiment_id: str, manifest: dict[str, Any]) -> RunDir:
-        """Make a new run directory under ``root`` and write its manifest."""
+        """Make a new run directory under ``root`` and write its manifest (checked first as every reader will
+        read it, :class:`kit.manifest.Manifest`: the kit never writes a manifest it would refuse)."""
         root = Path(root)
+        Manifest.from_json({"schema_version": SCHEMA_VERSION, **manifest}, f"{root}: the new run's manifest")
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -169,12 +173,10 @@ class RunDir:
     def open(cls, path: Path) -> RunDir:
         """Open an existing run directory: its schema version, then the shape of its manifest
         (:func:`kit.records.check_manifest`: a malformed one is refused here, naming the key)."""
-        from kit.records import check_manifest
-
         rd = cls(Path(path))
         if not rd.path.is_dir():
             raise StoreError("run directory not found", where=str(path), fix="give the path printed by `kit run`")
-        man = rd.manifest()
+        man = rd.manifest_json()
         version = man.get("schema_version")
         if version != SCHEMA_VERSION:
             raise StoreError(
@@ -182,13 +184,19 @@ class RunDir:
                 where=str(rd.path / MANIFEST),
                 fix="use the kit version that wrote it (see manifest.kit.version)",
             )
-        check_manifest(man, str(rd.path / MANIFEST))
+        Manifest.from_json(man, str(rd.path / MANIFEST))
         return rd
 
     # -- manifest ----------------------------------------------------------
-    def manifest(self) -> dict[str, Any]:
-        """manifest.json, read without following a link or blocking on a FIFO, capped, a JSON object (its shape
-        is checked when the run is opened: :meth:`open`)."""
+    def manifest(self) -> Manifest:
+        """manifest.json, checked and typed (:class:`kit.manifest.Manifest`; a malformed one is a StoreError
+        naming the key path)."""
+        return Manifest.from_json(self.manifest_json(), str(self.path / MANIFEST))
+
+    def manifest_json(self) -> dict[str, Any]:
+        """manifest.json as JSON, read without following a link or blocking on a FIFO, capped, a JSON object (its
+        shape is checked by :meth:`manifest` and when the run is opened: :meth:`open`); for writers that update
+        it and for digests."""
         path = self.path / MANIFEST
         fix = "restore it from a copy of the run (a bundle holds one); trials/ and samples/ are intact"
         if not os.path.lexists(path):
@@ -232,8 +240,17 @@ class RunDir:
         with contextlib.suppress(OSError):
             (self.path / RESERVE).unlink()
 
+    def analysis_json(self) -> Any:
+        """analysis.json as stored (derived: kit.analysis writes it), read capped without following a link; None
+        when it is absent or cannot be read as JSON (the reader recomputes it). Its shape is
+        :class:`kit.records.Analysis`'s to check; whether it may be reused is kit.freshness's seal to say."""
+        try:
+            return load_json(self.path / ANALYSIS, MAX_ANALYSIS_BYTES, "analysis.json", missing_ok=True)
+        except StoreError:
+            return None
+
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
-        man = self.manifest()
+        man = self.manifest_json()
         man.update(fields)
         self.write_manifest(man)
         return man
@@ -325,7 +342,7 @@ class RunDir:
         """
         from kit.records import check_trial
 
-        plan = {t["trial_id"]: t for t in self.manifest()["plan"]["trials"]}
+        plan = {t.trial_id: t.as_dict() for t in self.manifest().plan.trials}
         fix = "remove the file (kit run --resume re-runs a missing planned trial)"
         recs: list[dict[str, Any]] = []
         seen: dict[str, str] = {}
@@ -443,7 +460,7 @@ class RunDir:
             return []
         fix = "remove the file; attempts/ holds only what `kit run --resume --retry-failed` set aside"
         real_dir(d, what="attempts/ in the run directory")
-        planned = {t["trial_id"] for t in self.manifest()["plan"]["trials"]}
+        planned = {t.trial_id for t in self.manifest().plan.trials}
         out: list[dict[str, Any]] = []
         for p in sorted(d.iterdir()):
             if p.suffix == ".parquet" or p.name.startswith("."):

@@ -31,6 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from kit.errors import SpecError, StoreError, StudyError
+from kit.manifest import Manifest
 from kit.study_api import invoke
 from kit.trust import StudyTrust
 from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo
@@ -216,10 +217,10 @@ def write_copy(files: list[tuple[str, bytes]], dest: Path) -> None:
         target.chmod(0o444)
 
 
-def checked_copy(run_dir: Path, manifest: dict[str, Any]) -> Path | None:
+def checked_copy(run_dir: Path, manifest: Manifest) -> Path | None:
     """The run's copy of its study folder, checked against the manifest's digest; None for a non-folder study."""
-    meta = manifest.get("study")
-    if not isinstance(meta, dict):
+    meta = manifest.study
+    if meta is None:
         return None
     copy = run_dir / RUN_COPY
     try:
@@ -288,13 +289,13 @@ def bundled_folder(experiment: Any) -> Path | None:
     return None
 
 
-def copy_digest(run_dir: Path, manifest: dict[str, Any]) -> str | None:
+def copy_digest(run_dir: Path, manifest: Manifest) -> str | None:
     """The digest of the run's study copy as this reader computes it (checked against the manifest's)."""
     copy = checked_copy(run_dir, manifest)
     return digest_of(study_files(copy)) if copy is not None else None
 
 
-def resolve_hooks(run_dir: Path | None, manifest: dict[str, Any], trust: StudyTrust | None = None) -> Hooks:
+def resolve_hooks(run_dir: Path | None, manifest: Manifest, trust: StudyTrust | None = None) -> Hooks:
     """Decide whose analysis.py/report.py a reader of this run may use (see :mod:`kit.trust`)."""
     from kit import trust as trustmod
 
@@ -307,12 +308,12 @@ def resolve_hooks(run_dir: Path | None, manifest: dict[str, Any], trust: StudyTr
             raise StudyError(f"the study folder cannot be read ({exc.strerror or exc})", where=str(folder),
                              fix="give a study folder (the directory holding experiment.toml)") from None
         digest = digest_of(files)
-        bundled = bundled_folder(manifest.get("experiment"))
+        bundled = bundled_folder(manifest.experiment)
         if bundled is not None and folder.resolve() == bundled.resolve():
             return Hooks("bundled", bundled, digest)
         return Hooks("folder", folder, digest)
     copy = checked_copy(run_dir, manifest) if run_dir is not None else None
-    bundled = bundled_folder(manifest.get("experiment"))
+    bundled = bundled_folder(manifest.experiment)
     if copy is None or run_dir is None:  # a run without a copy: written before study folders, or a kit experiment
         return Hooks("bundled", bundled, digest_of(study_files(bundled))) if bundled is not None else Hooks("none")
     files = study_files(copy)
@@ -385,23 +386,22 @@ def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
                          detail=traceback.format_exc()) from None
 
 
-def study_extras(hooks: Hooks, manifest: dict[str, Any], trials: list[dict[str, Any]],
-                 values: Any) -> dict[str, Any]:
+def study_extras(hooks: Hooks, manifest: Manifest, trials: list[dict[str, Any]], values: Any) -> dict[str, Any]:
     """The study folder's ``analysis.analyse`` result, under its workload name ({} without trusted code)."""
     if not hooks.has("analysis") or hooks.root is None:
         return {}
-    out = call_hook(hooks, "analysis", "analyse", manifest, trials, values)
+    out = call_hook(hooks, "analysis", "analyse", manifest.to_json(), trials, values)
     if not isinstance(out, dict):
         raise StudyError("the study's analyse() returned no dict", where=str(hooks.root / "analysis.py"),
                          fix="return plain data (a dict of lists, numbers and strings)")
-    return {manifest["spec"]["workload"]["name"]: out}
+    return {manifest.workload: out}
 
 
-def study_sections(hooks: Hooks, manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
+def study_sections(hooks: Hooks, manifest: Manifest, analysis: dict[str, Any]) -> list[dict[str, Any]]:
     """The study folder's ``report.sections`` ([] without trusted code)."""
     if not hooks.has("report") or hooks.root is None:
         return []
-    out = call_hook(hooks, "report", "sections", manifest, analysis)
+    out = call_hook(hooks, "report", "sections", manifest.to_json(), analysis)
     if not isinstance(out, list) or not all(isinstance(s, dict) and "id" in s and "title" in s for s in out):
         raise StudyError("the study's sections() returned no list of sections", where=str(hooks.root / "report.py"),
                          fix="return a list of {id, title, paragraphs, tables, figures} dicts")

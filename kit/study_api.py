@@ -4,7 +4,8 @@ API 1 (a study module without ``STUDY_API``): ``analyse(manifest, trials, values
 study re-wrote which trials count (``t["status"] == "ok" and not t.get("warmup")``) and read keys by name.
 
 API 2 (the module sets ``STUDY_API = 2``): ``analyse(run)`` with one :class:`RunView`: the run's identity and
-configurations, its trials as typed :class:`kit.records.TrialRecord`, the long value table, and
+configurations, the typed manifest (:class:`kit.manifest.Manifest`, as ``record``), its trials as typed
+:class:`kit.records.TrialRecord`, the long value table, and
 :meth:`RunView.measured` / :meth:`RunView.measured_values`, which apply the kit's one rule of what counts
 (:func:`kit.records.counts`). ``analyse`` still returns plain data (JSON: it is stored in analysis.json and,
 for code that is not the kit's own, comes back from a child process).
@@ -21,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from kit.errors import StudyError
+from kit.manifest import Manifest
 from kit.records import TrialRecord, counted
 
 STUDY_API = 2  # the newest API this kit offers
@@ -37,22 +39,21 @@ class RunView:
     configs: Mapping[str, Mapping[str, Any]]  # configuration id -> the grid/case values of that configuration
     trials: tuple[TrialRecord, ...]  # finished trials in schedule order (warm-ups and failures included)
     values: Any  # pandas DataFrame, columns kit.analysis.metrics.VALUE_COLUMNS (every trial, every metric)
-    manifest: Mapping[str, Any]  # the whole manifest, for what the view does not name (spec, host, devices)
+    manifest: Mapping[str, Any]  # the manifest's JSON, for what neither the view nor ``record`` names
+    record: Manifest  # the typed manifest (datasets, collectors, host, devices, executor, ...)
 
     @classmethod
     def build(cls, manifest: Mapping[str, Any], trials: list[dict[str, Any]], values: Any) -> RunView:
-        plan = manifest.get("plan") or {}
+        man = Manifest.from_json(dict(manifest), "the run's manifest")
         return cls(
-            experiment=str(manifest.get("experiment", "")), profile=str(manifest.get("profile", "")),
-            workload=str(((manifest.get("spec") or {}).get("workload") or {}).get("name", "")),
-            arms=tuple(plan.get("arms") or ()), configs=dict(plan.get("configs") or {}),
-            trials=tuple(TrialRecord.from_json(t, f"trial {t.get('trial_id')}") for t in trials),
-            values=values, manifest=manifest)
+            experiment=man.experiment, profile=man.profile or "", workload=man.workload, arms=man.arms,
+            configs=man.configs, trials=tuple(TrialRecord.from_json(t, f"trial {t.get('trial_id')}") for t in trials),
+            values=values, manifest=manifest, record=man)
 
     @property
     def spec(self) -> Mapping[str, Any]:
         """The spec as the run resolved and recorded it (workload, design, hypotheses, grid, cases)."""
-        return self.manifest.get("spec") or {}
+        return self.record.spec
 
     def finished(self, arm: str | None = None, config: str | None = None) -> list[TrialRecord]:
         """Finished trials (any status, warm-ups included) of one arm and/or configuration."""

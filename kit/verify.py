@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError, PlanError, StoreError
+from kit.manifest import Manifest
 from kit.pack import SUMS, claims_of, sha256
 from kit.safeio import parse_json, read_capped
-from kit.store import ANALYSIS
+from kit.store import ANALYSIS, MAX_ANALYSIS_BYTES
 from kit.trust import StudyTrust
 
 # Limits on a bundle before anything is extracted (a crafted .tar.gz can hold a member of any size
@@ -50,7 +51,6 @@ MAX_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 1 << 30  # 1 GiB
 MAX_TOTAL_BYTES = 4 << 30  # 4 GiB
 MAX_META_BYTES = 16 << 20  # claims.json, SHA256SUMS, the spec are read into memory
-MAX_ANALYSIS_BYTES = 512 << 20
 INTEGRITY_MEANS = ("the bundle's files are unchanged since they were packed (they match its SHA256SUMS); "
                    "this does not say who packed them or that the packer's claims are true")
 FIX_UNMODIFIED = "obtain an unmodified bundle made by `kit pack`"
@@ -228,7 +228,7 @@ def _claim_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str |
     return None
 
 
-def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any],
+def _bundled_claims(root: Path, meta: dict[str, Any], man: Manifest,
                     recomputed: dict[str, Any]) -> list[dict[str, Any]]:
     """The claims, checked against the bundled run: same experiment and profile, equal to its analysis.json,
     and what this kit computes from the bundled raw data (a forged analysis.json or claims.json is caught)."""
@@ -239,15 +239,15 @@ def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any],
     if not isinstance(claims, list) or not claims:
         raise IntegrityError("the bundle makes no claims: there is nothing to reproduce", where=where,
                              fix="pack a run whose analysis has hypotheses (kit pack RUN)")
-    if meta.get("experiment") != man.get("experiment") or meta.get("profile") != man.get("profile"):
+    if meta.get("experiment") != man.experiment or meta.get("profile") != man.profile:
         raise IntegrityError(f"claims.json is for {meta.get('experiment')!r}/{meta.get('profile')!r} but the bundled "
-                             f"run is {man.get('experiment')!r}/{man.get('profile')!r}", where=where,
+                             f"run is {man.experiment!r}/{man.profile!r}", where=where,
                              fix=FIX_UNMODIFIED)
-    profile = str(man.get("profile", "paper"))
+    profile = man.profile or "paper"
     fresh = claims_of(recomputed, profile)
     diff = _claim_difference(claims, fresh)
     if diff is not None:
-        packed_by = (man.get("kit") or {}).get("version")
+        packed_by = man.kit.get("version")
         raise IntegrityError(f"claims.json is not what the bundled raw data give ({diff})", where=where,
                              fix=FIX_UNMODIFIED + (f"; the run was made by kit {packed_by}, this is {__version__}: "
                                                    "verify with the kit in kit-src.tar.gz" if packed_by != __version__
@@ -263,7 +263,7 @@ def _bundled_claims(root: Path, meta: dict[str, Any], man: dict[str, Any],
     return fresh
 
 
-def bundle_code(run: Path, man: dict[str, Any], spec: Any) -> str | None:
+def bundle_code(run: Path, man: Manifest, spec: Any) -> str | None:
     """The digest of the bundle's study code when the spec to re-run is a study's (its own workload modules) that
     is not byte for byte the kit's own bundled study; None when the re-run runs only the kit's own code."""
     from kit.studies import resolve_hooks
@@ -274,7 +274,7 @@ def bundle_code(run: Path, man: dict[str, Any], spec: Any) -> str | None:
     return None if hooks.kind == "bundled" else hooks.digest
 
 
-def _recorded_protocol(root: Path, meta: dict[str, Any], man: dict[str, Any], sums: set[str],
+def _recorded_protocol(root: Path, meta: dict[str, Any], man: Manifest, sums: set[str],
                        profile: str) -> tuple[Any, dict[str, Any]]:
     """The spec to re-run, shown to be the protocol the run recorded, and the run options that keep it
     (the recorded seed and arms for the recorded profile).
@@ -287,9 +287,8 @@ def _recorded_protocol(root: Path, meta: dict[str, Any], man: dict[str, Any], su
     from kit.studies import STUDY_FILE, checked_copy
 
     spec_path = _bundled_spec(root, meta.get("spec"), sums)
-    src = man.get("spec_source")
-    text = src.get("text") if isinstance(src, dict) else None
-    if not isinstance(text, str) or not text:
+    text = man.spec_source.text if man.spec_source is not None else None
+    if not text:
         raise IntegrityError("the bundled run recorded no copy of its spec (manifest spec_source.text)",
                              where=str(root / "run" / "manifest.json"), fix=FIX_UNMODIFIED)
     if _read_small(spec_path, "the bundled spec") != text:
@@ -309,10 +308,10 @@ def _recorded_protocol(root: Path, meta: dict[str, Any], man: dict[str, Any], su
         raise IntegrityError("the recorded spec is a study folder's ([study] table) but the bundled run holds no "
                              "copy of that folder (run/study/ and the manifest's study entry)", where=str(spec_path),
                              fix=FIX_UNMODIFIED)
-    if spec.experiment.id != man.get("experiment"):
+    if spec.experiment.id != man.experiment:
         raise IntegrityError(f"the bundled spec is experiment {spec.experiment.id!r}, the bundled run "
-                             f"{man.get('experiment')!r}", where=str(spec_path), fix=FIX_UNMODIFIED)
-    if profile != man.get("profile"):
+                             f"{man.experiment!r}", where=str(spec_path), fix=FIX_UNMODIFIED)
+    if profile != man.profile:
         return spec, {}
     try:  # strict: every setting the spec resolves to must be recorded (a packer cannot drop one from the record)
         plan = recorded_plan(spec, man, str(root / "run" / "manifest.json"), strict=True)
@@ -395,7 +394,7 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         backend, where_ran = choose_backend(opts.backend, code, opts.trust_bundle_code, spec.container.network)
         run_opts = RunOptions(runs_root=opts.runs_root or (Path(bundle).parent / "verify-runs"), backend=backend,
                               data_dir=opts.data_dir, seed=keep.get("seed"), arms=keep.get("arms"))
-        rows = {fw: v["row"] for fw, v in ((man.get("backend") or {}).get("images") or {}).items()
+        rows = {fw: v["row"] for fw, v in (man.backend.get("images") or {}).items()
                 if isinstance(v, dict) and isinstance(v.get("row"), str)}
         if backend != "local" and rows:
             run_opts.backend_options["images"] = rows  # the image rows the run used
@@ -404,10 +403,10 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         analysis = analyze_run(rd.path, trust=trust)
         write_report(rd.path, analysis, ("html",), trust)
         results = compare_claims(claims, claims_of(analysis, profile), float(tolerance))
-    same_profile = profile == meta.get("profile") == man.get("profile")
+    same_profile = profile == meta.get("profile") == man.profile
     # At least one tested claim: a bundle whose claims are all "not tested" has nothing to reproduce.
     reproduced = any(r["tested"] for r in results) and all(r["reproduced"] for r in results)
-    status = rd.manifest().get("status")
+    status = rd.manifest().status
     return {
         "bundle": str(bundle), "files_verified": n_files, "integrity": "ok", "integrity_means": INTEGRITY_MEANS,
         "profile_original": meta.get("profile"), "profile_rerun": profile, "same_profile": same_profile,

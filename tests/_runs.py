@@ -8,6 +8,8 @@ from typing import Any
 import pandas as pd
 
 from kit.analysis.metrics import VALUE_COLUMNS
+from kit.manifest import Manifest
+from kit.records import Analysis
 from kit.study_api import RunView
 
 
@@ -32,9 +34,35 @@ def completed(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_view(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame | None = None) -> RunView:
-    """What ``analyse(run)`` of a study receives, from a manifest and trial dicts (completed as above)."""
+    """What ``analyse(run)`` of a study receives, from (part of) a manifest and trial dicts (completed as above)."""
     frame = values if values is not None else pd.DataFrame(columns=VALUE_COLUMNS)
-    return RunView.build(manifest, completed(trials), frame)
+    return RunView.build(bare_manifest_json(**manifest), completed(trials), frame)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base`` table by table; a plan's configurations are replaced, never merged."""
+    return {**base, **{k: _merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict)
+                       and k != "configs" else v for k, v in over.items()}}
+
+
+def bare_manifest_json(**fields: Any) -> dict[str, Any]:
+    """The smallest manifest.json the store accepts (one arm, one configuration, no trials) with ``fields`` merged
+    in (tables key by key): for rules and studies that read one or two of its facts."""
+    base = {"schema_version": 1, "experiment": "t",
+            "spec": {"design": {"alpha": 0.05}, "workload": {"name": "w"}},
+            "plan": {"seed": 0, "blocking": "interleaved", "arms": ["pytorch"], "configs": {"c00": {}}, "trials": []}}
+    return _merged(base, fields)
+
+
+def bare_manifest(**fields: Any) -> Manifest:
+    """:func:`bare_manifest_json`, typed as every reader gets it (``RunDir.manifest``)."""
+    return Manifest.from_json(bare_manifest_json(**fields), "test manifest")
+
+
+def bare_analysis(**fields: Any) -> Analysis:
+    """The smallest analysis.json the readers accept (no values), typed, with ``fields`` at the top level."""
+    base = {"schema_version": 1, "experiment": "t", "alpha": 0.05, "arms": ["pytorch"], "configs": {"c00": {}}}
+    return Analysis.from_json({**base, **fields}, "test analysis")
 
 
 # -- run directories ----------------------------------------------------------------------------------------------------

@@ -87,3 +87,30 @@ def test_golden_threats_see_the_idle_baseline() -> None:
     golden = json.loads((GOLDEN / "analysis.json").read_text(encoding="utf-8"))
     assert golden["baseline"]["recorded"] and golden["baseline"]["cpu_util_mean_pct"] is not None
     assert {"order", "warmup", "foreign_cpu", "external"} <= {t["rule"] for t in golden["validity"]}
+
+
+def test_the_golden_run_reads_as_typed_records(tmp_path: Path) -> None:
+    """A run directory written by an older kit (the golden run: the stand-in dataset entry, no schema_version in
+    its trial files' shape beyond 1) opens as the typed records every reader gets: Manifest (its stand-in dataset
+    read as "no dataset"), TrialRecord, and the Analysis of analysis.json."""
+    from kit.analysis.analyze import current_analysis
+    from kit.records import Analysis
+    from kit.store import RunDir
+
+    run = tmp_path / "run"
+    shutil.copytree(GOLDEN / "run", run)
+    rd = RunDir.open(run)
+    man = rd.manifest()
+    stored = json.loads((run / "manifest.json").read_text())
+    assert stored["dataset"]["name"] == "none" and man.dataset is None and man.used_datasets() == []
+    assert man.experiment == stored["experiment"] and man.plan_digest == man.plan.digest() == stored["plan_digest"]
+    assert [t.trial_id for t in man.plan.trials] == [t["trial_id"] for t in stored["plan"]["trials"]]
+    assert man.executor.name == "local" and man.to_json() == stored
+    recs = rd.trial_records()
+    assert len(recs) == len(man.plan.trials) and sum(r.counts for r in recs) == sum(
+        1 for t in man.plan.trials if not t.warmup)
+    analysis, _ = current_analysis(run)
+    golden = Analysis.from_json(json.loads((GOLDEN / "analysis.json").read_text()), "golden analysis.json")
+    assert isinstance(analysis, Analysis) and analysis.arms == golden.arms and len(analysis.values) == len(golden.values)
+    for arm in analysis.arms:
+        assert analysis.values_of("time_s", "train", arm) == pytest.approx(golden.values_of("time_s", "train", arm))

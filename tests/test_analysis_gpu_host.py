@@ -37,7 +37,7 @@ from kit.collectors.base import SAMPLE_COLUMNS
 from kit.plan import make_plan
 from kit.spec import load_spec
 from kit.store import RunDir
-from tests._runs import manifest_of, record_of, run_view
+from tests._runs import bare_manifest, manifest_of, record_of, run_view
 from tests._studies import study_module
 
 PERIOD = 0.1
@@ -333,7 +333,7 @@ def test_threat_rules_see_only_the_trials_gpu() -> None:
     assert all(f["foreign_procs_max"] == 0 and f["throttle_frac_limited"] == 0.0 for f in facts)
     assert all(f["sm_clock_min_mhz"] == f["sm_clock_max_mhz"] == 1980.0 for f in facts)
     assert set(facts[0]["start_temps_c"]) == {"gpu3", "cpu"}
-    c = Ctx({"host": {"cpu_logical": 4}, "collectors": []}, trials, pd.DataFrame(),
+    c = Ctx(bare_manifest(host={"cpu_logical": 4}, collectors=[]), trials, pd.DataFrame(),
             {"trial_telemetry": facts, "baseline": {"recorded": False}})
     assert not [t for t in foreign_load(c) if t.rule == "foreign_gpu"]
     (thr,) = throttling(c)
@@ -491,7 +491,7 @@ def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
     assert d["error"] and "not computed" in d["error"]
     assert d["gap_effects"]["not_computed"] and d["gap_effects"]["factors"] == []
     assert all(r["not_computed"] for r in d["framework_effects"].values())
-    (thr,) = failed_cells(Ctx({}, [], pd.DataFrame(), {"extras": {"dai_factors": d}}))
+    (thr,) = failed_cells(Ctx(bare_manifest(), [], pd.DataFrame(), {"extras": {"dai_factors": d}}))
     assert thr.severity == "high" and thr.status == "threat" and "incompatible with the layer" in thr.evidence
     assert [c["config_id"] for c in thr.numbers["cells"]] == ["c00", "c02"]
 

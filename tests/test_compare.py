@@ -34,7 +34,7 @@ def calibrated_run(tmp_path: Path, name: str, slowdown: float) -> Path:
     spec_file = tmp_path / f"{name}.toml"
     spec_file.write_text(CALIBRATED.read_text().replace("jitter_frac = 0.01", f"jitter_frac = 0.01\nslowdown = {slowdown}"))
     rd = start_run(load_spec(spec_file), RunOptions(runs_root=tmp_path / name))
-    assert rd.manifest()["status"] == "complete"
+    assert rd.manifest().status == "complete"
     return rd.path
 
 

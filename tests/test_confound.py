@@ -27,7 +27,7 @@ def _run(tmp: Path, name: str, *, blocking: str, drift: float, train_s: float = 
     spec_file = tmp / f"{name}.toml"
     spec_file.write_text(text)
     rd = start_run(load_spec(spec_file), RunOptions(runs_root=tmp / name))
-    assert rd.manifest()["status"] == "complete"
+    assert rd.manifest().status == "complete"
     analysis = analyze_run(rd.path)
     (html,) = write_report(rd.path, analysis, ("html",))
     threats = html.read_text(encoding="utf-8").split('<section id="threats">')[1].split("</section>")[0]

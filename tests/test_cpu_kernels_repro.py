@@ -13,7 +13,9 @@ import pytest
 
 from kit.analysis.validity import cpu_kernels
 from kit.compare import provenance, provenance_differences
+from kit.manifest import Manifest
 from kit.provenance import cpu_identity
+from tests._runs import bare_analysis, bare_manifest
 
 # Starts the frameworks or renders whole reports: `make test-all`, not the fast `make test`.
 pytestmark = pytest.mark.slow
@@ -40,10 +42,9 @@ def test_cpu_identity_reads_family_model_and_kernel_flags(tmp_path: Path) -> Non
     assert cpu_identity(tmp_path)["family"] is None and cpu_identity(tmp_path)["isa"] == []
 
 
-def _run(family: int, isa: list[str], tf_onednn: bool) -> tuple[dict, dict]:
-    man = {"host": {"hostname": "h", "cpu_model": "AMD EPYC", "cpu": {"vendor": "AuthenticAMD", "family": family,
-                                                                      "model": 1, "isa": isa}},
-           "kit": {}, "backend": {}, "spec": {}}
+def _run(family: int, isa: list[str], tf_onednn: bool) -> tuple[Manifest, dict]:
+    man = bare_manifest(host={"hostname": "h", "cpu_model": "AMD EPYC", "cpu": {"vendor": "AuthenticAMD",
+                                                                              "family": family, "model": 1, "isa": isa}})
     analysis = {"trial_env": [{"arm": "tensorflow", "device_kind": "cpu", "cpu_kernels": {"onednn": tf_onednn}},
                               {"arm": "pytorch", "device_kind": "cpu", "cpu_kernels": {"onednn": True,
                                                                                        "cpu_capability": "AVX2"}}],
@@ -52,8 +53,8 @@ def _run(family: int, isa: list[str], tf_onednn: bool) -> tuple[dict, dict]:
 
 
 def test_compare_names_the_cpu_and_kernel_differences_that_could_flip_a_verdict() -> None:
-    a = provenance(*_run(26, ["avx2", "avx512f", "avx512_vnni"], True))
-    b = provenance(*_run(25, ["avx2"], False))
+    a, b = (provenance(man, bare_analysis(**an)) for man, an in (_run(26, ["avx2", "avx512f", "avx512_vnni"], True),
+                                                                   _run(25, ["avx2"], False)))
     diffs = {d["key"]: d for d in provenance_differences(a, b)}
     assert diffs["host.cpu.family"]["a"] == 26 and diffs["host.cpu.family"]["b"] == 25
     assert "ISA" in diffs["host.cpu.isa"]["may_explain"] and "oneDNN" in diffs["host.cpu.family"]["may_explain"]
@@ -65,7 +66,7 @@ def test_compare_names_the_cpu_and_kernel_differences_that_could_flip_a_verdict(
 
 
 class _Ctx:
-    def __init__(self, man: dict, analysis: dict) -> None:
+    def __init__(self, man: Manifest, analysis: dict) -> None:
         self.manifest, self.analysis = man, analysis
 
 

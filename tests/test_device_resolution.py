@@ -129,9 +129,9 @@ def test_run_on_the_eight_gpu_host_gives_each_trial_one_gpu(tmp_path: Path, monk
     assert req["gpu_indices"] == [0] and req["gpu_uuids"] == [uuid0]
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     man = rd.manifest()
-    assert man["devices"]["resolved"] == ["gpu"] and man["devices"]["allowed"] == list(range(8))
-    assert len(man["devices"]["host_gpus"]) == 8
-    assert man["baseline"]["gpu_indices"] == list(range(8))  # the baseline samples every allowed GPU, and says so
+    assert man.devices["resolved"] == ["gpu"] and man.devices["allowed"] == list(range(8))
+    assert len(man.devices["host_gpus"]) == 8
+    assert man.baseline["gpu_indices"] == list(range(8))  # the baseline samples every allowed GPU, and says so
 
 
 def test_gpu_on_a_gpu_less_host_is_refused_before_anything_is_written(

@@ -232,7 +232,7 @@ def test_a_stale_analysis_is_recomputed_by_compare_history_and_pack(tmp_path: Pa
     stale = json.loads((rd.path / "analysis.json").read_text())
     assert stale[DIGEST_KEY] == early[DIGEST_KEY] and len(stale["values"]) == n_early
     fresh = load_analysis(rd.path)
-    assert len(fresh["values"]) > n_early and fresh[DIGEST_KEY] != early[DIGEST_KEY]
+    assert len(fresh.values) > n_early and fresh.raw[DIGEST_KEY] != early[DIGEST_KEY]
     _, recomputed = current_analysis(rd.path)
     assert not recomputed  # now current: read, not recomputed
     # an edited trial file makes it stale again
@@ -241,7 +241,7 @@ def test_a_stale_analysis_is_recomputed_by_compare_history_and_pack(tmp_path: Pa
     _, recomputed = current_analysis(rd.path)
     assert recomputed
     hist = collect(tmp_path / "runs", "time_s", "train", None, None)
-    assert hist and hist[0]["n"] == sum(1 for v in load_analysis(rd.path)["values"]
+    assert hist and hist[0]["n"] == sum(1 for v in load_analysis(rd.path).values
                                         if v["metric"] == "time_s" and v["phase"] == "train" and v["arm"] == hist[0]["arm"]
                                         and not v["warmup"] and v["status"] == "ok" and v["value"] is not None)
     # pack re-analyses before packing, and verify refuses a bundle whose analysis is stale

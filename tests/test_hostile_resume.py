@@ -82,7 +82,7 @@ def failed_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert not kill.warmup and not oom.warmup
     python = _faulty_python(tmp, kill.trial_id, oom.trial_id)
     rd = start_run(spec, RunOptions(runs_root=tmp / "runs", backend_options={"python": str(python)}, max_trials=6))
-    assert rd.manifest()["status"] == "partial"
+    assert rd.manifest().status == "partial"
     return {"path": rd.path, "kill": kill, "oom": oom, "plan": plan,
             "killed_bytes": rd.trial_path(kill.trial_id).read_bytes()}
 
@@ -138,7 +138,7 @@ def test_a_trial_killed_by_a_signal_records_it_and_is_retried_in_its_plan_positi
     retry_events = [e for e in _events(run) if e["event"] == "retry"]
     assert [(e["trial_id"], e["archived"], e["status"], e["signal"]) for e in retry_events] == [
         (kill.trial_id, f"attempts/{kill.trial_id}.1.json", "error", "SIGKILL")]
-    assert RunDir.open(run).manifest()["status"] == "complete"
+    assert RunDir.open(run).manifest().status == "complete"
 
     analysis = analyze_run(run)
     (entry,) = analysis["retried_trials"]
@@ -246,7 +246,7 @@ def test_an_edited_spec_copy_is_refused_and_an_old_manifest_is_resumed_with_a_wa
     events = Messages()
     rd = resume_run(run, RunOptions(), events)
     assert any("predates spec digests" in m for m in events.lines), events.lines
-    assert rd.manifest()["status"] == "complete"
+    assert rd.manifest().status == "complete"
     assert [e.get("spec_digest") for e in _events(run) if e["event"] == "resume"] == ["absent"]
 
 

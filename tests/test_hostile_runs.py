@@ -306,7 +306,7 @@ def test_an_edited_manifest_makes_the_analysis_stale(tmp_path: Path) -> None:
     assert current_analysis(run)[1] is False  # sealed by this user's kit from these inputs: reused
     edit_manifest(run, lambda m: m["spec"]["design"].update(alpha=1e-9))
     analysis, recomputed = current_analysis(run)
-    assert recomputed and analysis["alpha"] == 1e-9
+    assert recomputed and analysis.alpha == 1e-9
     (run / "nodes").mkdir()
     (run / "nodes" / "n1.json").write_text(json.dumps({"host": "n1"}))
     assert current_analysis(run)[1] is True  # nodes/ is an input too

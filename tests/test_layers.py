@@ -25,7 +25,7 @@ KIT = ROOT / "kit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("container side", ("kit.harness", "kit.workloads")),
     ("base", ("kit", "kit.errors", "kit.fmt", "kit.safeio", "kit.nvml", "kit.metric_catalog", "kit.dataset_types",
-              "kit.records", "kit.study_api")),
+              "kit.records", "kit.manifest", "kit.study_api")),
     ("configuration", ("kit.dataset_registry", "kit.synthetic", "kit.datasets", "kit.trust", "kit.spec", "kit.plan",
                        "kit.studies", "kit.study_child")),
     ("host", ("kit.collectors", "kit.gpus", "kit.provenance", "kit.engine", "kit.images", "kit.backends",

@@ -7,6 +7,7 @@ import pandas as pd
 
 from kit.analysis.nodes import heterogeneous_nodes, node_analysis
 from kit.analysis.validity import Ctx
+from tests._runs import bare_manifest
 
 
 def _data(shift_on_n2: float) -> tuple[dict, list[dict], pd.DataFrame]:
@@ -21,7 +22,7 @@ def _data(shift_on_n2: float) -> tuple[dict, list[dict], pd.DataFrame]:
             rows.append({"trial_id": tid, "arm": arm, "config_id": "c00", "block": block, "metric": "time_s",
                          "phase": "train", "value": value})
     manifest = {"spec": {"design": {"alpha": 0.05},
-                         "hypotheses": [{"id": "H1", "metric": "time_s", "phases": ["train"]}]},
+                         "hypotheses": [{"id": "H1", "metric": "time_s", "phases": ["train"], "question": "q"}]},
                 "nodes": {"n1": {"cpu_model": "X", "gpus": [{"name": "H100", "driver_version": "580"}]},
                           "n2": {"cpu_model": "X", "gpus": [{"name": "A100", "driver_version": "580"}]}}}
     return manifest, trials, pd.DataFrame(rows)
@@ -29,11 +30,11 @@ def _data(shift_on_n2: float) -> tuple[dict, list[dict], pd.DataFrame]:
 
 def test_node_effect_detected_and_heterogeneity_flagged() -> None:
     manifest, trials, use = _data(shift_on_n2=0.5)
-    res = node_analysis(manifest, trials, use, ["tensorflow", "pytorch"])
+    res = node_analysis(bare_manifest(**manifest), trials, use, ["tensorflow", "pytorch"])
     assert [h["host"] for h in res["hosts"]] == ["n1", "n2"]
     (effect,) = res["effects"]
     assert effect["p"] < 0.001 and effect["nodes"] == 2 and effect["n"] == 24
-    threats = heterogeneous_nodes(Ctx(manifest, trials, use, {"nodes": res}))
+    threats = heterogeneous_nodes(Ctx(bare_manifest(**manifest), trials, use, {"nodes": res}))
     rules = {t.rule for t in threats}
     assert rules == {"nodes", "node_effect"}
     assert any("gpus" in t.evidence for t in threats if t.rule == "nodes")
@@ -42,7 +43,7 @@ def test_node_effect_detected_and_heterogeneity_flagged() -> None:
 def test_same_nodes_without_effect_stay_quiet() -> None:
     manifest, trials, use = _data(shift_on_n2=0.0)
     manifest["nodes"]["n2"] = manifest["nodes"]["n1"]
-    res = node_analysis(manifest, trials, use, ["tensorflow", "pytorch"])
+    res = node_analysis(bare_manifest(**manifest), trials, use, ["tensorflow", "pytorch"])
     assert res["effects"][0]["p"] > 0.05
-    threats = heterogeneous_nodes(Ctx(manifest, trials, use, {"nodes": res}))
+    threats = heterogeneous_nodes(Ctx(bare_manifest(**manifest), trials, use, {"nodes": res}))
     assert [t.status for t in threats] == ["mitigated"]

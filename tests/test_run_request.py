@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,13 +53,19 @@ def test_an_unknown_executor_is_refused_not_run_here(tmp_path: Path) -> None:
         _req(tmp_path, spec=None, resume=tmp_path / "run", executor="Slurm")
 
 
+def _rec(d: dict[str, Any]) -> Any:
+    from kit.manifest import ExecutorRecord
+
+    return ExecutorRecord(d["name"], d)
+
+
 @pytest.mark.parametrize("chunks", [[[1e400]], [[float("nan")]], [[True]], [["0"]], "x", [[1.5]]])
 def test_a_crafted_executor_record_is_a_store_error(chunks: object) -> None:
     from kit.errors import StoreError
     from kit.executors import from_record
 
     with pytest.raises(StoreError, match="Slurm executor record"):
-        from_record({"name": "slurm", "options": {}, "chunks": chunks}, "manifest.json")
+        from_record(_rec({"name": "slurm", "options": {}, "chunks": chunks}), "manifest.json")
 
 
 def test_a_crafted_executor_record_cannot_put_commands_into_the_job_script(tmp_path: Path) -> None:
@@ -73,15 +80,15 @@ def test_a_crafted_executor_record_cannot_put_commands_into_the_job_script(tmp_p
     base = {"name": "slurm", "backend": "local", "chunks": [[0]],
             "options": {"partition": "debug", "time_limit": "00:10:00", "python": "/tmp/evil-python",
                         "sbatch_options": ["--qos=normal", "--constraint=a100|h100"]}}
-    ex = from_record(base, "manifest.json")
+    ex = from_record(_rec(base), "manifest.json")
     script = job_script(tmp_path, ex.options, ex.backend, "lenet")  # type: ignore[attr-defined]
     assert "/tmp/evil-python" not in script and sys.executable in script and "--constraint=a100|h100" in script
     for key, value in (("partition", "debug\ntouch /tmp/pwned"), ("time_limit", "1:00 --wrap=id"),
                        ("account", "a;id")):
-        bad = from_record({**base, "options": {**base["options"], key: value}}, "manifest.json")
+        bad = from_record(_rec({**base, "options": {**base["options"], key: value}}), "manifest.json")
         with pytest.raises(ExecutorError, match="sbatch script line"):
             job_script(tmp_path, bad.options, "local", "lenet")  # type: ignore[attr-defined]
     with pytest.raises(ExecutorError, match="sbatch script line"):
         job_script(tmp_path, ex.options, "local", "lenet\nid")  # type: ignore[attr-defined]
     with pytest.raises(StoreError, match="--export=LD_PRELOAD"):
-        from_record({**base, "options": {**base["options"], "sbatch_options": ["--export=LD_PRELOAD=/x.so"]}}, "m")
+        from_record(_rec({**base, "options": {**base["options"], "sbatch_options": ["--export=LD_PRELOAD=/x.so"]}}), "m")

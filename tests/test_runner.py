@@ -33,14 +33,14 @@ def test_smoke_run_writes_every_trial(tmp_path: Path, spec_path: Path) -> None:
     rd = start_run(spec, RunOptions(runs_root=tmp_path / "runs", collectors=("cpu", "memory")))
     man = rd.manifest()
     plan = make_plan(spec)
-    assert man["status"] == "complete" and man["plan_digest"] == plan.digest()
+    assert man.status == "complete" and man.plan_digest == plan.digest() and man.plan == plan
     assert rd.finished_ids() == {t.trial_id for t in plan.trials}
     for rec in rd.iter_trials():
         assert rec["status"] == "ok", rec.get("error")
         assert set(rec["phases"]) == {"warmup", "train", "infer"}
         assert rec["phases"]["train"]["duration_s"] == rec["results"]["train_time_s"]
     assert not (rd.path / "work").exists()
-    assert man["dataset"]["origin"] == "bundled" and man["host"]["cpu_logical"] >= 1
+    assert man.dataset is not None and man.dataset.origin == "bundled" and man.host["cpu_logical"] >= 1
 
     # `kit report RUN_DIR` re-analyses the stored run without running any trial: twice, the same bytes
     raw = {p.relative_to(rd.path): _digest(p) for d in ("trials", "samples") for p in (rd.path / d).iterdir()}
@@ -91,7 +91,7 @@ def test_kill_and_resume_loses_nothing_and_duplicates_nothing(tmp_path: Path, sp
     after = {p.name: _digest(p) for p in (run_dir / "trials").glob("*.json")}
     assert set(after) == {f"{t.trial_id}.json" for t in plan.trials}  # every trial, once
     assert all(after[name] == digest for name, digest in before.items())  # finished trials untouched
-    assert rd.manifest()["status"] == "complete"
+    assert rd.manifest().status == "complete"
     events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert events[0] == "start" and "resume" in events and events[-1] == "end"
     assert {r["status"] for r in RunDir.open(run_dir).iter_trials()} == {"ok"}
@@ -104,5 +104,5 @@ def test_relative_runs_dir_reaches_the_harness(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     rd = start_run(load_spec(spec_file), RunOptions(runs_root=Path("runs"), collectors=("cpu",)))
     trials = list(rd.iter_trials())
-    assert rd.manifest()["status"] == "complete" and len(trials) == 6
+    assert rd.manifest().status == "complete" and len(trials) == 6
     assert {t["status"] for t in trials} == {"ok"}, [t.get("error") for t in trials]

@@ -101,7 +101,7 @@ def test_slurm_run_lands_every_trial_once_and_reports(slurm: None, tmp_path: Pat
     assert all(len(v) == 1 for v in by_block.values())
     assert (rd.path / "nodes").is_dir() and list((rd.path / "nodes").glob("*.json"))
     assert (rd.path / "report" / "index.html").exists()
-    assert rd.manifest()["status"] == "complete"
+    assert rd.manifest().status == "complete"
     st = run_status(rd.path)
     assert st["counts"] == {"finished": len(plan.trials)}
     assert {j["state"] for j in st["jobs"]} == {"COMPLETED"}

@@ -24,6 +24,7 @@ from kit.errors import KitError, SpecError, StoreError
 from kit.scaffold import new_study
 from kit.spec import load_spec
 from kit.studies import StudyError, checked_copy, study_files
+from tests._runs import bare_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "data" / "mnist-t10k"
@@ -111,13 +112,14 @@ def test_moved_study_code_is_only_in_its_folder() -> None:
 def test_a_run_without_a_copy_uses_the_bundled_folder_by_name_only(tmp_path: Path) -> None:
     from kit.studies import BUNDLED, bundled_folder, resolve_hooks
 
-    hooks = resolve_hooks(tmp_path, {"experiment": "germino_mnist_energy"})
+    hooks = resolve_hooks(tmp_path, bare_manifest(experiment="germino_mnist_energy"))
     assert (hooks.kind, hooks.root) == ("bundled", BUNDLED / "germino_mnist_energy")
     (tmp_path / "evil").mkdir()
     (tmp_path / "evil" / "experiment.toml").write_text("")
     for crafted in ("../" * 12 + str(tmp_path / "evil"), str(tmp_path / "evil"), "nope", None, 3):
         assert bundled_folder(crafted) is None  # never a path taken from the manifest
-        assert resolve_hooks(tmp_path, {"experiment": crafted}).kind == "none"
+        if isinstance(crafted, str):  # (a manifest's experiment is a name: anything else is refused when read)
+            assert resolve_hooks(tmp_path, bare_manifest(experiment=crafted)).kind == "none"
 
 
 def test_a_study_folder_loads_as_a_spec(tmp_path: Path) -> None:
@@ -183,14 +185,14 @@ def test_the_run_copy_is_checked_against_the_manifest(tmp_path: Path) -> None:
     files = study_files(d)
     run = tmp_path / "run"
     write_copy(files, run / "study")
-    man = {"study": describe(d, files)}
+    man = bare_manifest(study=describe(d, files))
     assert checked_copy(run, man) == run / "study"
     target = run / "study" / "workload_torch.py"
     target.chmod(0o644)
     target.write_text("import os  # edited after the run\n")
     with pytest.raises(StoreError, match="changed after the run started"):
         checked_copy(run, man)
-    assert checked_copy(run, {}) is None  # not a folder study
+    assert checked_copy(run, bare_manifest()) is None  # not a folder study
 
 
 def test_the_harness_refuses_a_study_request_without_the_folder(tmp_path: Path) -> None:

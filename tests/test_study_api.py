@@ -10,10 +10,10 @@ import pytest
 
 from kit.errors import StoreError, StudyError
 from kit.study_api import STUDY_API, RunView, invoke
-from tests._runs import trial
+from tests._runs import bare_manifest_json, trial
 
-MANIFEST = {"experiment": "x", "profile": "quick", "spec": {"workload": {"name": "lenet5"}, "design": {"alpha": 0.05}},
-            "plan": {"arms": ["tensorflow", "pytorch"], "configs": {"c00": {}, "c01": {"batch_size": 8}}}}
+MANIFEST = bare_manifest_json(experiment="x", profile="quick", spec={"workload": {"name": "lenet5"}},
+                              plan={"arms": ["tensorflow", "pytorch"], "configs": {"c00": {}, "c01": {"batch_size": 8}}})
 TRIALS = [trial("w-tf", "tensorflow", warmup=True), trial("a-tf", "tensorflow", repetition=1, position=1),
           trial("a-pt", "pytorch", repetition=1, position=2, status="oom", error="out of memory"),
           trial("b-pt", "pytorch", "c01", repetition=1, position=3, results={"train_loss": 0.5})]

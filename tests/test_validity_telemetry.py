@@ -22,6 +22,7 @@ from kit.collectors.base import Row, TrialTarget
 from kit.collectors.nvml import NvmlCollector
 from kit.store import rows_to_frame
 from tests._fake_nvml import FakeGpu, FakeNvml, install
+from tests._runs import bare_manifest
 
 ARMS = ("tensorflow", "pytorch")
 
@@ -51,7 +52,7 @@ def record(i: int, arm: str, t0: float, start_temps: dict[str, float] | None = N
 def ctx(trials: list[dict], facts: list[dict] | None = None, baseline: dict | None = None,
         collectors: list[dict] | None = None) -> Ctx:
     manifest = {"host": {"cpu_logical": 4}, "collectors": collectors or []}
-    return Ctx(manifest, trials, pd.DataFrame(), {"trial_telemetry": facts or [], "baseline": baseline or {}})
+    return Ctx(bare_manifest(**manifest), trials, pd.DataFrame(), {"trial_telemetry": facts or [], "baseline": baseline or {}})
 
 
 def test_reason_bits_are_named() -> None:
@@ -144,7 +145,7 @@ def test_assess_runs_the_telemetry_rules() -> None:
     manifest = {"host": {"cpu_logical": 2}, "collectors": [], "plan": {"blocking": "interleaved", "seed": 1, "configs": {"c": {}}},
                 "spec": {"design": {"warmup_repetitions": 1}, "workload": {}, "hypotheses": []}, "profile": "paper"}
     values = pd.DataFrame(columns=["metric", "phase", "arm", "position", "value", "warmup", "status"])
-    found = assess(manifest, [], values, {"baseline": {"recorded": False}})
+    found = assess(bare_manifest(**manifest), [], values, {"baseline": {"recorded": False}})
     assert "foreign_cpu" in {t["rule"] for t in found}
 
 
@@ -159,9 +160,9 @@ def test_a_gpu_idle_through_the_timed_phases_is_a_threat() -> None:
 
     idle = values({("pytorch", "train"): [9.0, 1.0, 14.0], ("pytorch", "infer"): [80.0, 85.0, 90.0],
                    ("tensorflow", "train"): [60.0, 70.0, 65.0]})
-    (thr,) = gpu_underused(Ctx({}, [], idle, {}))
+    (thr,) = gpu_underused(Ctx(bare_manifest(), [], idle, {}))
     assert thr.rule == "gpu_underused" and thr.numbers["median_util_pct"] == {"pytorch train": 9.0}
     busy = values({("pytorch", "train"): [95.0, 97.0], ("tensorflow", "train"): [90.0, 99.0]})
-    assert gpu_underused(Ctx({}, [], busy, {})) == []
+    assert gpu_underused(Ctx(bare_manifest(), [], busy, {})) == []
     cpu_only = values({}).reindex(columns=["trial_id", "arm", "phase", "metric", "value", "warmup", "status"])
-    assert gpu_underused(Ctx({}, [], cpu_only, {})) == []
+    assert gpu_underused(Ctx(bare_manifest(), [], cpu_only, {})) == []

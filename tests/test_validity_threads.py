@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from kit.analysis.validity import Ctx, _cpu_count, cpu_threads
+from tests._runs import bare_manifest
 
 
 def _ctx(threads: dict[str, int | None], cores: int = 2, device: str = "cpu", backend: str = "local",
@@ -15,7 +16,7 @@ def _ctx(threads: dict[str, int | None], cores: int = 2, device: str = "cpu", ba
     manifest = {"host": {"cpu_logical": cores}, "backend": {"backend": backend},
                 "spec": {"container": {"cpuset": cpuset}}}
     env = [{"arm": a, "device_name": device, "threads": t} for a, t in threads.items()]
-    return Ctx(manifest, [], pd.DataFrame(), {"trial_env": env})
+    return Ctx(bare_manifest(**manifest), [], pd.DataFrame(), {"trial_env": env})
 
 
 def test_every_core_taken_is_a_threat_with_the_numbers() -> None:
@@ -41,10 +42,10 @@ def test_gpu_trials_and_unknown_threads_are_not_judged() -> None:
 
 
 def test_a_pinned_container_counts_its_cpuset() -> None:
-    assert _cpu_count({"host": {"cpu_logical": 64}, "backend": {"backend": "docker"},
-                       "spec": {"container": {"cpuset": "0-3,8"}}}) == 5
-    assert _cpu_count({"host": {"cpu_logical": 64}, "backend": {"backend": "local"},
-                       "spec": {"container": {"cpuset": "0-3"}}}) == 64  # the local backend does not pin
+    assert _cpu_count(bare_manifest(**{"host": {"cpu_logical": 64}, "backend": {"backend": "docker"},
+                       "spec": {"container": {"cpuset": "0-3,8"}}})) == 5
+    assert _cpu_count(bare_manifest(**{"host": {"cpu_logical": 64}, "backend": {"backend": "local"},
+                       "spec": {"container": {"cpuset": "0-3"}}})) == 64  # the local backend does not pin
     (t,) = cpu_threads(_ctx({"pytorch": 4}, cores=64, backend="docker", cpuset="0-3"))
     assert t.status == "threat" and t.numbers["cores"] == 4
 

@@ -12,6 +12,7 @@ import itertools
 import math
 import traceback
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,13 @@ import pandas as pd
 from kit import __version__
 from kit.analysis import stats
 from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
-from kit.errors import AnalysisError, DiskError, KitError, StoreError
-from kit.freshness import DIGEST_KEY, MAX_ANALYSIS_BYTES, SEAL_KEY, inputs_digest, raw_digest, seal, seal_holds
-from kit.records import counted
-from kit.safeio import load_json
+from kit.errors import AnalysisError, DiskError, KitError
+from kit.freshness import DIGEST_KEY, SEAL_KEY, inputs_digest, raw_digest, seal, seal_holds
+from kit.manifest import Manifest
+from kit.records import ANALYSIS_SCHEMA, Analysis, counted
 from kit.store import ANALYSIS, RunDir, atomic_write_json
 from kit.studies import Hooks, resolve_hooks, study_extras
 from kit.trust import StudyTrust
-
-ANALYSIS_SCHEMA = 1
 
 
 def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ...],
@@ -104,7 +103,7 @@ def analyze_run(run_dir: Any, trust: StudyTrust | None = None, write: bool | str
     return analysis
 
 
-def _analyze(rd: RunDir, manifest: dict[str, Any], hooks: Hooks) -> dict[str, Any]:
+def _analyze(rd: RunDir, manifest: Manifest, hooks: Hooks) -> dict[str, Any]:
     from kit.analysis.screen import retried_trials, screen_trials
 
     raw = list(rd.iter_trials())
@@ -118,7 +117,7 @@ def _analyze(rd: RunDir, manifest: dict[str, Any], hooks: Hooks) -> dict[str, An
     values = load_values(rd, trials, metrics, facts)
     nodes = rd.nodes()
     if nodes:
-        manifest = {**manifest, "nodes": nodes}
+        manifest = manifest.with_nodes(nodes)
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials),
                                 hooks=hooks)
     analysis["excluded_trials"] = excluded
@@ -127,8 +126,9 @@ def _analyze(rd: RunDir, manifest: dict[str, Any], hooks: Hooks) -> dict[str, An
 
 
 def current_analysis(run_dir: Path, rd: RunDir | None = None, trust: StudyTrust | None = None,
-                     need_study: bool = True) -> tuple[dict[str, Any], bool]:
-    """(analysis of the run as it is on disk, whether it had to be recomputed); ``rd``: the run already opened.
+                     need_study: bool = True) -> tuple[Analysis, bool]:
+    """(analysis of the run as it is on disk, typed, whether it had to be recomputed); ``rd``: the run already
+    opened.
 
     analysis.json is reused only when its seal holds (:func:`kit.freshness.seal_holds`: this user's kit made it
     from the run's inputs as they are now); with ``need_study`` also only when it was made with the study code
@@ -136,22 +136,20 @@ def current_analysis(run_dir: Path, rd: RunDir | None = None, trust: StudyTrust 
     directory allows it (a read-only run is analysed in memory).
     """
     rd = rd or RunDir.open(run_dir)
-    try:
-        stored = load_json(rd.path / ANALYSIS, MAX_ANALYSIS_BYTES, "analysis.json", missing_ok=True)
-    except StoreError:  # a planted link, a FIFO, garbage: never reused, recomputed below
-        stored = None
+    stored = rd.analysis_json()  # None for a planted link, a FIFO, garbage: never reused, recomputed below
     if isinstance(stored, dict):
         hooks = resolve_hooks(rd.path, rd.manifest(), trust).state() if need_study else None
         if seal_holds(stored, rd.path, hooks):
-            return stored, False
-    return analyze_run(rd.path, trust=trust, write="if-possible"), True
+            return Analysis.from_json(stored, str(rd.path / ANALYSIS)), False
+    fresh = analyze_run(rd.path, trust=trust, write="if-possible")
+    return Analysis.from_json(fresh, str(rd.path / ANALYSIS)), True
 
 
-def _metrics_of(manifest: dict[str, Any]) -> tuple[str, ...]:
+def _metrics_of(manifest: Manifest) -> tuple[str, ...]:
     wanted = list(DEFAULT_METRICS)
-    if "nvml" in ((manifest["spec"].get("telemetry") or {}).get("collectors") or []):
+    if "nvml" in manifest.telemetry_collectors:
         wanted += [m for m in NVML_METRICS if m not in wanted]
-    for h in manifest["spec"].get("hypotheses", []):
+    for h in manifest.hypotheses:
         if h["metric"] not in wanted:
             wanted.append(h["metric"])
     return tuple(m for m in wanted if m in METRICS)
@@ -176,7 +174,7 @@ def usable(values: pd.DataFrame) -> pd.DataFrame:
     return v[v["value"].notna()]
 
 
-def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
+def compute_analysis(manifest: Manifest, trials: list[dict[str, Any]], values: pd.DataFrame,
                      trial_telemetry: list[dict[str, Any]] | None = None,
                      baseline: dict[str, Any] | None = None, hooks: Hooks | None = None) -> dict[str, Any]:
     """The analysis as plain data; ``trial_telemetry`` and ``baseline`` feed the telemetry validity rules.
@@ -185,10 +183,10 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     ``extras``. None: the kit's bundled study of the experiment id, if any (kit code).
     """
     hooks = hooks if hooks is not None else resolve_hooks(None, manifest)
-    spec = manifest["spec"]
-    arms = list(manifest["plan"]["arms"])
-    alpha = float(spec["design"]["alpha"])
-    configs = manifest["plan"]["configs"]
+    spec = manifest.spec
+    arms = list(manifest.arms)
+    alpha = manifest.alpha
+    configs = manifest.configs
     use = usable(values)
 
     from kit.analysis.design import design_table
@@ -207,10 +205,10 @@ def compute_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], val
     analysis: dict[str, Any] = {
         "schema_version": ANALYSIS_SCHEMA,
         "kit_version": __version__,
-        "experiment": manifest["experiment"],
-        "title": manifest.get("title"),
-        "profile": manifest.get("profile"),
-        "profile_description": manifest.get("profile_description"),
+        "experiment": manifest.experiment,
+        "title": manifest.title,
+        "profile": manifest.profile,
+        "profile_description": manifest.profile_description,
         "alpha": alpha,
         "arms": arms,
         "configs": configs,
@@ -245,8 +243,8 @@ def _trial_env(trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, 
     return [seen[a] for a in arms if a in seen]
 
 
-def _run_summary(manifest: dict[str, Any], trials: list[dict[str, Any]]) -> dict[str, Any]:
-    planned = len(manifest["plan"]["trials"])
+def _run_summary(manifest: Manifest, trials: list[dict[str, Any]]) -> dict[str, Any]:
+    planned = len(manifest.plan.trials)
     status = Counter(t["status"] for t in trials)
     return {
         "planned": planned,
@@ -254,12 +252,12 @@ def _run_summary(manifest: dict[str, Any], trials: list[dict[str, Any]]) -> dict
         "missing": planned - len(trials),
         "by_status": dict(status),
         "warmup_trials": sum(1 for t in trials if t.get("warmup")),
-        "status": manifest.get("status"),
-        "backend": manifest.get("backend", {}).get("backend"),
-        "blocking": manifest["plan"]["blocking"],
-        "seed": manifest["plan"]["seed"],
-        "started": manifest.get("started"),
-        "ended": manifest.get("ended"),
+        "status": manifest.status,
+        "backend": manifest.backend.get("backend"),
+        "blocking": manifest.plan.blocking,
+        "seed": manifest.plan.seed,
+        "started": manifest.started,
+        "ended": manifest.ended,
     }
 
 
@@ -342,7 +340,7 @@ def _unsampled(values: pd.DataFrame | None, cid: str, metric: str, phase: str, a
     return {a: [int(v.loc[v["arm"] == a, "value"].isna().sum()), int((v["arm"] == a).sum())] for a in arms}
 
 
-def _hypotheses(spec: dict[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
+def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
                 alpha: float, values: pd.DataFrame | None = None, refusal: str | None = None,
                 durations: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
     """One row per hypothesis, configuration, phase and arm pair; decided by Holm over the tested ones.
@@ -601,9 +599,9 @@ def _equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any
     }
 
 
-def _measured(values: pd.DataFrame, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def _measured(values: pd.DataFrame, manifest: Manifest) -> list[dict[str, Any]]:
     """Per metric: measured or not, and why not (from the collectors' probes)."""
-    probes = {c["name"]: c for c in manifest.get("collectors", [])}
+    probes = {c["name"]: c for c in manifest.collectors}
     out = []
     for metric, g in values.groupby("metric", sort=False):
         m = METRICS[metric]

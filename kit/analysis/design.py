@@ -29,6 +29,7 @@ How the figures are computed (``analyze._hypotheses`` runs the tests they descri
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from scipy.stats import norm
@@ -75,12 +76,12 @@ def mde_ratio(delta_sd: float | None, cv: float) -> float | None:
     return float(math.exp(delta_sd * math.sqrt(2 * math.log1p(cv * cv))))
 
 
-def hypothesis_unit(spec: dict[str, Any], hyp: dict[str, Any]) -> str:
+def hypothesis_unit(spec: Mapping[str, Any], hyp: dict[str, Any]) -> str:
     """The hypothesis' own unit, else the design's default, else 'trial'."""
     return hyp.get("unit") or (spec.get("design") or {}).get("unit") or "trial"
 
 
-def config_phases(spec: dict[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
+def config_phases(spec: Mapping[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
     """The phases a configuration measures: inference only where its workload's mode is 'infer'."""
     mode = config.get("mode")
     case = config.get("case")
@@ -91,7 +92,7 @@ def config_phases(spec: dict[str, Any], config: dict[str, Any]) -> tuple[str, ..
     return ("infer",) if mode == "infer" else PHASES
 
 
-def design_table(spec: dict[str, Any], configs: dict[str, dict[str, Any]], arms: list[str] | tuple[str, ...],
+def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], arms: list[str] | tuple[str, ...],
                  *, power: float = POWER, cv: float = DEFAULT_CV) -> dict[str, Any]:
     """Per hypothesis and phase: unit, test, n per comparison, Holm family, smallest p, decidable, MDE.
 

@@ -8,29 +8,31 @@ nodes). Node hardware comes from ``nodes/<host>.json`` (written by each job).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 from scipy import stats as sps
 
 from kit.analysis.threats import Ctx, Threat, rule
+from kit.manifest import Manifest
 
 PROVENANCE_KEYS = ("cpu_model", "os", "kernel", "memory_total_bytes")
 
 
-def _node_signature(p: dict[str, Any]) -> dict[str, Any]:
+def _node_signature(p: Mapping[str, Any]) -> dict[str, Any]:
     sig = {k: p.get(k) for k in PROVENANCE_KEYS}
     gpus = p.get("gpus") or []
     sig["gpus"] = sorted(f"{g.get('name')} (driver {g.get('driver_version')})" for g in gpus)
     return sig
 
 
-def node_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], use: pd.DataFrame,
+def node_analysis(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
                   arms: list[str]) -> dict[str, Any]:
     """Per-node trial counts and, with several nodes, a node-effect test per hypothesis."""
     host_of = {t["trial_id"]: t.get("host", "?") for t in trials}
     hosts = sorted(set(host_of.values()))
-    provenance = manifest.get("nodes") or {}
+    provenance = manifest.nodes
     out: dict[str, Any] = {
         "hosts": [{"host": h, "trials": sum(1 for v in host_of.values() if v == h),
                    "provenance": _node_signature(provenance[h]) if h in provenance else None} for h in hosts],
@@ -43,7 +45,7 @@ def node_analysis(manifest: dict[str, Any], trials: list[dict[str, Any]], use: p
     from kit.analysis.metrics import AVERAGED_POWER_METRIC, preferred_power_metric
 
     power = preferred_power_metric(use)  # as the hypotheses: energy-counter phase power where it exists
-    for h in manifest["spec"].get("hypotheses", []):
+    for h in manifest.hypotheses:
         metric = power if h["metric"] == AVERAGED_POWER_METRIC else h["metric"]
         for phase in h["phases"]:
             for cid, g in u[(u["metric"] == metric) & (u["phase"] == phase)].groupby("config_id"):
@@ -79,7 +81,7 @@ def heterogeneous_nodes(c: Ctx) -> list[Threat]:
                           "blocks never span nodes (node is a blocking factor); compare per node, or constrain "
                           "the partition to one hardware model (sbatch --constraint)",
                           numbers={"hosts": [h["host"] for h in hosts]}))
-    alpha = float(c.manifest["spec"]["design"]["alpha"])
+    alpha = c.manifest.alpha
     for e in nodes.get("effects", []):
         if e["p"] < alpha:
             out.append(Threat("node_effect", "conclusion", "medium", f"Node effect on {e['metric']} ({e['phase']})",

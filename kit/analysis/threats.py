@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from kit.manifest import Manifest
 from kit.records import counted
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -34,7 +35,7 @@ class Threat:
 class Ctx:
     """What every rule reads: the manifest, the trial records, the long value table and the analysis so far."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     trials: list[dict[str, Any]]
     values: pd.DataFrame
     analysis: dict[str, Any]

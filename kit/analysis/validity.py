@@ -21,7 +21,7 @@ from kit.analysis import nodes as _nodes  # noqa: F401  (registers its rule)
 from kit.analysis import stats
 from kit.analysis import validity_telemetry as _validity_telemetry  # noqa: F401  (registers its rules)
 from kit.analysis.threats import RULES, SEVERITIES, Ctx, Threat, rule
-from kit.records import run_datasets
+from kit.manifest import Manifest
 from kit.spec import cpuset_size
 
 # The rules of these modules join this one's: importing them registers them (kit.analysis.threats.rule).
@@ -66,11 +66,11 @@ def high_cv(c: Ctx) -> list[Threat]:
 
 @rule
 def interleaving(c: Ctx) -> list[Threat]:
-    blocking = c.manifest["plan"]["blocking"]
+    blocking = c.manifest.plan.blocking
     if blocking == "interleaved":
         return [Threat("order", "internal", "info", "Order of frameworks",
                        "trials of the frameworks were interleaved in randomised blocks (seed "
-                       f"{c.manifest['plan']['seed']})", "randomised complete blocks", status="mitigated")]
+                       f"{c.manifest.plan.seed})", "randomised complete blocks", status="mitigated")]
     return [Threat("order", "internal", "high", "Frameworks not interleaved",
                    f"plan blocking is {blocking!r}: all trials of one framework ran before the other's, so drift in "
                    "temperature, clocks or background load is confounded with the framework",
@@ -94,7 +94,7 @@ def drift(c: Ctx) -> list[Threat]:
             change = (slope * span / med) if (slope is not None and med) else None
             if change is not None and abs(change) < 0.02:
                 continue
-            out.append(Threat("drift", "internal", "high" if c.manifest["plan"]["blocking"] != "interleaved" else "medium",
+            out.append(Threat("drift", "internal", "high" if c.manifest.plan.blocking != "interleaved" else "medium",
                               f"Drift of {phase} time with schedule position ({arm})",
                               f"trend p={p:.2g}; Theil-Sen slope changes the median by {change:+.1%} over the run"
                               if change is not None else f"trend p={p:.2g}",
@@ -107,8 +107,8 @@ def drift(c: Ctx) -> list[Threat]:
 
 @rule
 def warmups(c: Ctx) -> list[Threat]:
-    n = c.manifest["spec"]["design"]["warmup_repetitions"]
-    warm = c.manifest["spec"]["workload"].get("warmup_steps", 0)
+    n = c.manifest.spec["design"]["warmup_repetitions"]
+    warm = c.manifest.spec["workload"].get("warmup_steps", 0)
     if n > 0:
         return [Threat("warmup", "internal", "info", "Warm-up effects",
                        f"{n} warm-up block(s) run and excluded; {warm} untimed warm-up steps inside every trial",
@@ -126,7 +126,7 @@ def _accuracy_gap_per_config(c: Ctx) -> list[Threat]:
     for d in c.analysis.get("descriptives", []):
         if d["metric"] == "accuracy" and d["phase"] == "infer":
             means.setdefault(d["config_id"], {})[d["arm"]] = d["mean"]
-    gaps = {config_label(c.manifest["plan"]["configs"][cid]): round(max(v.values()) - min(v.values()), 4)
+    gaps = {config_label(c.manifest.configs[cid]): round(max(v.values()) - min(v.values()), 4)
             for cid, v in means.items() if len(v) >= 2 and max(v.values()) - min(v.values()) > 0.02}
     if not gaps:
         return []
@@ -145,7 +145,7 @@ def equivalence(c: Ctx) -> list[Threat]:
                           + "; ".join(b.get("rule", "") for b in eq.get("loss_tolerance_basis") or []) + ")"
                           if eq.get("loss_tolerance") else ""),
                        "shared initial weights and data order, checked per block", status="mitigated")]
-    if (c.manifest["spec"]["workload"].get("params") or {}).get("defaults") == "framework":
+    if (c.manifest.spec["workload"].get("params") or {}).get("defaults") == "framework":
         return [Threat("equivalence", "internal", "medium", "Each framework's own defaults, by design",
                        f"parameter counts {eq.get('param_counts_by_config') or eq.get('param_counts')}; loss agreement "
                        f"{eq.get('max_rel_loss_gap')}: the frameworks start from their own initialisers and layer "
@@ -160,7 +160,7 @@ def equivalence(c: Ctx) -> list[Threat]:
 
 @rule
 def accuracy_gap(c: Ctx) -> list[Threat]:
-    if len(c.manifest["plan"]["configs"]) > 1:
+    if len(c.manifest.configs) > 1:
         return _accuracy_gap_per_config(c)
     acc = c.analysis.get("equivalence", {}).get("accuracy_mean", {})
     vals = {k: v for k, v in acc.items() if v is not None}
@@ -180,7 +180,7 @@ def accuracy_gap(c: Ctx) -> list[Threat]:
 
 @rule
 def unmeasured(c: Ctx) -> list[Threat]:
-    hyp_metrics = {h["metric"] for h in c.manifest["spec"].get("hypotheses", [])}
+    hyp_metrics = {h["metric"] for h in c.manifest.hypotheses}
     out = []
     for m in c.analysis.get("measured", []):
         if not m["measured"] and m["metric"] in hyp_metrics:
@@ -190,12 +190,12 @@ def unmeasured(c: Ctx) -> list[Threat]:
     return out
 
 
-def _cpu_count(manifest: dict[str, Any]) -> int | None:
+def _cpu_count(manifest: Manifest) -> int | None:
     """Logical CPUs a trial could use: the container's cpuset when pinned, else the host's."""
-    cpuset = str(manifest.get("spec", {}).get("container", {}).get("cpuset") or "")
-    if cpuset and manifest.get("backend", {}).get("backend") in ("docker", "apptainer"):
+    cpuset = str((manifest.spec.get("container") or {}).get("cpuset") or "")
+    if cpuset and manifest.backend.get("backend") in ("docker", "apptainer"):
         return cpuset_size(cpuset)  # validated when the spec was loaded
-    return manifest.get("host", {}).get("cpu_logical")
+    return manifest.host.get("cpu_logical")
 
 
 @rule
@@ -234,7 +234,7 @@ def cpu_kernels(c: Ctx) -> list[Threat]:
     envs = [e for e in c.analysis.get("trial_env", []) if device_kind(e) == "cpu" and e.get("cpu_kernels")]
     if not envs:
         return []
-    cpu = c.manifest.get("host", {}).get("cpu") or {}
+    cpu = c.manifest.host.get("cpu") or {}
     isa = ",".join(cpu.get("isa") or []) or "unknown"
     shown = "; ".join(f"{e['arm']}: " + ", ".join(f"{k}={v}" for k, v in sorted(e["cpu_kernels"].items()) if v is not None)
                       for e in envs)
@@ -262,7 +262,7 @@ def cpu_kernels(c: Ctx) -> list[Threat]:
 
 @rule
 def governor(c: Ctx) -> list[Threat]:
-    f = c.manifest.get("host", {}).get("cpu_freq", {})
+    f = c.manifest.host.get("cpu_freq", {})
     if not f.get("readable"):
         return [Threat("governor", "internal", "low", "CPU frequency policy unknown",
                        "cpufreq is not exposed on this host (virtual machine?)", "record it on bare metal")]
@@ -274,20 +274,20 @@ def governor(c: Ctx) -> list[Threat]:
 
 @rule
 def profile(c: Ctx) -> list[Threat]:
-    if c.manifest.get("profile", "paper") == "paper":
+    if (c.manifest.profile or "paper") == "paper":
         return []
-    return [Threat("profile", "construct", "high", f"Not the paper's protocol: profile {c.manifest['profile']!r}",
-                   c.manifest.get("profile_description") or "a reduced profile", "run the paper profile on a GPU host")]
+    return [Threat("profile", "construct", "high", f"Not the paper's protocol: profile {c.manifest.profile!r}",
+                   c.manifest.profile_description or "a reduced profile", "run the paper profile on a GPU host")]
 
 
 @rule
 def external(c: Ctx) -> list[Threat]:
-    host = c.manifest.get("host", {})
+    host = c.manifest.host
     gpus = {g.get("name") for g in host.get("gpus", [])}
-    names = sorted({d.get("name") for d in (c.manifest.get("datasets") or {}).values()} - {None})
-    ds = (c.manifest["spec"].get("dataset") or {}).get("name") or "synthetic inputs"
+    names = sorted({d.name for d in c.manifest.datasets.values()})
+    ds = (c.manifest.spec.get("dataset") or {}).get("name") or "synthetic inputs"
     data = f"datasets {', '.join(names)}" if len(names) > 1 else f"one dataset ({names[0] if names else ds})"
-    n_cfg = len(c.manifest["plan"]["configs"])
+    n_cfg = len(c.manifest.configs)
     model = "one model" if n_cfg == 1 else f"{n_cfg} configurations"
     where = f"one host ({host.get('cpu_model', '?')}" + (f", GPU {', '.join(sorted(gpus))}" if gpus else ", no GPU") + ")"
     return [Threat("external", "external", "info", "Generality",
@@ -298,7 +298,7 @@ def external(c: Ctx) -> list[Threat]:
 @rule
 def synthetic_data(c: Ctx) -> list[Threat]:
     """Synthetic stand-ins (source "synthetic") exercise the pipeline and measure nothing about the question."""
-    found = sorted(f"{d.get('name')}" for d in run_datasets(c.manifest) if d.get("source") == "synthetic")
+    found = sorted(d.name for d in c.manifest.used_datasets() if d.source == "synthetic")
     if not found:
         return []
     return [Threat("synthetic_data", "construct", "high", f"Synthetic data: {', '.join(found)}",
@@ -348,7 +348,7 @@ def trial_processes_left(c: Ctx) -> list[Threat]:
                    numbers={"trials": [t for t, _ in hit], "processes": total})]
 
 
-def assess(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame,
+def assess(manifest: Manifest, trials: list[dict[str, Any]], values: pd.DataFrame,
            analysis: dict[str, Any]) -> list[dict[str, Any]]:
     ctx = Ctx(manifest, trials, values, analysis)
     found: list[Threat] = []

@@ -209,7 +209,7 @@ def foreign_load(c: Ctx) -> list[Threat]:
                           numbers={"trials": len(facts), "trials_shared": len(crowded),
                                    "trial_ids": [f["trial_id"] for f in crowded][:20]}))
     base = c.analysis.get("baseline") or {}
-    logical = (c.manifest.get("host") or {}).get("cpu_logical") or 1
+    logical = c.manifest.host.get("cpu_logical") or 1
     if not base.get("recorded"):
         out.append(Threat("foreign_cpu", "internal", "low", "Background load not checked",
                           "no idle baseline was recorded (telemetry.baseline_s = 0), so load before the trials is unknown",
@@ -262,7 +262,7 @@ def gpu_clocks(c: Ctx) -> list[Threat]:
 @rule
 def sensors(c: Ctx) -> list[Threat]:
     """Collectors that could not read on this host, beyond the hypothesis metrics `unmeasured` reports."""
-    probes = [p for p in c.manifest.get("collectors", []) if not p.get("ok")]
+    probes = [p for p in c.manifest.collectors if not p.get("ok")]
     no_temp = sum(1 for t in c.trials if "no temperature sensor" in str((t.get("cooldown") or {}).get("note", "")))
     out = []
     if probes:
@@ -318,7 +318,7 @@ def short_phases(c: Ctx) -> list[Threat]:
     """Phases shorter than ~10 sampling periods: few or no telemetry readings, and those biased to the slower arm."""
     from kit.analysis.metrics import METRICS
 
-    tel = c.manifest.get("spec", {}).get("telemetry") or {}
+    tel = c.manifest.spec.get("telemetry") or {}
     period = tel.get("period_s")
     if not period or not tel.get("collectors"):
         return []

@@ -7,6 +7,7 @@ from typing import Any
 from kit.errors import KitError, StoreError
 from kit.executors.base import Executor, ExecutorProbe, job_identity
 from kit.executors.slurm import SlurmExecutor
+from kit.manifest import ExecutorRecord
 from kit.spec import Slurm
 
 EXECUTORS: dict[str, type[Executor]] = {"local": Executor, "slurm": SlurmExecutor}
@@ -23,14 +24,12 @@ def make_executor(name: str, spec_slurm: Slurm, overrides: dict[str, Any], backe
     raise KitError(f"unknown executor {name!r}", where="--executor", fix=f"use one of: {', '.join(EXECUTORS)}")
 
 
-def from_record(record: Any, where: str) -> Executor:
-    """The executor a manifest recorded (``manifest.executor``); a run without one ran locally."""
-    if record is None:
-        return Executor()
-    name = record.get("name") if isinstance(record, dict) else None
+def from_record(record: ExecutorRecord, where: str) -> Executor:
+    """The executor a manifest recorded (``Manifest.executor``; a run without one ran locally)."""
+    name = record.name
     if name == "local":
         return Executor()
     if name == "slurm":
-        return SlurmExecutor.from_record(record, where)
+        return SlurmExecutor.from_record(record.as_dict(), where)
     raise StoreError(f"executor {name!r} is not one this kit knows", where=f"{where}: executor",
                      fix=f"the manifest's executor.name must be one of: {', '.join(EXECUTORS)}")

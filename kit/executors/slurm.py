@@ -366,7 +366,7 @@ class SlurmExecutor(Executor):
         return {"name": self.name, "options": self.options.as_dict(), "backend": self.backend, "chunks": self.chunks}
 
     def _submit(self, rd: RunDir, chunk_ids: list[int], say: Say) -> str:
-        job = submit(rd.path, chunk_ids, self.options, self.backend, rd.manifest()["experiment"])
+        job = submit(rd.path, chunk_ids, self.options, self.backend, rd.manifest().experiment)
         rd.log_event("submitted", array_job_id=job, chunks=chunk_ids)
         rd.update_manifest(status="submitted")
         say(f"submitted Slurm job array {job} ({len(chunk_ids)} task(s)); follow with: kit status {rd.path}")

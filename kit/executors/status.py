@@ -14,25 +14,23 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kit.plan import Plan
 from kit.store import RunDir
 
 
 def run_status(run_dir: Path) -> dict[str, Any]:
     rd = RunDir.open(run_dir)
     man = rd.manifest()
-    plan = Plan.from_dict(man["plan"])
+    plan = man.plan
     records = {r["trial_id"]: r for r in rd.iter_trials()}
     attempts = Counter(a["trial_id"] for a in rd.checked_attempts())  # failed attempts set aside by --retry-failed
-    executor = man.get("executor", {"name": "local"})
     chunk_of: dict[int, int] = {}
     jobs: list[dict[str, Any]] = []
     states: dict[str, Any] = {}
     latest: dict[int, str] = {}
-    if executor.get("name") == "slurm":
-        from kit.executors.slurm import job_states, latest_task_ids
+    if man.executor.name == "slurm":
+        from kit.executors.slurm import SlurmExecutor, job_states, latest_task_ids
 
-        for i, blocks in enumerate(executor.get("chunks", [])):
+        for i, blocks in enumerate(SlurmExecutor.from_record(man.executor.as_dict(), str(rd.path)).chunks or []):
             for b in blocks:
                 chunk_of[b] = i
         latest = latest_task_ids(rd.path)
@@ -68,6 +66,6 @@ def run_status(run_dir: Path) -> dict[str, Any]:
                      "node": js.node if js else "", "finished": sum(r["state"] in ("finished", "failed", "skipped") for r in in_chunk),
                      "trials": len(in_chunk)})
     counts = Counter(r["state"] for r in rows)
-    return {"run_dir": str(rd.path), "experiment": man["experiment"], "status": man.get("status"),
-            "executor": executor.get("name"), "counts": dict(counts), "total": len(rows), "jobs": jobs, "trials": rows,
+    return {"run_dir": str(rd.path), "experiment": man.experiment, "status": man.status,
+            "executor": man.executor.name, "counts": dict(counts), "total": len(rows), "jobs": jobs, "trials": rows,
             "retried": sum(1 for r in rows if r["earlier_attempts"])}

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from kit.analysis.metrics import METRICS
+from kit.manifest import Manifest
 from kit.plan import config_label
-from kit.records import counts, run_datasets
+from kit.records import counts
 from kit.report import figures
 from kit.report.sections import extra_sections, study_code_section
 from kit.studies import Hooks, resolve_hooks
@@ -79,10 +80,10 @@ def detectable_text(h: dict[str, Any]) -> str:
     return f"; it would have detected a difference of {d['mde']:.1%} or more (power 80 %); smaller ones remain open"
 
 
-def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[tuple[str, str]]:
-    host = manifest.get("host", {})
-    kit = manifest.get("kit", {})
-    be = manifest.get("backend", {})
+def environment_rows(manifest: Manifest, analysis: dict[str, Any]) -> list[tuple[str, str]]:
+    host = manifest.host
+    kit = manifest.kit
+    be = manifest.backend
     rows = [
         ("host", f"{host.get('hostname', '?')} · {host.get('os', '?')} · kernel {host.get('kernel', '?')}"),
         ("CPU", f"{host.get('cpu_model', '?')} · {host.get('cpu_physical', '?')} cores / {host.get('cpu_logical', '?')} threads"),
@@ -102,15 +103,14 @@ def environment_rows(manifest: dict[str, Any], analysis: dict[str, Any]) -> list
         extra = " · ".join(f"{k} {env[k]}" for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads")
                            if env.get(k) is not None)
         rows.append((f"{arm} (inside the trial)", extra))
-    datasets = run_datasets(manifest)
+    datasets = manifest.used_datasets()
     if not datasets:
         rows.append(("dataset", "none: the workload generates its inputs"))
     for ds in datasets:
-        rows.append(("dataset", f"{ds.get('name')} ({ds.get('source')}) from {ds.get('directory')} [{ds.get('origin')}], "
-                                "SHA-256 verified"))
+        rows.append(("dataset", f"{ds.name} ({ds.source}) from {ds.directory} [{ds.origin}], SHA-256 verified"))
     rows.append(("kit", f"{kit.get('version')} · commit {kit.get('commit') or 'not a git checkout'}"
                         + (" (with local changes)" if kit.get("dirty") else "")))
-    rows.append(("plan", f"{manifest['plan']['blocking']} blocks, seed {manifest['plan']['seed']}, digest {manifest.get('plan_digest')}"))
+    rows.append(("plan", f"{manifest.plan.blocking} blocks, seed {manifest.plan.seed}, digest {manifest.plan_digest}"))
     return rows
 
 
@@ -145,10 +145,10 @@ def _numbers_text(numbers: dict[str, Any] | None) -> str:
     return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in numbers.items())
 
 
-def selftest_context(manifest: dict[str, Any]) -> dict[str, Any] | None:
+def selftest_context(manifest: Manifest) -> dict[str, Any] | None:
     """The host self-test recorded in the manifest (``kit.selftest.host_selftest``), or None."""
-    st = manifest.get("selftest")
-    if not isinstance(st, dict):
+    st = manifest.selftest
+    if st is None:
         return None
     checks = st.get("checks") or []
     summary = ("passed" if st.get("ok") else "FAILED") + (
@@ -216,26 +216,26 @@ def retried_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
                          "rows": rows}], "figures": []}]
 
 
-def _design(manifest: dict[str, Any], analysis: dict[str, Any]) -> dict[str, Any]:
+def _design(manifest: Manifest, analysis: dict[str, Any]) -> dict[str, Any]:
     """The design check of analysis.json; for an analysis written before it existed, computed from the manifest."""
     if analysis.get("design"):
         return analysis["design"]
     from kit.analysis.design import design_table
 
-    return design_table(manifest["spec"], manifest["plan"]["configs"], analysis["arms"])
+    return design_table(manifest.spec, manifest.configs, analysis["arms"])
 
 
-def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: Path,
+def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
                   hooks: Hooks | None = None) -> dict[str, Any]:
     """Everything the templates show. ``hooks``: the study code the reader trusted (report sections);
     None decides as :func:`kit.studies.resolve_hooks` does by default."""
     hooks = hooks if hooks is not None else resolve_hooks(run_path, manifest)
-    spec = manifest["spec"]
+    spec = manifest.spec
     arms = analysis["arms"]
     values = [v for v in analysis["values"] if v["value"] is not None]
     measured_values = [v for v in values if counts(v)]
     figs = []
-    cfgs = manifest["plan"]["configs"]
+    cfgs = manifest.configs
     cfg_labels = ({cid: config_label(cfg) for cid, cfg in cfgs.items()} if len(cfgs) > 1 else None)
     hyp_metrics = []
     tested = [h.get("metric_tested") or h["metric"] for h in analysis.get("hypotheses", [])] or \
@@ -259,29 +259,29 @@ def build_context(manifest: dict[str, Any], analysis: dict[str, Any], run_path: 
     tel = telemetry_figure(run_path, arms)
     if tel is not None:
         figs.append(tel)
-    spec_path = manifest.get("spec_source", {}).get("path") or "experiments/<study>/experiment.toml"
-    profile = manifest.get("profile", "paper")
+    spec_path = (manifest.spec_source.path if manifest.spec_source else None) or "experiments/<study>/experiment.toml"
+    profile = manifest.profile or "paper"
     reproduce = [f"kit run {spec_path}" + ("" if profile == "paper" else f" --profile {profile}")
-                 + (f" --backend {manifest['backend']['backend']}" if manifest.get("backend", {}).get("backend") not in (None, "local") else ""),
+                 + (f" --backend {manifest.backend['backend']}" if manifest.backend.get("backend") not in (None, "local") else ""),
                  f"kit report {run_path} --format html,latex,pdf"]
     hyps = analysis.get("hypotheses", [])
     images = [{"framework": fw, "tag": img.get("tag", "?"), "digest": img.get("digest") or img.get("id") or "?"}
-              for fw, img in (manifest.get("backend", {}).get("images") or {}).items()]
-    argv = manifest.get("command") or []
+              for fw, img in (manifest.backend.get("images") or {}).items()]
+    argv = manifest.command
     command = " ".join(shlex.quote(str(a)) for a in argv) if argv else None
     return {
-        "title": manifest.get("title") or manifest["experiment"],
-        "experiment": manifest["experiment"],
+        "title": manifest.title or manifest.experiment,
+        "experiment": manifest.experiment,
         "citation": spec["experiment"].get("citation"),
         "reproduces": spec["experiment"].get("reproduces"),
         "protocol_source": spec["experiment"].get("protocol_source") or "",
         "deviations": list(spec.get("deviations") or []),
         "profile": profile,
         "is_paper_profile": profile == "paper",
-        "profile_description": manifest.get("profile_description"),
+        "profile_description": manifest.profile_description,
         "run_dir": str(run_path),
-        "started": _when(manifest.get("started")),
-        "ended": _when(manifest.get("ended")),
+        "started": _when(manifest.started),
+        "ended": _when(manifest.ended),
         "run": analysis["run"],
         "goal": spec.get("goal", {}),
         "alpha": analysis["alpha"],

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kit.manifest import Manifest
 from kit.studies import Hooks, study_sections
 
 Section = dict[str, Any]
 
 
-def extra_sections(manifest: dict[str, Any], analysis: dict[str, Any], hooks: Hooks) -> list[Section]:
+def extra_sections(manifest: Manifest, analysis: dict[str, Any], hooks: Hooks) -> list[Section]:
     """The study's own sections: its folder's report.py (kit.studies.study_sections) where the reader trusted
     that code; the kit registers none. Figures that came back from a child process as {SVG, PDF} are made
     report figures again (the LaTeX report needs their PDF)."""
