@@ -24,7 +24,7 @@ from typing import Any
 
 from kit.errors import SpecError
 from kit.metric_catalog import METRICS
-from kit.workloads import FRAMEWORKS, WORKLOADS, WorkloadInfo
+from kit.workloads import FRAMEWORKS, MOVED_TO_STUDIES, WORKLOADS, WorkloadInfo
 
 # The workloads a parse may name: the kit's, plus the study folder's own while its spec is parsed. Set for the
 # duration of one parse_spec call (never a module-global registry that parsing a spec would mutate).
@@ -33,6 +33,17 @@ _PARSE_WORKLOADS: ContextVar[Mapping[str, WorkloadInfo] | None] = ContextVar("ki
 
 def _workloads() -> Mapping[str, WorkloadInfo]:
     return _PARSE_WORKLOADS.get() or WORKLOADS
+
+
+def _unknown_workload(path: str, name: object) -> _Invalid:
+    """An unknown [workload].name; for a workload that moved into a study folder, where it went."""
+    if isinstance(name, str) and name in MOVED_TO_STUDIES:
+        folder = f"experiments/{MOVED_TO_STUDIES[name]}"
+        return _Invalid(path, f"a workload this kit defines; {name!r} is defined by the study folder {folder} "
+                        "([study] table)", name,
+                        fix=f"run the folder (kit run {folder}); a run made by an earlier kit is resumed or verified "
+                        "with that kit (its version: manifest.kit.version)")
+    return _Invalid(path, f"a known workload ({', '.join(sorted(_workloads()))})", name)
 
 SPEC_SCHEMA = 1
 # Bounds that keep a crafted or mistyped spec from exhausting memory or waiting forever; each error names its limit.
@@ -54,8 +65,8 @@ COLLECTOR_NAMES = ("cpu", "memory", "hwmon", "nvml", "rapl")
 class _Invalid(Exception):
     """Raised inside validation with a key path relative to the spec root."""
 
-    def __init__(self, path: str, expected: str, got: object = dataclasses.MISSING) -> None:
-        self.path, self.expected, self.got = path, expected, got
+    def __init__(self, path: str, expected: str, got: object = dataclasses.MISSING, fix: str | None = None) -> None:
+        self.path, self.expected, self.got, self.fix = path, expected, got, fix
         super().__init__(path)
 
 
@@ -156,7 +167,7 @@ class Workload:
 
     def check(self, p: str) -> None:
         if self.name not in _workloads():
-            raise _Invalid(f"{p}.name", f"a known workload ({', '.join(sorted(_workloads()))})", self.name)
+            raise _unknown_workload(f"{p}.name", self.name)
         for key, top in (("batch_size", 1 << 20), ("epochs", 100_000), ("steps_per_epoch", 10**8),
                          ("infer_batch_size", 1 << 20)):
             val = getattr(self, key)
@@ -666,7 +677,7 @@ def _build(cls: Any, data: Any, path: str) -> Any:
             raise _Invalid(f"{path}.params", "workload keys written directly in [workload]; unknown key")
         name = data.get("name")
         if not isinstance(name, str) or name not in _workloads():
-            raise _Invalid(f"{path}.name", f"a known workload ({', '.join(sorted(_workloads()))})", name)
+            raise _unknown_workload(f"{path}.name", name)
         extra = {k: v for k, v in data.items() if k not in fields}
         data = {k: v for k, v in data.items() if k in fields}
         data["params"] = _convert_params(_workloads()[name], extra, path)
@@ -786,7 +797,7 @@ def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str,
             raise SpecError(
                 f"expected {exc.expected}{_fmt(exc.got)}",
                 where=f"{path}: {prefix}{exc.path}",
-                fix=f"set {exc.path} as described, or remove it if it is unknown",
+                fix=exc.fix or f"set {exc.path} as described, or remove it if it is unknown",
             ) from None
         return spec
 

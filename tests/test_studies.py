@@ -294,3 +294,30 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     (rerun,) = (tmp_path / "verify").iterdir()
     assert json.loads((rerun / "manifest.json").read_text())["study"]["digest"] == man["study"]["digest"]
     assert "mlp_check" in json.loads((rerun / "analysis.json").read_text())["extras"]
+
+
+def test_the_seed_studies_define_their_workloads_in_their_folders() -> None:
+    """germino, dlbench, dai_factors and zoo_distributed moved out of the kit's registry into their study folders'
+    [study] tables; the folders' modules serve the kit's shared model library, and the kit's table names none."""
+    from kit.workloads import MOVED_TO_STUDIES, WORKLOADS
+
+    assert set(MOVED_TO_STUDIES) == {"germino", "dlbench", "dai_factors", "zoo_distributed"}
+    for name, folder in MOVED_TO_STUDIES.items():
+        assert name not in WORKLOADS
+        spec = load_spec(ROOT / "experiments" / folder, "quick")
+        info = spec.workload_info
+        assert spec.workload.name == name and info.folder and spec.study is not None
+        assert info.modules == {"pytorch": "workload_torch", "tensorflow": "workload_keras"}
+        for mod in info.modules.values():
+            assert "from kit.workloads." in (ROOT / "experiments" / folder / f"{mod}.py").read_text()
+
+
+def test_a_spec_naming_a_moved_workload_is_told_which_folder_defines_it(tmp_path: Path) -> None:
+    """A copy of an older spec (in a run an earlier kit made) names the workload without its [study] table: the
+    error names the folder, never silently another workload."""
+    old = tmp_path / "old.toml"
+    old.write_text((ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml").read_text()
+                   .replace('name = "lenet5"', 'name = "germino"', 1))
+    with pytest.raises(SpecError, match="experiments/germino_mnist_energy") as err:
+        load_spec(old)
+    assert "workload.name" in (err.value.where or "")

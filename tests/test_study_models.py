@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit.workloads import nets
+from kit.workloads import MOVED_TO_STUDIES, nets
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
 
@@ -88,10 +90,14 @@ def test_lstm_nets_same_outputs_on_the_same_weights(kind: str) -> None:
 def _harness(tmp_path: Path, framework: str, workload: dict, dataset: dict, data: Path) -> dict:
     out = tmp_path / framework
     out.mkdir()
+    # germino and dlbench are defined by their study folders: the harness imports the folder's module (--study)
+    folder = ROOT / "experiments" / MOVED_TO_STUDIES[workload["name"]]
+    module = "workload_torch" if framework == "pytorch" else "workload_keras"
     req = {"trial_id": "t", "framework": framework, "seed": 17, "device": "cpu", "threads": 1,
-           "workload": workload, "dataset": dataset}
+           "workload": workload, "dataset": dataset, "study": {"workload": workload["name"], "module": module}}
     (out / "request.json").write_text(json.dumps(req))
-    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(out), "--data", str(data)],
+    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(out), "--data", str(data),
+                           "--study", str(folder)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "result.json").read_text())

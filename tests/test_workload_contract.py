@@ -24,9 +24,19 @@ ZOO = {"name": "zoo", "model": "resnet18", "batch_size": 2, "epochs": 1, "learni
 
 
 def _harness(out: Path, req: dict[str, Any], data: Path) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+    """One trial through the harness; a workload a study folder defines runs from that folder, as the runner
+    runs it (``study`` in the request, ``--study``)."""
+    from kit.workloads import MOVED_TO_STUDIES
+
+    name = req["workload"].get("name")
+    folder = Path(__file__).resolve().parents[1] / "experiments" / MOVED_TO_STUDIES[name] \
+        if name in MOVED_TO_STUDIES else None
+    if folder is not None:
+        req = {**req, "study": {"workload": name, "module": f"workload_{'torch' if req['framework'] == 'pytorch' else 'keras'}"}}
     out.mkdir(parents=True)
     (out / "request.json").write_text(json.dumps(req))
-    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(out), "--data", str(data)],
+    cmd = [sys.executable, "-m", "kit.harness", "--out", str(out), "--data", str(data)]
+    proc = subprocess.run(cmd + (["--study", str(folder)] if folder is not None else []),
                           capture_output=True, text=True, timeout=300)
     markers = [json.loads(x) for x in (out / "markers.jsonl").read_text().splitlines()] \
         if (out / "markers.jsonl").exists() else []

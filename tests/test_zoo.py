@@ -149,15 +149,22 @@ def test_dai_design_is_the_resolution_v_half_fraction() -> None:
 # -- real frameworks (slow) -----------------------------------------------------------------------------------------
 
 def _harness(tmp_path: Path, workload: str, framework: str, **wl: object) -> tuple[int, dict]:
-    from kit.workloads import WORKLOADS
+    """One trial through the harness; a workload a study folder defines runs from that folder (--study), as the
+    runner runs it."""
+    from kit.spec import load_spec
+    from kit.workloads import MOVED_TO_STUDIES, WORKLOADS
 
-    params = {k: p.default for k, p in WORKLOADS[workload].params.items()}
-    req = {"schema": 1, "trial_id": "t", "framework": framework, "seed": 3, "device": "cpu", "threads": 1,
+    folder = ROOT / "experiments" / MOVED_TO_STUDIES[workload] if workload in MOVED_TO_STUDIES else None
+    info = load_spec(folder).workload_info if folder is not None else WORKLOADS[workload]
+    params = {k: p.default for k, p in info.params.items()}
+    study = {"study": {"workload": workload, "module": info.modules[framework]}} if folder is not None else {}
+    req = {"schema": 1, "trial_id": "t", "framework": framework, "seed": 3, "device": "cpu", "threads": 1, **study,
            "dataset": None, "workload": {**params, "name": workload, "batch_size": 4, "epochs": 1,
                                          "learning_rate": 0.01, "momentum": 0.9, "warmup_steps": 1, "device": "cpu",
                                          "threads": 1, "image_size": 32, "num_classes": 10, "repeats": 2, **wl}}
     (tmp_path / "request.json").write_text(json.dumps(req))
-    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(tmp_path), "--data", str(tmp_path)],
+    cmd = [sys.executable, "-m", "kit.harness", "--out", str(tmp_path), "--data", str(tmp_path)]
+    proc = subprocess.run(cmd + (["--study", str(folder)] if folder is not None else []),
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     return proc.returncode, json.loads((tmp_path / "result.json").read_text())
 
