@@ -131,6 +131,15 @@ def aa(args: argparse.Namespace) -> None:
     for r in res["rows"]:
         print(f"  {r.get('metric')} {r.get('phase')} {r.get('arm')}: ratio {r.get('ratio')}, p_adj {r.get('p_adj')}, "
               f"{r['verdict']}")
+    for name, run in (("A", run_a), ("B", run_b)):
+        from kit.analysis.analyze import current_analysis
+
+        shaken = current_analysis(run, need_study=False)[0].disturbance
+        print(f"run {name}: disturbed attempts re-run {shaken.get('reruns', 0)}, counted trials still disturbed "
+              f"{len(shaken.get('still_disturbed_trials') or [])} of {shaken.get('measured_trials', 0)}")
+    for r in res["rows"]:
+        if r["verdict"] == "suspect":
+            print(f"  suspect {r['metric']} {r['phase']} {r['arm']} (would be {r['was']}): {r['suspect_cause']}")
     hints = [d for d in res["provenance_differences"] if str(d["key"]).startswith("threat.")]
     print("host-state differences the comparison lists: " + (", ".join(f"{d['key']} {d['a']} -> {d['b']}"
                                                                      for d in hints) or "none"))

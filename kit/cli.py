@@ -98,6 +98,44 @@ def doctor(
 
 
 @app.command()
+def tune(
+    reset: Annotated[bool, typer.Option("--reset", help="Restore what `kit tune` changed (from its state file).")] = False,
+    sys_root: Annotated[Path, typer.Option(hidden=True, help="sysfs root (tests).")] = Path("/sys"),
+    state: Annotated[Path | None, typer.Option(hidden=True, help="state file (tests).")] = None,
+) -> None:
+    """Fix the host's noise sources for benchmarking (CPU governor performance, turbo/boost off, GPU clocks locked
+    where the driver allows), recording what it changed; `kit tune --reset` puts it back. Needs root."""
+    from kit import tune as tuning
+
+    where = state if state is not None else tuning.STATE_FILE
+    if reset:
+        res = tuning.reset(sys_root, where)
+        for line in res["restored"]:
+            out.print(f"restored {_esc(line)}")
+        for line in res["refused"]:
+            out.print(f"[yellow]not restored[/] {_esc(line)}")
+        if not res["restored"] and not res["refused"]:
+            out.print("nothing was changed by kit tune")
+        return
+    res = tuning.tune(sys_root, where)
+    for c in res["changed"]:
+        out.print(f"set {_esc(c['name'])}: {_esc(c['before'])} -> {_esc(c['after'])}")
+    for name in res["unchanged"]:
+        out.print(f"[dim]already set: {_esc(name)}[/]")
+    for g in res["gpus"]:
+        out.print(f"GPU {g['index']}: " + (f"clocks locked at {g['sm_mhz']} MHz" if g.get("locked") else
+                                           f"[yellow]clocks not locked[/] ({_esc(g.get('why'))})"))
+    for line in res["failed"]:
+        out.print(f"[red]failed[/] {_esc(line)}")
+    if res["nothing"]:
+        out.print("this host exposes no frequency, boost or GPU clock control (a VM?): nothing to tune; "
+                  "CPU pinning ([container] cpuset = \"auto\") still separates the trial from the collectors")
+    out.print(f"state recorded in {_esc(res['state'])}; undo with: kit tune --reset")
+    if res["failed"]:
+        raise typer.Exit(1)
+
+
+@app.command()
 def selftest(
     gpu: Annotated[int | None, typer.Option(help="NVML index of the GPU to test (default: the first; PCI bus order).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the record as JSON here.")] = None,
@@ -158,6 +196,9 @@ def run(
     image: Annotated[list[str] | None, typer.Option("--image", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124 (repeatable).")] = None,
     images: Annotated[str | None, typer.Option("--images", help="Container backends: run one arm per matrix row, interleaved in one plan, e.g. pytorch-2.6-cu124,pytorch-2.7-cu126 (version-to-version comparison).")] = None,
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
+    until_conclusive: Annotated[bool, typer.Option("--until-conclusive", help="Add interleaved blocks until every testable hypothesis is decided (a difference, or equivalence within 5 %), looking after the spec's repetitions and every as many more, with alpha spending so that the family-wise error stays at alpha; stops at --max-repetitions or when the next look would pass --budget.")] = False,
+    budget: Annotated[str | None, typer.Option(help="With --until-conclusive: the most time to spend, e.g. 20m or 1h.")] = None,
+    max_repetitions: Annotated[int | None, typer.Option(help="With --until-conclusive: the most repetitions per arm (default 4 x the spec's).")] = None,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
     from kit.run_request import execute, run_request
@@ -172,8 +213,14 @@ def run(
     if build_images and req.opts.backend == "docker" and req.spec is not None:
         _build_run_images(req.spec, req.opts.arms or req.spec.experiment.frameworks,
                           req.opts.backend_options.get("images"))
+    if (budget is not None or max_repetitions is not None) and not until_conclusive:
+        raise KitError("--budget and --max-repetitions belong to --until-conclusive", where="kit run",
+                       fix="add --until-conclusive")
     with RichEvents(console) as events:
-        rd = execute(req, events)
+        if until_conclusive:
+            rd = _run_until_conclusive(req, budget, max_repetitions, events)
+        else:
+            rd = execute(req, events)
     if resume is None:  # a resumed run may be someone else's: running it is no reason to trust its code for good
         _trust_what_ran(rd)
     out.print(f"run directory: [bold]{_esc(rd.path)}[/]")
@@ -191,6 +238,28 @@ def run(
         _make_report(rd.path, formats)
     elif status != "complete":
         out.print(f"[yellow]run is {_esc(status)}[/]: continue with `kit run --resume {_esc(rd.path)}`")
+
+
+def _run_until_conclusive(req: Any, budget: str | None, max_repetitions: int | None, events: Any) -> RunDir:
+    from kit.sequential_run import UntilConclusive, parse_budget, run_until_conclusive
+
+    if req.spec is None:
+        raise KitError("--until-conclusive starts a new run", where="--resume",
+                       fix="give the spec instead of --resume (a resumed run runs its recorded plan)")
+    until = UntilConclusive(max_repetitions=max_repetitions,
+                            budget_s=parse_budget(budget) if budget is not None else None)
+    rd = run_until_conclusive(req.spec, req.opts, until, events)
+    from kit.analysis.analyze import current_analysis
+
+    seq = current_analysis(rd.path, rd)[0].raw.get("sequential") or {}
+    why = {"conclusive": "every testable hypothesis decided", "budget": "the budget ended"}.get(
+        str(seq.get("stop_reason") or ""), "the maximum repetitions reached")
+    out.print(f"[bold]until conclusive[/]: stopped at {seq.get('stopped_at')} repetitions per arm ({why})")
+    for d in seq.get("decisions") or []:
+        out.print(f"  {_esc(d['key'])}: {_esc(d['status'])}")
+    for o in seq.get("open") or []:
+        out.print(f"  [yellow]open[/] {_esc(o['key'])}: {_esc(o['why'])}")
+    return rd
 
 
 def _trust_what_ran(rd: RunDir) -> None:
@@ -368,7 +437,7 @@ def compare(
     allow_different_hosts: Annotated[bool, typer.Option(help="Compare runs of different hosts or GPU models.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the comparison as JSON here.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the comparison as HTML here.")] = None,
-    fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating); exit 3 when none was found but a comparison was inconclusive.")] = None,
+    fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating); exit 4 when none was found but a significant change is suspect (the runs' host conditions differ: re-run); exit 3 when a comparison was inconclusive.")] = None,
     allow_inconclusive: Annotated[bool, typer.Option(help="With --fail-on: exit 0, not 3, when comparisons are inconclusive.")] = False,
     metric: Annotated[list[str] | None, typer.Option("--metric", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
 ) -> None:
@@ -377,7 +446,15 @@ def compare(
     import dataclasses
     import json
 
-    from kit.compare import CompareOptions, compare_arms, compare_runs, conclusive_advice, exit_code, render_html
+    from kit.compare import (
+        EXIT_SUSPECT,
+        CompareOptions,
+        compare_arms,
+        compare_runs,
+        conclusive_advice,
+        exit_code,
+        render_html,
+    )
 
     opts = CompareOptions(threshold=threshold, alpha=alpha, allow_different_hosts=allow_different_hosts)
     if metric:
@@ -401,7 +478,7 @@ def compare(
     for col in ("config", "metric", "phase", "arm", "n", "median A", "median B", "B/A [95% CI]", "p (Holm)",
                 "detectable", "verdict"):
         table.add_column(col, overflow="fold")
-    style = {"regression": "red", "improvement": "green", "inconclusive": "yellow"}
+    style = {"regression": "red", "improvement": "green", "inconclusive": "yellow", "suspect": "magenta"}
     for r in res["rows"]:
         ci = "" if r["ratio_low"] is None else f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
         table.add_row(_esc(r["config"]), _esc(r["metric"]), _esc(r["phase"]), _esc(r["arm"]),
@@ -412,6 +489,10 @@ def compare(
     out.print(table)
     out.print(f"detectable: the smallest change the comparison would have found with power 80 % at its n and "
               f"observed noise (level alpha/m = {alpha}/{len(res['rows'])}); \"no change\" needs it <= {threshold:.0%}")
+    for r in res["rows"]:
+        if r["verdict"] == "suspect":
+            out.print(f"[magenta]suspect[/] {_esc(r['arm'])} {_esc(r['metric'])} {_esc(r['phase'])} "
+                      f"(would be {r['was']}): {_esc(r['suspect_cause'])}")
     advice = conclusive_advice(res)
     if advice:
         out.print(f"[yellow]{_esc(advice)}[/]")
@@ -433,6 +514,9 @@ def compare(
     code = exit_code(res, fail_on, allow_inconclusive)
     if code == 1:
         console.print(f"[red]{fail_on} found[/]: exit {code}")
+    elif code == EXIT_SUSPECT:
+        console.print(f"[magenta]no {fail_on} found, but a significant change is suspect[/]: the two sides ran in "
+                      f"different host conditions; re-run on a quiet host: exit {code}")
     elif code:
         console.print(f"[yellow]no {fail_on} found, but the comparison could not have seen one everywhere[/]: exit {code} "
                       "(more repetitions, or --allow-inconclusive)")

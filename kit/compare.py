@@ -12,6 +12,10 @@ detectable change at power 0.8, from its n and observed noise, is at most the
 threshold: :mod:`kit.analysis.detectability`), and "inconclusive" when it could
 not, with the repetitions that would make it conclusive. The direction of
 "better" comes from the metric (time: lower is better; throughput: higher).
+A significant change whose two sides ran in different host conditions (trials
+still disturbed after the runner's re-runs on one side only, or a busy idle
+baseline on one side only: :mod:`kit.analysis.host_state`) is "suspect", with
+the cause, never a regression or an improvement.
 
 Runs from different hosts or GPU models are refused unless asked; every
 provenance difference (driver, CUDA, cuDNN, image digests, clocks, kit
@@ -20,7 +24,7 @@ version, spec) is listed either way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,14 +34,16 @@ import pandas as pd
 
 from kit.analysis import stats
 from kit.analysis.detectability import detectability
+from kit.analysis.host_state import SideState, busy_baseline, side_state, suspect_cause
 from kit.analysis.metrics import METRICS
 from kit.errors import AnalysisError, KitError
 from kit.manifest import Manifest
 from kit.records import Analysis, counted
 from kit.store import RunDir
 
-VERDICTS = ("regression", "improvement", "no change", "inconclusive", "not tested")
+VERDICTS = ("regression", "improvement", "suspect", "no change", "inconclusive", "not tested")
 EXIT_INCONCLUSIVE = 3  # --fail-on given, nothing it names found, but some comparison could not have seen it
+EXIT_SUSPECT = 4  # --fail-on given, nothing it names found, but a significant change is suspect: re-run, do not ship
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,13 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
                        fix="compare runs of one host, or pass --allow-different-hosts to compare anyway (the report lists the differences)")
     ga, gb = _groups(an_a, opts.metrics, opts.phases), _groups(an_b, opts.metrics, opts.phases)
     judged = judge([(*key, ga[key], gb[key]) for key in sorted(set(ga) & set(gb))], paired=False, opts=opts)
-    rows, counts = judged["rows"], judged["counts"]
+    rows = judged["rows"]
+    busy_a, busy_b = busy_baseline(an_a.validity), busy_baseline(an_b.validity)
+    ids_a = {an_a.config_label(c): c for c in an_a.configs}
+    ids_b = {an_b.config_label(c): c for c in an_b.configs}
+    counts = mark_suspects(rows, lambda r: (
+        side_state(an_a.disturbance, r["arm"], ids_a.get(r["config"]), r["phase"], busy_a),
+        side_state(an_b.disturbance, r["arm"], ids_b.get(r["config"]), r["phase"], busy_b)), "A", "B")
     if not rows:
         raise AnalysisError("the runs share no configuration, metric and arm to compare", where=f"{run_a} vs {run_b}",
                             fix="compare two runs of the same experiment")
@@ -293,7 +305,11 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
             if blocks:
                 items.append((an.config_label(cid), metric, phase, f"{arm_b} vs {arm_a}", a, b))
     judged = judge(items, paired=True, opts=opts)
-    rows, counts = judged["rows"], judged["counts"]
+    rows = judged["rows"]
+    ids = {an.config_label(c): c for c in an.configs}
+    counts = mark_suspects(rows, lambda r: (side_state(an.disturbance, arm_a, ids.get(r["config"]), r["phase"]),
+                                            side_state(an.disturbance, arm_b, ids.get(r["config"]), r["phase"])),
+                           arm_a, arm_b)
     if not rows:
         raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
                             fix="compare arms that both have finished trials (kit status RUN)")
@@ -304,9 +320,25 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
             "arms": [arm_a, arm_b]}
 
 
+def mark_suspects(rows: list[dict[str, Any]], sides: Callable[[dict[str, Any]], tuple[SideState, SideState]],
+                  who_a: str, who_b: str) -> dict[str, int]:
+    """Turn each regression/improvement whose sides ran in different host conditions into "suspect" (with
+    ``suspect_cause``; ``was`` keeps the verdict the numbers alone gave); returns the verdict counts."""
+    for r in rows:
+        if r["verdict"] not in ("regression", "improvement"):
+            continue
+        a, b = sides(r)
+        cause = suspect_cause(a, b, who_a, who_b, r["phase"])
+        if cause is not None:
+            r.update(was=r["verdict"], verdict="suspect", suspect_cause=cause)
+    return {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
+
+
 def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: bool = False) -> int:
     """CI gating: 1 when a verdict named by ``fail_on`` occurs ("regression", "improvement", "change");
-    otherwise EXIT_INCONCLUSIVE (3) when some comparison could not have seen it (unless allowed), else 0."""
+    otherwise EXIT_SUSPECT (4) when a significant change is suspect (the sides ran in different host
+    conditions: re-run on a quiet host), EXIT_INCONCLUSIVE (3) when some comparison could not have seen it
+    (unless allowed), else 0."""
     if not fail_on:
         return 0
     c = result["counts"]
@@ -316,6 +348,8 @@ def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: b
         raise KitError(f"unknown --fail-on value {fail_on!r}", where="--fail-on", fix="use regression, improvement or change")
     if bad:
         return 1
+    if c.get("suspect"):
+        return EXIT_SUSPECT
     return EXIT_INCONCLUSIVE if c.get("inconclusive") and not allow_inconclusive else 0
 
 

@@ -76,7 +76,15 @@ def check_governor() -> list[Finding]:
                          "nothing to do on a VM; on bare metal load the cpufreq driver")]
     ok = g["governors"] == ["performance"]
     return [_finding("CPU frequency governor", ok, ", ".join(g["governors"]),
-                     "sudo cpupower frequency-set -g performance (benchmarks want a fixed frequency)")]
+                     "sudo kit tune (governor performance, boost off; kit tune --reset undoes it)")]
+
+
+def check_controls() -> list[Finding]:
+    """What this host lets the kit control against noise (a VM: usually nothing but affinity)."""
+    from kit.tune import controls
+
+    return [_finding(f"control: {what}", ok, detail, "" if ok else "nothing the kit can do here; see 'Noisy hosts' "
+                     "in the README") for what, ok, detail in controls()]
 
 
 def check_datasets(data_dir: Path | None) -> list[Finding]:
@@ -105,7 +113,8 @@ def check_tex() -> list[Finding]:
 def run_checks(data_dir: Path | None = None) -> list[Finding]:
     findings = [_finding("python", sys.version_info >= (3, 11), sys.version.split()[0], "use Python 3.11 or newer",
                          optional=False)]
-    for check in (check_frameworks, check_driver, check_engine, check_collectors, check_governor, check_tex):
+    for check in (check_frameworks, check_driver, check_engine, check_collectors, check_governor, check_controls,
+                  check_tex):
         findings += check()
     findings += check_datasets(data_dir)
     return findings

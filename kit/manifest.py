@@ -121,6 +121,7 @@ class Manifest:
     baseline: Mapping[str, Any]
     study: Mapping[str, Any] | None  # the study folder's description (files and digest), None without one
     nodes: Mapping[str, Mapping[str, Any]]  # nodes/<host>.json of a multi-host run (RunDir.nodes), by host
+    sequential: Mapping[str, Any] | None  # `kit run --until-conclusive`: schedule, budget and where it stopped
     raw: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -144,6 +145,12 @@ class Manifest:
         if not isinstance(ex.get("name"), str):
             raise StoreError("executor.name must be an executor's name", where=where, fix=FIX_MANIFEST)
         nodes = man.get("nodes")
+        seq = man.get("sequential")
+        if seq is not None:
+            top = seq.get("max_repetitions") if isinstance(seq, dict) else None
+            if not (isinstance(top, int) and not isinstance(top, bool) and 2 <= top <= 10_000):
+                raise StoreError("sequential.max_repetitions must be an integer in [2, 10000]", where=where,
+                                 fix=FIX_MANIFEST)
         return cls(
             schema_version=MANIFEST_SCHEMA, experiment=man["experiment"], title=_str(man.get("title")),
             profile=_str(man.get("profile")), profile_description=_str(man.get("profile_description")),
@@ -160,7 +167,7 @@ class Manifest:
             baseline=_mapping(man.get("baseline")),
             study=man["study"] if isinstance(man.get("study"), dict) else None,
             nodes={str(k): v for k, v in nodes.items() if isinstance(v, dict)} if isinstance(nodes, dict) else {},
-            raw=man)
+            sequential=seq, raw=man)
 
     def to_json(self) -> dict[str, Any]:
         """The manifest's content as read (with ``nodes`` when they were added)."""
@@ -196,6 +203,11 @@ class Manifest:
     def telemetry_collectors(self) -> list[str]:
         """The collectors the spec asked for (``[telemetry].collectors``)."""
         return list((self.spec.get("telemetry") or {}).get("collectors") or [])
+
+    @property
+    def plan_repetitions(self) -> int | None:
+        """Repetitions the plan was drawn for when not the spec's (a sequential run's maximum), else None."""
+        return int(self.sequential["max_repetitions"]) if self.sequential else None
 
     def used_datasets(self) -> list[ResolvedDataset]:
         """The datasets the run used ([] for a run on synthetic inputs or without a dataset)."""

@@ -34,13 +34,19 @@ def arm_framework(arm: str) -> str:
     return arm.split("@", 1)[0]
 
 
-def make_plan(spec: Spec, seed: int | None = None, arms: tuple[str, ...] | None = None) -> Plan:
-    """Build the plan for ``spec`` (seed defaults to the spec's)."""
+def make_plan(spec: Spec, seed: int | None = None, arms: tuple[str, ...] | None = None,
+              repetitions: int | None = None) -> Plan:
+    """Build the plan for ``spec`` (seed defaults to the spec's).
+
+    ``repetitions`` overrides the spec's (``kit run --until-conclusive`` draws the plan up to its maximum).
+    Blocks are drawn one after the other from one generator, so the plan of more repetitions begins with the
+    plan of fewer: a run that stops early ran exactly the plan of the repetitions it reached.
+    """
     seed = spec.experiment.seed if seed is None else seed
     arms = arms or spec.experiment.frameworks
     rng = random.Random(seed)
     configs = {f"c{i:02d}": cfg for i, cfg in enumerate(spec.configurations())}
-    n_rep = spec.design.warmup_repetitions + spec.design.repetitions
+    n_rep = spec.design.warmup_repetitions + (spec.design.repetitions if repetitions is None else repetitions)
 
     blocks: list[tuple[int, str, list[str]]] = []  # (repetition, config id, arm order)
     for rep in range(n_rep):

@@ -349,6 +349,7 @@ class Analysis:
     trial_env: tuple[Mapping[str, Any], ...]  # what the first finished trial of each arm reported from inside
     extras: Mapping[str, Any]  # the study's own analysis, under its workload name
     study_code: Mapping[str, Any]  # whose analysis.py/report.py ran, or why none did
+    disturbance: Mapping[str, Any]  # what ran beside each counted trial's timed phases (kit.analysis.host_state)
     raw: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -384,15 +385,18 @@ class Analysis:
                   row.get("warmup"), f)
         for i, env in enumerate(tables["trial_env"]):
             _need(isinstance(env.get("arm"), str), where, f"trial_env[{i}].arm", "an arm name", env.get("arm"), f)
-        for key in ("extras", "study_code"):
+        for key in ("extras", "study_code", "disturbance"):
             _need(isinstance(obj.get(key, {}), dict), where, key, "a table", obj.get(key), f)
+        shaken = obj.get("disturbance") or {}
+        _need(isinstance(shaken.get("phases", []), list) and all(isinstance(r, dict) for r in shaken.get("phases", [])),
+              where, "disturbance.phases", "a list of tables", shaken.get("phases"), f)
         for key in ("kit_version", "profile"):
             _need(obj.get(key) is None or isinstance(obj[key], str), where, key, "a string", obj.get(key), f)
         return cls(schema_version=version, kit_version=obj.get("kit_version"), experiment=obj["experiment"],
                    profile=obj.get("profile"), alpha=float(alpha), arms=tuple(arms), configs=configs,
                    values=tables["values"], hypotheses=tables["hypotheses"], validity=tables["validity"],
                    trial_env=tables["trial_env"], extras=obj.get("extras") or {},
-                   study_code=obj.get("study_code") or {}, raw=obj)
+                   study_code=obj.get("study_code") or {}, disturbance=shaken, raw=obj)
 
     def to_json(self) -> dict[str, Any]:
         """analysis.json's content (what was read or computed, unchanged)."""

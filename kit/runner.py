@@ -20,15 +20,16 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import studies
+from kit import disturbance, pinning, studies
 from kit.backends import make_backend
 from kit.backends.base import Backend, TrialOutcome
 from kit.collectors.base import Collector, Row, TrialTarget
@@ -73,6 +74,10 @@ class RunOptions:
     label: str | None = None  # a version label for `kit history` (e.g. "torch 2.6")
     arms: tuple[str, ...] | None = None  # None: the spec's; `--images` gives one arm per image row
     retry: tuple[str, ...] = ()  # resume only: re-run finished trials with these statuses (see RETRY_FAILED)
+    # `kit run --until-conclusive` (kit.sequential_run): the plan is drawn for sequential["max_repetitions"]
+    # and recorded in the manifest; after each trial ``should_stop`` may end the run (it returns why)
+    sequential: dict[str, Any] | None = None
+    should_stop: Callable[[RunDir, Trial], str | None] | None = None
 
 
 # What `--retry-failed` re-runs: a trial that did not finish its work (an error, including a kill by a
@@ -227,6 +232,7 @@ class _Context:
     shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
     devices: DevicePlan | None = None  # this host's GPUs as the spec allows them (None: not resolved)
     retry: frozenset[str] = frozenset()  # finished trials to run again (their records are archived first)
+    idle_freq_mhz: float | None = None  # median CPU frequency of the idle baseline (throttling reference)
 
     def __post_init__(self) -> None:
         # A study folder's trials import the run's copy of the folder (checked against the manifest's digest).
@@ -287,9 +293,12 @@ def _check_everything(spec: Spec, opts: RunOptions, events: RunEvents, plan: Pla
     devices, summary = resolve_devices(spec, plan)
     dataset = _dataset(spec, opts, events)
     options = dict(opts.backend_options)
+    pin = pinning.resolve(spec.container.cpuset)
     if opts.backend != "local":
-        options.setdefault("container", spec.container)
+        options.setdefault("container", spec.container if spec.container.cpuset != "auto" else
+                           dataclasses.replace(spec.container, cpuset=pin.cpuset()))
     backend = make_backend(opts.backend, **options)
+    backend.pinning = pin
     backend.device = "gpu" if "gpu" in summary["resolved"] else "cpu"
     probe = backend.available()
     if not probe.ok:
@@ -333,7 +342,8 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     if opts.retry:
         raise PlanError("retrying failed trials applies to a run that exists", where="--retry-failed",
                         fix="kit run --resume RUN_DIR --retry-failed")
-    plan = make_plan(spec, seed=opts.seed, arms=opts.arms)
+    plan = make_plan(spec, seed=opts.seed, arms=opts.arms,
+                     repetitions=int(opts.sequential["max_repetitions"]) if opts.sequential else None)
     executor = make_executor(opts.executor, spec.slurm, opts.slurm, opts.backend)
     checked = _check_everything(spec, opts, events, plan)
     backend, dataset, prepared = checked.backend, checked.dataset, checked.prepared
@@ -363,6 +373,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         "started": time.time(),
         "ended": None,
         "status": "running",
+        **({"sequential": opts.sequential} if opts.sequential else {}),
     }
     if study_files is not None:
         manifest["study"] = studies.describe(Path(spec.study_dir), study_files)
@@ -497,7 +508,7 @@ def recorded_plan(spec: Spec, man: Manifest, where: str, strict: bool = False) -
         raise PlanError("the spec does not resolve to the protocol the run recorded (" + "; ".join(diffs) + ")",
                         where=where, fix="restore the run's copy of its spec (spec_source.text), or start a new run")
     try:
-        again = make_plan(spec, seed=plan.seed, arms=plan.arms)
+        again = make_plan(spec, seed=plan.seed, arms=plan.arms, repetitions=man.plan_repetitions)
     except KitError as exc:
         raise PlanError(f"the spec cannot rebuild the recorded plan ({exc.cause})", where=where,
                         fix="restore the run's copy of its spec (spec_source.text), or start a new run") from None
@@ -602,7 +613,7 @@ def _execute_locked(ctx: _Context) -> None:
     holds two files of one trial.
     """
     rd, plan, events = ctx.rd, ctx.plan, ctx.events
-    with sigterm_as_interrupt():
+    with sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         done = rd.finished_ids() - ctx.retry
         if ctx.retry:
             events.message(f"retrying {len(ctx.retry)} trial(s) with status {', '.join(ctx.opts.retry)} in their "
@@ -616,13 +627,19 @@ def _execute_locked(ctx: _Context) -> None:
         try:
             if not ctx.shared:
                 rd.reserve_space()
+            stack.enter_context(_kit_pinned(ctx))
             _baseline(ctx)
             for n, trial in enumerate(todo):
                 if ctx.opts.max_trials is not None and n >= ctx.opts.max_trials:
                     break
                 events.trial_started(trial, len(done) + n, len(plan.trials))
-                record = run_one(ctx, trial)
+                record = rerun_disturbed(ctx, trial, run_one(ctx, trial))
                 events.trial_finished(trial, record)
+                why = ctx.opts.should_stop(rd, trial) if ctx.opts.should_stop is not None else None
+                if why:
+                    rd.log_event("stopped", reason=why, after=trial.trial_id)
+                    events.message(f"stopping: {why}")
+                    break
         except (DiskError, OSError) as exc:
             raise _failed_on_disk(ctx, exc) from None
         except KeyboardInterrupt:
@@ -646,6 +663,23 @@ def _execute_locked(ctx: _Context) -> None:
         rd.update_manifest(status=status, ended=time.time())
         rd.log_event("end", status=status, remaining=len(remaining))
         shutil.rmtree(rd.path / "work", ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _kit_pinned(ctx: _Context) -> Iterator[None]:
+    """The kit's thread (and the sampler threads and reapers it starts) on the kit's CPUs while trials run."""
+    pin = ctx.backend.pinning
+    if not pin.kit_cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(pin.kit_cpus))
+    ctx.rd.log_event("pinning", **pin.as_dict())
+    ctx.events.message(f"CPU pinning: {pin.note}")
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def _failed_on_disk(ctx: _Context, exc: OSError | DiskError) -> DiskError:
@@ -692,7 +726,10 @@ def _baseline(ctx: _Context) -> None:
     secs = ctx.spec.telemetry.baseline_s
     name = BASELINE_ID if not ctx.shared else f"{BASELINE_ID}-{socket.gethostname()}-chunk{ctx.opts.chunk}"
     if secs <= 0 or (not ctx.shared and ctx.rd.samples_path(name).exists()):
-        ctx.baseline = ctx.rd.manifest().baseline.get("temps_c", {})
+        recorded = ctx.rd.manifest().baseline
+        ctx.baseline = recorded.get("temps_c", {})
+        freq = recorded.get("freq_mhz")
+        ctx.idle_freq_mhz = float(freq) if isinstance(freq, (int, float)) and not isinstance(freq, bool) else None
         return
     ctx.events.message(f"recording {secs:g} s of idle baseline telemetry")
     # every GPU the trials may get (all NVML sees when none is allowed): the cool-down's reference per GPU
@@ -706,7 +743,10 @@ def _baseline(ctx: _Context) -> None:
     ctx.rd.write_samples(name, rows)
     temps = _idle_temps(rows)
     ctx.baseline = temps
+    freqs = [r.value for r in rows if r.source == "cpu" and r.device == "total" and r.metric == "freq_mhz"]
+    ctx.idle_freq_mhz = statistics.median(freqs) if freqs else None
     info = {"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports, "samples": name,
+            "freq_mhz": ctx.idle_freq_mhz,
             "gpu_indices": allowed if allowed is not None else "all"}
     if ctx.shared:
         ctx.rd.log_event("baseline", host=socket.gethostname(), chunk=ctx.opts.chunk, **info)
@@ -784,7 +824,11 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
                                         target)
     ended = time.time()
     rows, reports = drain(collectors)
-    record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name, device)
+    record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name, device,
+                          ctx.backend.pinning if ctx.backend.pinning.active else None)
+    record["disturbance"] = disturbance.assess(
+        outcome.markers, [(r.t, r.source, r.device, r.metric, r.value) for r in rows], ctx.spec.telemetry.period_s,
+        ctx.spec.design.disturbance_limits(), ctx.idle_freq_mhz).as_dict()
     if ctx.shared:
         record["executor"] = {"name": ctx.executor.name, "chunk": ctx.opts.chunk, **job_identity()}
     previous = rd.attempt_files(trial.trial_id)
@@ -796,9 +840,37 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     return record
 
 
+def rerun_disturbed(ctx: _Context, trial: Trial, record: dict[str, Any]) -> dict[str, Any]:
+    """Run a measured trial again, in its plan position with its seed, while its timed phases were disturbed.
+
+    Another process on the CPUs (or the GPU), or a throttled CPU or GPU, during a timed phase makes that
+    trial's value a measurement of the host, not of the framework (kit.disturbance). The attempt is set aside
+    under attempts/ with its telemetry, like a ``--retry-failed`` attempt, and the trial runs again at once:
+    still in its block, so the arms of the block stay paired in time. After ``[design] disturbance_retries``
+    re-runs a still-disturbed trial is kept and flagged (the analysis counts it and lists it as a threat).
+    A warm-up trial is not re-run: it never enters the statistics.
+    """
+    limit = ctx.spec.design.disturbance_retries
+    reruns = 0
+    while (record.get("status") == "ok" and not trial.warmup and disturbance.is_disturbed(record)):
+        cause = (record.get("disturbance") or {}).get("cause")
+        if reruns >= limit:
+            ctx.events.message(f"trial {trial.trial_id} still disturbed after {reruns} re-run(s) ({cause}): kept and "
+                               "flagged; the report counts it as a threat")
+            ctx.rd.log_event("disturbed_kept", trial_id=trial.trial_id, cause=cause, reruns=reruns)
+            break
+        reruns += 1
+        ctx.events.message(f"trial {trial.trial_id} disturbed ({cause}): re-running it in its plan position "
+                           f"(re-run {reruns} of at most {limit})")
+        archived = ctx.rd.archive_trial(trial.trial_id)
+        ctx.rd.log_event("disturbed", trial_id=trial.trial_id, cause=cause, archived=archived, rerun=reruns)
+        record = run_one(ctx, trial)
+    return record
+
+
 def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: float,
                  collectors: list[dict[str, Any]], cooldown: dict[str, Any], backend: str,
-                 device: TrialDevice | None = None) -> dict[str, Any]:
+                 device: TrialDevice | None = None, pinned: pinning.Pinning | None = None) -> dict[str, Any]:
     """The trial file's content. ``signal`` names the signal that ended the harness (None: it exited),
     from every backend: a negative return code locally, exit code 128+N from a container engine."""
     result = outcome.result or {}
@@ -819,6 +891,7 @@ def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: flo
         "traceback_tail": result.get("traceback_tail"),
         "stderr_tail": outcome.stderr_tail,
         "backend": {"name": backend, **outcome.detail},
+        "pinning": pin.as_dict() if (pin := pinned) is not None else None,
         "collectors": collectors,
         "cooldown": cooldown,
         "host": socket.gethostname(),

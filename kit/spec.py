@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.disturbance import DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
 from kit.errors import SpecError
 from kit.metric_catalog import METRICS
 from kit.workloads import FRAMEWORKS, MOVED_TO_STUDIES, WORKLOADS, WorkloadInfo
@@ -225,8 +226,22 @@ class Design:
     # "configuration" (one test across the configurations on each one's per-arm median of its trials),
     # for grids with too few trials per configuration to decide anything (kit/analysis/design.py).
     unit: str = "trial"
+    # A measured trial whose timed phase had more than this many CPUs busy outside it (mean over the phase),
+    # or ran throttled or beside another GPU process, is re-run in its plan position up to
+    # ``disturbance_retries`` times (kit.disturbance: the default and why). 0 turns the CPU check off.
+    disturbance_cpu: float = DEFAULT_FOREIGN_CPU
+    disturbance_retries: int = DEFAULT_RETRIES
+
+    def disturbance_limits(self) -> Limits:
+        return Limits(foreign_cpu=self.disturbance_cpu)
 
     def check(self, p: str) -> None:
+        if not (isinstance(self.disturbance_cpu, (int, float)) and math.isfinite(self.disturbance_cpu)
+                and 0 <= self.disturbance_cpu <= 4096):
+            raise _Invalid(f"{p}.disturbance_cpu", "a number of CPUs in [0, 4096] (0 turns the check off)",
+                           self.disturbance_cpu)
+        if not 0 <= self.disturbance_retries <= 10:
+            raise _Invalid(f"{p}.disturbance_retries", "an integer in [0, 10]", self.disturbance_retries)
         if self.unit not in UNITS:
             raise _Invalid(f"{p}.unit", f"one of {', '.join(UNITS)}", self.unit)
         if not 2 <= self.repetitions <= MAX_REPETITIONS:
@@ -286,7 +301,9 @@ class Container:
 
     gpus: str = "all"  # "all", "none", or comma-separated indices such as "0,1"
     shm_size: str = "2g"
-    cpuset: str = ""  # e.g. "0-7"; empty = no pinning
+    # e.g. "0-7"; "auto": every CPU but one, the other left to the kit's collectors (kit.pinning); empty = no
+    # pinning. The local backend pins the trial's process tree; container backends pass it to the engine.
+    cpuset: str = ""
     mem_limit: str = ""  # e.g. "32g"; empty = no limit
     network: bool = False  # trials run without network unless this is true
 
@@ -294,7 +311,7 @@ class Container:
         g = self.gpus.replace(" ", "")
         if g not in ("all", "none") and not all(x.isdigit() for x in g.split(",")):
             raise _Invalid(f"{p}.gpus", "'all', 'none' or comma-separated GPU indices like '0,1'", self.gpus)
-        if self.cpuset:
+        if self.cpuset and self.cpuset != "auto":
             try:
                 cpuset_size(self.cpuset)
             except ValueError:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from kit.disturbance import is_disturbed
 from kit.plan import Plan, Trial
 from kit.runner import RunEvents
 from kit.store import RunDir
@@ -39,7 +40,8 @@ class RichEvents(RunEvents):
         self.task = self.progress.add_task("trials", total=len(plan.trials), completed=done)
 
     def message(self, text: str) -> None:
-        self.console.print(f"[dim]{escape(text)}[/]")
+        style = "yellow" if " disturbed " in text else "dim"  # a re-run the user should see, not a detail
+        self.console.print(f"[{style}]{escape(text)}[/]")
 
     def trial_started(self, trial: Trial, index: int, total: int) -> None:
         if self.task is not None:
@@ -53,7 +55,9 @@ class RichEvents(RunEvents):
                          if isinstance(res.get(k), (int, float)) and not isinstance(res.get(k), bool))
         note = "" if status == "ok" else f" {str(record.get('error') or record.get('stderr_tail') or '')[-160:]!r}"
         warm = " (warm-up)" if trial.warmup else ""
+        shaken = " [yellow]disturbed (kept, flagged)[/]" if status == "ok" and is_disturbed(record) and not trial.warmup \
+            else ""
         self.console.print(f"[{_STATUS_STYLE.get(str(status), 'white')}]{escape(f'{status!s:7}')}[/] "
-                           f"{escape(trial.trial_id)}{warm} {times}{escape(note)}", highlight=False)
+                           f"{escape(trial.trial_id)}{warm} {times}{escape(note)}{shaken}", highlight=False)
         if self.task is not None:
             self.progress.advance(self.task)

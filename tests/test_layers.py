@@ -25,17 +25,19 @@ KIT = ROOT / "kit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("container side", ("kit.harness", "kit.workloads")),
     ("base", ("kit", "kit.errors", "kit.fmt", "kit.safeio", "kit.nvml", "kit.metric_catalog", "kit.dataset_types",
+              "kit.disturbance",
               "kit.records", "kit.manifest", "kit.study_api")),
     ("configuration", ("kit.dataset_registry", "kit.synthetic", "kit.datasets", "kit.trust", "kit.spec", "kit.plan",
                        "kit.studies", "kit.study_child")),
-    ("host", ("kit.collectors", "kit.gpus", "kit.provenance", "kit.engine", "kit.images", "kit.backends",
+    ("host", ("kit.collectors", "kit.gpus", "kit.provenance", "kit.engine", "kit.images", "kit.backends", "kit.pinning",
+              "kit.tune",
               "kit.selftest", "kit.doctor")),
     ("store", ("kit.store", "kit.freshness")),
     ("run", ("kit.runner", "kit.executors", "kit.run_request")),
     ("analysis", ("kit.analysis",)),
     ("report", ("kit.report",)),
     ("tools", ("kit.compare", "kit.history", "kit.history_cache", "kit.bisect", "kit.pack", "kit.verify",
-               "kit.bench", "kit.catalog", "kit.scaffold")),
+               "kit.bench", "kit.catalog", "kit.scaffold", "kit.sequential_run")),
     ("command line", ("kit.cli", "kit.cli_images", "kit.ui", "kit.__main__")),
 )
 

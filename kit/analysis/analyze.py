@@ -21,6 +21,7 @@ import pandas as pd
 
 from kit import __version__
 from kit.analysis import stats
+from kit.analysis.host_state import disturbance_table
 from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
 from kit.errors import AnalysisError, DiskError, KitError
 from kit.freshness import DIGEST_KEY, SEAL_KEY, inputs_digest, raw_digest, seal, seal_holds
@@ -119,7 +120,7 @@ def _analyze(rd: RunDir, manifest: Manifest, hooks: Hooks) -> dict[str, Any]:
     if nodes:
         manifest = manifest.with_nodes(nodes)
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials),
-                                hooks=hooks)
+                                hooks=hooks, retried=retried)
     analysis["excluded_trials"] = excluded
     analysis["retried_trials"] = retried
     return analysis
@@ -176,7 +177,8 @@ def usable(values: pd.DataFrame) -> pd.DataFrame:
 
 def compute_analysis(manifest: Manifest, trials: list[dict[str, Any]], values: pd.DataFrame,
                      trial_telemetry: list[dict[str, Any]] | None = None,
-                     baseline: dict[str, Any] | None = None, hooks: Hooks | None = None) -> dict[str, Any]:
+                     baseline: dict[str, Any] | None = None, hooks: Hooks | None = None,
+                     retried: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The analysis as plain data; ``trial_telemetry`` and ``baseline`` feed the telemetry validity rules.
 
     ``hooks``: the study code the reader trusted (:func:`kit.studies.resolve_hooks`); its analysis.py adds to
@@ -196,8 +198,9 @@ def compute_analysis(manifest: Manifest, trials: list[dict[str, Any]], values: p
     labels = {cid: config_label(cfg) for cid, cfg in configs.items()} if len(configs) > 1 else None
     descriptives = _descriptives(use, arms, labels)
     devices = device_summary(trials, arms)
+    shaken = disturbance_table(trials, retried or [])
     hypotheses = _hypotheses(spec, use, arms, configs, alpha, values=values, refusal=devices["refusal"],
-                             durations=_median_durations(trials))
+                             durations=_median_durations(trials), disturbance=shaken)
     equivalence = _equivalence(trials, arms)
     measured = _measured(values, manifest)
     summary = _run_summary(manifest, trials)
@@ -222,6 +225,7 @@ def compute_analysis(manifest: Manifest, trials: list[dict[str, Any]], values: p
         "devices": devices,
         "trial_telemetry": trial_telemetry or [],
         "baseline": baseline or {"recorded": False},
+        "disturbance": shaken,
         "values": values.to_dict(orient="records"),
     }
     from kit.analysis.nodes import node_analysis
@@ -231,7 +235,37 @@ def compute_analysis(manifest: Manifest, trials: list[dict[str, Any]], values: p
     analysis["extras"] = study_extras(hooks, manifest, trials, values)  # the study folder's analysis.py
     analysis["study_code"] = hooks.as_dict()  # whose analysis.py/report.py ran, or why none did
     analysis["validity"] = assess(manifest, trials, values, analysis)
+    if manifest.sequential:
+        analysis["sequential"] = _sequential(manifest, hypotheses, use)
     return _clean(analysis)
+
+
+def _sequential(manifest: Manifest, hypotheses: list[dict[str, Any]], use: pd.DataFrame) -> dict[str, Any]:
+    """A run made with ``--until-conclusive``: its looks, recomputed from the data (kit.analysis.sequential)."""
+    from kit.analysis.sequential import hypothesis_key, schedule_of, summary
+
+    record = manifest.sequential or {}
+    try:
+        sched = schedule_of(record, manifest.alpha)
+    except ValueError as exc:
+        raise AnalysisError(f"the run's sequential record is not valid: {exc}", where="manifest.json: sequential",
+                            fix="the manifest was edited; re-run the study") from None
+    items: list[tuple[str, np.ndarray, np.ndarray]] = []
+    untestable: list[tuple[str, str]] = []
+    for h in hypotheses:
+        key = hypothesis_key(h)
+        if h.get("test_unit") != "trial" or h.get("config_id") is None:
+            untestable.append((key, "tested across configurations: not part of the sequential looks"))
+        elif h.get("not_testable") or h.get("not_decided"):
+            untestable.append((key, str(h.get("reason") or "not testable")[:300]))
+        else:
+            a, b, _ = paired_arrays(use, h["config_id"], h["metric_tested"], h["phase"], h["arm_a"], h["arm_b"])
+            if len(a):
+                items.append((key, a, b))
+            else:  # e.g. GPU telemetry on a host without one: more blocks cannot decide it
+                untestable.append((key, f"no paired measurements of {h.get('metric_tested')} in the {h['phase']} "
+                                        "phase"))
+    return summary(sched, items, untestable, record)
 
 
 def _trial_env(trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, Any]]:
@@ -245,7 +279,13 @@ def _trial_env(trials: list[dict[str, Any]], arms: list[str]) -> list[dict[str, 
 
 def _run_summary(manifest: Manifest, trials: list[dict[str, Any]]) -> dict[str, Any]:
     planned = len(manifest.plan.trials)
+    stop = (manifest.sequential or {}).get("stopped")
+    if isinstance(stop, Mapping) and isinstance(stop.get("at_repetitions"), int):
+        # --until-conclusive stopped at a look: the plan beyond it was never meant to run (kit.sequential_run)
+        warm = int((manifest.spec.get("design") or {}).get("warmup_repetitions") or 0)
+        planned = sum(1 for t in manifest.plan.trials if t.repetition < warm + int(stop["at_repetitions"]))
     status = Counter(t["status"] for t in trials)
+    min_phase = (manifest.spec.get("workload") or {}).get("min_phase_s")
     return {
         "planned": planned,
         "finished": len(trials),
@@ -258,7 +298,46 @@ def _run_summary(manifest: Manifest, trials: list[dict[str, Any]]) -> dict[str, 
         "seed": manifest.plan.seed,
         "started": manifest.started,
         "ended": manifest.ended,
+        **_timed_share(trials),
+        "min_phase_s": _finite(min_phase),
     }
+
+
+def _finite(v: Any) -> float | None:
+    """``v`` as a float where it is a finite number (not a bool), else None."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _timed_share(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """How much of the counted trials' wall time their timed phases fill, and how often each phase repeated.
+
+    Timed: every phase but the warm-up; wall: the trial process from start to
+    exit (imports, data loading, warm-up and teardown included). The larger
+    the share, the more of the machine time a run costs measures the
+    frameworks rather than process start-up. ``phase_passes``: the fewest and
+    most passes per phase (results ``<phase>_passes``) of a calibrated run.
+    """
+    from kit.records import counts
+
+    timed_s = wall_s = 0.0
+    n = 0
+    passes: dict[str, list[int]] = {}
+    for t in trials:
+        phases, wall, results = t.get("phases"), _finite(t.get("wall_s")), t.get("results")
+        if not counts(t) or wall is None or wall <= 0 or not isinstance(phases, dict):
+            continue
+        durations = [_finite(ph.get("duration_s")) for name, ph in phases.items()
+                     if name != "warmup" and isinstance(ph, dict)]
+        timed_s += sum(d for d in durations if d is not None and d > 0)
+        wall_s += wall
+        n += 1
+        results = results if isinstance(results, dict) else {}
+        for name in phases:
+            k = results.get(f"{name}_passes")
+            if isinstance(k, int) and not isinstance(k, bool) and k > 0:
+                passes.setdefault(name, []).append(k)
+    return {"timed_share": timed_s / wall_s if wall_s > 0 else None, "timed_s": timed_s, "trial_wall_s": wall_s,
+            "timed_trials": n, "phase_passes": {k: [min(v), max(v)] for k, v in sorted(passes.items())}}
 
 
 def _descriptives(use: pd.DataFrame, arms: list[str], labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -342,7 +421,8 @@ def _unsampled(values: pd.DataFrame | None, cid: str, metric: str, phase: str, a
 
 def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
                 alpha: float, values: pd.DataFrame | None = None, refusal: str | None = None,
-                durations: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
+                durations: dict[tuple[str, str], float] | None = None,
+                disturbance: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per hypothesis, configuration, phase and arm pair; decided by Holm over the tested ones.
 
     Not decided at all when ``refusal`` says the arms are not comparable (different devices).
@@ -436,9 +516,24 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
         r["p_adjust"] = {"method": "holm", "family_size": family}  # p_adj is recomputable from the family's p
         r["test_method"] = r["comparison"]["test"]["method"] if r["tested"] else None
         r.update(_decision(r, alpha))
+        if r.get("rejected"):
+            _mark_suspect(r, disturbance)
         if r["tested"] and id(r) in samples:
             r["detectable"] = _detectable(*samples[id(r)], level=alpha / max(family, 1))
     return rows
+
+
+def _mark_suspect(r: dict[str, Any], table: dict[str, Any] | None) -> None:
+    """A rejected H0 whose arms ran in different host conditions (kit.analysis.host_state) is "suspect"."""
+    from kit.analysis.host_state import side_state, suspect_cause
+
+    blocks = r.get("blocks") or None
+    a = side_state(table, r["arm_a"], r.get("config_id"), r["phase"], blocks=blocks)
+    b = side_state(table, r["arm_b"], r.get("config_id"), r["phase"], blocks=blocks)
+    cause = suspect_cause(a, b, r["arm_a"], r["arm_b"], r["phase"])
+    if cause is not None:
+        r["suspect"] = cause
+        r["decision"] = f"suspect: {r['decision']}, but {cause}"
 
 
 def _detectable(xa: np.ndarray, xb: np.ndarray, level: float) -> dict[str, Any]:

@@ -22,6 +22,8 @@ import math
 import re
 from typing import Any
 
+from kit.disturbance import is_disturbed
+
 # Result keys with a physical, non-negative quantity (by their unit suffix or name).
 NONNEGATIVE = re.compile(r"(_s|_ms|_ips|_j|_w|_bytes|_b|_mb|_hz|_pct|_count|_passes|_steps)$|"
                          r"(^|_)(time|times|throughput|accuracy|images|passes|params|param_count|flops|epochs?)(_|$)")
@@ -155,10 +157,14 @@ def retried_trials(attempts: list[dict[str, Any]], current: list[dict[str, Any]]
             continue
         status = rec.get("status")
         why = str(rec.get("error") or "").strip().splitlines()
+        shaken = is_disturbed(rec)
+        if shaken and status == "ok":  # re-run by the runner: its timed phase shared the host (kit.disturbance)
+            status = "disturbed"
+            why = [str((rec.get("disturbance") or {}).get("cause") or "disturbed")]
         out.append({"trial_id": tid, "attempt": a["attempt"], "file": a["file"],
                     "arm": rec.get("arm") or rec.get("framework"), "config_id": rec.get("config_id"),
                     "block": rec.get("block"), "position": rec.get("position"), "warmup": bool(rec.get("warmup")),
-                    "status": status, "signal": rec.get("signal") or (rec.get("backend") or {}).get("signal"),
+                    "status": status, "disturbed": shaken, "signal": rec.get("signal") or (rec.get("backend") or {}).get("signal"),
                     "reason": f"{status}: {why[0][:300] if why else 'no message'}",
                     "replaced_by": f"trials/{tid}.json" if cur is not None else None,
                     "status_now": cur.get("status") if cur is not None else "missing"})

@@ -222,16 +222,75 @@ def foreign_load(c: Ctx) -> list[Threat]:
     nums["cpu_logical"] = logical
     util_txt = "not sampled" if util is None else f"{util:.1f} %"
     load_txt = "" if load1 is None else f", load average {load1:.2f} on {logical} CPUs"
+    shaken = c.analysis.get("disturbance") or {}
+    during = bool(shaken.get("reruns") or shaken.get("still_disturbed_trials"))
     if busy or gpu_busy:
         gpu_txt = f", {base['foreign_procs_max']} process(es) on the GPU" if gpu_busy else ""
         out.append(Threat("foreign_cpu", "internal", "medium", "Host busy before the trials",
                           f"idle baseline: mean CPU utilisation {util_txt}{load_txt}{gpu_txt}",
+                          "stop other work on the host (or use an exclusive job) before running", numbers=nums))
+    elif during:  # idle at the start is no evidence of a quiet run when trials were disturbed later
+        out.append(Threat("foreign_cpu", "internal", "low", "Host idle before the trials, busy during some",
+                          f"idle baseline: mean CPU utilisation {util_txt}{load_txt}; but other work ran during "
+                          "trials (see 'Trials disturbed while they ran')",
                           "stop other work on the host (or use an exclusive job) before running", numbers=nums))
     else:
         out.append(Threat("foreign_cpu", "internal", "info", "Host idle before the trials",
                           f"idle baseline: mean CPU utilisation {util_txt}{load_txt}",
                           "idle baseline checked at run start", status="mitigated", numbers=nums))
     return out
+
+
+@rule
+def disturbed_trials(c: Ctx) -> list[Threat]:
+    """Trials whose timed phases shared the host (kit.disturbance): re-run by the runner; those still
+    disturbed after the re-runs are counted, flagged and their effect shown."""
+    shaken = c.analysis.get("disturbance") or {}
+    still = list(shaken.get("still_disturbed_trials") or [])
+    reruns = int(shaken.get("reruns") or 0)
+    measured = int(shaken.get("measured_trials") or 0)
+    if not still and not reruns:
+        return []
+    numbers: dict[str, Any] = {"measured_trials": measured, "reruns": reruns,
+                               "rerun_trials": list(shaken.get("rerun_trials") or [])[:20],
+                               "still_disturbed_trials": still[:20]}
+    if not still:
+        return [Threat("disturbed", "internal", "info", "Disturbed trials re-run",
+                       f"{reruns} attempt(s) of {len(numbers['rerun_trials'])} trial(s) had a timed phase disturbed "
+                       "(other work on the CPUs or GPU, or throttling); each was set aside under attempts/ and the "
+                       "trial re-run in its plan position; no counted trial was disturbed",
+                       "disturbed trials re-run in place (design.disturbance_retries)", status="mitigated",
+                       numbers=numbers)]
+    rows = [r for r in shaken.get("phases") or [] if r.get("disturbed")]
+    causes = sorted({cause.split(" (")[0] for r in rows for cause in r.get("causes") or []})
+    effect = _disturbed_effect(c, rows)
+    numbers["effect_ratio_median"] = effect
+    share = len(still) / measured if measured else 1.0
+    effect_txt = (f"; their time was {effect:.3g}x the median of the quiet trials of the same arm and phase"
+                  if effect is not None else "")
+    return [Threat("disturbed", "internal", "high" if share > 0.1 else "medium", "Trials disturbed while they ran",
+                   f"{len(still)} of {measured} counted trials were still disturbed after the re-runs "
+                   f"({', '.join(causes)[:300]}){effect_txt}; they are counted, and comparisons whose sides differ "
+                   "in them are called suspect", "re-run on a quiet host or an exclusive job (kit doctor)",
+                   numbers=numbers)]
+
+
+def _disturbed_effect(c: Ctx, rows: list[Mapping[str, Any]]) -> float | None:
+    """Median over disturbed (trial, phase) of its time_s over the median of the quiet trials of its arm,
+    configuration and phase: what the disturbance did to the values that were kept."""
+    use = c.use
+    use = use[use["metric"] == "time_s"]
+    if use.empty or not rows:
+        return None
+    bad = {(r["trial_id"], r["phase"]) for r in rows}
+    ratios = []
+    for r in rows:
+        same = use[(use["arm"] == r["arm"]) & (use["config_id"] == r["config_id"]) & (use["phase"] == r["phase"])]
+        mine = same[same["trial_id"] == r["trial_id"]]["value"]
+        quiet = same[[(t, r["phase"]) not in bad for t in same["trial_id"]]]["value"]
+        if len(mine) and len(quiet) and float(quiet.median()) > 0:
+            ratios.append(float(mine.iloc[0]) / float(quiet.median()))
+    return float(np.median(ratios)) if ratios else None
 
 
 @rule

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kit.collectors.base import Probe, TrialTarget
+from kit.pinning import Pinning
 
 STDERR_TAIL_CHARS = 4000
 RESULT_MAX_BYTES = 16 * 1024**2  # result.json: a few KiB in practice
@@ -67,6 +68,7 @@ class Backend(ABC):
     # The run's copy of its study folder (kit.studies), set by the runner; the harness gets it as --study
     # (read-only in containers). None: the experiment uses the kit's own workloads.
     study_dir: Path | None = None
+    pinning: Pinning = Pinning()  # the trial's CPUs (kit.pinning), set by the runner
 
     @abstractmethod
     def available(self) -> Probe:

@@ -143,6 +143,7 @@ class LocalBackend(Backend):
         path = env.get("PYTHONPATH", "")
         env["PYTHONPATH"] = str(KIT_ROOT) + (os.pathsep + path if path else "")
         env["KIT_PARENT_PID"] = str(os.getpid())
+        env.update(self.pinning.env())
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env

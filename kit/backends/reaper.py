@@ -146,6 +146,13 @@ def main(argv: list[str]) -> int:
         signal.signal(handled, on_signal)
     env = dict(os.environ)
     env["KIT_PARENT_PID"] = str(me)  # the harness dies with its parent: this process
+    cpus = env.pop("KIT_TRIAL_CPUS", "")
+    if cpus:  # the trial's CPU set (kit.pinning), inherited by the harness and everything it starts
+        try:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        except (OSError, ValueError) as exc:
+            print(f"reaper: cannot pin the trial to CPUs {cpus}: {exc}", file=sys.stderr)
+            return 1  # measure what was asked or stop: never an unpinned trial recorded as pinned
     harness: subprocess.Popen[bytes] | None = None
     status: int | None = None
     try:

@@ -48,7 +48,8 @@ def busy_pct(before: Any, after: Any) -> float | None:
 
 
 class CpuCollector(Collector):
-    """Rows: ``cpu/total/util_pct``, ``cpu/total/freq_mhz``, ``cpu/total/load1``, ``cpu/cpu<N>/util_pct``."""
+    """Rows: ``cpu/total/util_pct``, ``cpu/total/freq_mhz``, ``cpu/total/load1``, ``cpu/cpu<N>/util_pct``, and the
+    cumulative counters ``cpu/total/busy_cpu_s`` (host) and ``cpu/kit/cpu_s`` (the kit process)."""
 
     name = "cpu"
 
@@ -91,6 +92,12 @@ class CpuCollector(Collector):
             if freq is not None:
                 rows.append(Row(t, SOURCE, "total", "freq_mhz", freq, "MHz"))
         rows.append(Row(t, SOURCE, "total", "load1", os.getloadavg()[0], "1"))
+        # Cumulative counters, read at the same instant: the host's busy CPU time (steal included: a VM's
+        # neighbours) and this kit process's own. With the trial's CPU time in its phase markers they give
+        # the CPU time of everything else during each phase (kit.disturbance).
+        rows.append(Row(t, SOURCE, "total", "busy_cpu_s", _total_s(total) - _idle_s(total), "s"))
+        own = os.times()
+        rows.append(Row(t, SOURCE, "kit", "cpu_s", float(own.user + own.system), "s"))
         return rows
 
 

@@ -64,8 +64,9 @@ def finding_text(h: dict[str, Any]) -> str:
     if h.get("rejected"):
         bigger = a if ma > mb else b
         smaller = b if bigger == a else a
+        suspect = f" SUSPECT: {h['suspect']}." if h.get("suspect") else ""
         return (f"{h['id']}, {phase}: {h['label']} is higher with {bigger} than with {smaller} — {nums}; "
-                f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}, {h['effect_text']}.")
+                f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}, {h['effect_text']}.{suspect}")
     return (f"{h['id']}, {phase}: no significant difference in {h['label']} — {nums}; "
             f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}{detectable_text(h)}.")
 
@@ -78,6 +79,30 @@ def detectable_text(h: dict[str, Any]) -> str:
     if d.get("mde") is None:
         return ""
     return f"; it would have detected a difference of {d['mde']:.1%} or more (power 80 %); smaller ones remain open"
+
+
+def timed_share_text(run: dict[str, Any]) -> str | None:
+    """The run's timed share in one sentence with why it matters, and how calibrated phases are summarised.
+
+    None for an analysis made before the share was computed (or without a counted trial).
+    """
+    share = run.get("timed_share")
+    if not isinstance(share, (int, float)) or isinstance(share, bool):
+        return None
+    text = (f"Timed share: {share * 100:.0f} % of trial wall time ({float(run.get('timed_s') or 0):.1f} s of "
+            f"{float(run.get('trial_wall_s') or 0):.1f} s over {run.get('timed_trials')} counted trials). The rest "
+            "is process start, framework import, data loading, warm-up and exit: the larger the share, the more of "
+            "the machine time a trial costs measures the frameworks rather than their start-up.")
+    passes = {ph: v for ph, v in (run.get("phase_passes") or {}).items() if isinstance(v, list) and len(v) == 2}
+    if any(hi > 1 for _, hi in passes.values()):
+        floor = run.get("min_phase_s")
+        each = ", ".join(f"{ph} {lo}" + (f"-{hi}" if hi != lo else "") + " passes" for ph, (lo, hi) in passes.items())
+        text += (" Calibrated phases" + (f" (min_phase_s = {floor:g} s)" if isinstance(floor, (int, float)) else "")
+                 + f": each timed phase repeats its unit until it lasts that long ({each} per trial; a training pass "
+                 "is the whole training run from the same initial weights). A trial's time is its mean per pass, "
+                 "whose reciprocal is the throughput over the window the telemetry samples; every pass's time is "
+                 "in the trial record.")
+    return text
 
 
 def environment_rows(manifest: Manifest, analysis: dict[str, Any]) -> list[tuple[str, str]]:
@@ -205,15 +230,79 @@ def retried_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [[e["trial_id"], e.get("arm") or "", str(e.get("attempt", "")), e.get("status") or "",
              e.get("signal") or "", e["reason"], e["file"], e.get("status_now") or ""] for e in entries]
     n = len({e["trial_id"] for e in entries})
+    shaken = sum(1 for e in entries if e.get("disturbed"))
     return [{"id": "retried-trials", "title": "Retried trials",
-             "paragraphs": [f"{n} trial(s) were run again (kit run --resume --retry-failed) after {len(rows)} failed "
-                            "attempt(s): error, time limit or a kill by a signal. A retry runs in the trial's original "
+             "paragraphs": [f"{n} trial(s) were run again after {len(rows)} attempt(s) that failed (error, time limit "
+                            "or a kill by a signal; kit run --resume --retry-failed) or were disturbed while they ran "
+                            f"({shaken} of them: status 'disturbed', re-run at once by kit run). A retry runs in the "
+                            "trial's original "
                             "plan position with its seed, so the interleaving of the arms holds, but later in time "
                             "than planned. The statistics use the latest attempt (its status is in the last column); "
                             "each failed attempt is kept, with its telemetry, in the file named."],
              "tables": [{"caption": "Failed attempts of retried trials",
                          "columns": ["trial", "arm", "attempt", "status", "signal", "reason", "file", "status now"],
                          "rows": rows}], "figures": []}]
+
+
+def disturbance_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """What ran beside the timed phases: per arm and phase the foreign CPU, the re-runs, what stayed disturbed."""
+    d = analysis.get("disturbance") or {}
+    rows_in = [r for r in d.get("phases") or [] if isinstance(r, dict)]
+    if not rows_in:
+        return []
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows_in:
+        by.setdefault((str(r.get("arm")), str(r.get("phase"))), []).append(r)
+    rows = []
+    for (arm, phase), rs in sorted(by.items()):
+        judged = [r for r in rs if r.get("judged")]
+        foreign = sorted(float(r["foreign_cpu"]) for r in judged if isinstance(r.get("foreign_cpu"), (int, float)))
+        rows.append([arm, phase, f"{len(judged)} of {len(rs)}",
+                     f"{foreign[len(foreign) // 2]:.2f}" if foreign else "–", f"{foreign[-1]:.2f}" if foreign else "–",
+                     str(sum(1 for r in rs if r.get("disturbed")))])
+    still = d.get("still_disturbed_trials") or []
+    return [{"id": "host-conditions", "title": "Host conditions during the trials",
+             "paragraphs": [
+                 "Each timed phase of each trial was checked while the run went on: the CPU time of everything "
+                 "outside the trial and the kit (host busy time minus the trial's own CPU time, from its markers, "
+                 "minus the collectors'), CPU frequency against the idle baseline, and on GPUs foreign processes "
+                 "and throttling. A phase with more foreign CPU than design.disturbance_cpu "
+                 f"({(d.get('limits') or {}).get('foreign_cpu', 'the default')} CPUs) or with throttling marks "
+                 "the trial disturbed; kit run re-ran it at once in its plan position "
+                 f"({d.get('reruns', 0)} re-run(s) in this run). {len(still)} counted trial(s) were still disturbed "
+                 "after the re-runs; a comparison whose sides differ in them is called suspect. Phases shorter "
+                 "than five sampling periods are not judged."],
+             "tables": [{"caption": "Foreign CPU (CPUs busy outside the trial) per arm and phase",
+                         "columns": ["arm", "phase", "judged phases", "median foreign CPU", "max", "still disturbed"],
+                         "rows": rows}], "figures": []}]
+
+
+def sequential_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run made with --until-conclusive: its looks, levels and decisions, and what stayed open and why."""
+    seq = analysis.get("sequential")
+    if not isinstance(seq, dict):
+        return []
+    sched = seq.get("schedule") or {}
+    looks = [[str(lk.get("repetitions")), f"{float(lk.get('alpha') or 0):.2g}",
+              ", ".join(f"{x['key']}: {x['status']}" for x in lk.get("decisions") or [])[:400]]
+             for lk in seq.get("looks_taken") or []]
+    opened = [[o.get("key", ""), o.get("why", "")] for o in seq.get("open") or []]
+    why = {"conclusive": "every testable hypothesis was decided", "budget": "the next look would have passed the "
+           "budget"}.get(str(seq.get("stop_reason")), "it reached its maximum repetitions")
+    return [{"id": "sequential", "title": "Stopping when conclusive",
+             "paragraphs": [
+                 f"The run added interleaved blocks and looked at its hypotheses after {sched.get('looks')} "
+                 f"repetitions per arm; it stopped at {seq.get('stopped_at')} because {why}. Each look tests at its "
+                 "own level, the increment of an O'Brien-Fleming-type alpha-spending function; the increments add up "
+                 f"to alpha = {sched.get('alpha')}, so the family-wise error over all looks stays at alpha (checked "
+                 "by simulation in the kit's tests). A hypothesis is decided when the difference is significant or "
+                 f"the arms are shown equivalent within {float(sched.get('margin') or 0):.0%} (two one-sided "
+                 "Wilcoxon tests), Holm over both kinds of test at each look. The hypothesis table below uses the "
+                 "nominal alpha on all the data; the decisions of this section are the ones that account for the "
+                 "looks."],
+             "tables": [{"caption": "Looks", "columns": ["repetitions", "level spent", "decisions"], "rows": looks},
+                        *([{"caption": "Open hypotheses", "columns": ["hypothesis", "why"], "rows": opened}]
+                          if opened else [])], "figures": []}]
 
 
 def _design(manifest: Manifest, analysis: dict[str, Any]) -> dict[str, Any]:
@@ -283,6 +372,7 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "started": _when(manifest.started),
         "ended": _when(manifest.ended),
         "run": analysis["run"],
+        "timed_share": timed_share_text(analysis["run"]),
         "goal": spec.get("goal", {}),
         "alpha": analysis["alpha"],
         "arms": arms,
@@ -306,5 +396,5 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
         "sections": (study_code_section(hooks) + extra_sections(manifest, analysis, hooks) + excluded_section(analysis)
-                     + retried_section(analysis)),
+                     + retried_section(analysis) + disturbance_section(analysis) + sequential_section(analysis)),
     }

@@ -222,6 +222,12 @@ def oom_text(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or any(t in msg for t in OOM_TEXT)
 
 
+def process_cpu_s() -> float:
+    """User + system CPU seconds of this process (all threads) and of its children that were waited for."""
+    t = os.times()
+    return float(t.user + t.system + t.children_user + t.children_system)
+
+
 class Markers:
     """Writes the harness protocol's JSON lines (phase start/end, events).
 
@@ -236,7 +242,10 @@ class Markers:
         self._open: dict[str, float] = {}
 
     def event(self, event: str, **fields: Any) -> None:
-        rec = {"event": event, "t": time.time(), "t_mono": time.monotonic(), **fields}
+        """One JSON line; ``cpu_s`` is the CPU time of the trial's process and its finished children, which the
+        host subtracts from the host's busy time over a phase to find the CPU time of everything else
+        (kit.disturbance)."""
+        rec = {"event": event, "t": time.time(), "t_mono": time.monotonic(), "cpu_s": process_cpu_s(), **fields}
         self._fh.write(json.dumps(rec) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())

@@ -23,13 +23,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from kit.workloads import cuda_driver
 from kit.workloads.common import DeviceUnavailable, WorkloadError
 
 TF32_MODES = ("native", "off", "on")
 DEVICE_REQUESTS = ("auto", "cpu", "gpu")
+T = TypeVar("T")
 
 
 def requested(req: dict[str, Any]) -> str:
@@ -195,20 +197,123 @@ def device_fields(kind: str, name: str | None, uuid: str | None, uuids: list[str
     return out
 
 
-def repeat_phase(run_pass: Callable[[], Any], min_s: float, sync: Callable[[], None]) -> tuple[Any, int, float]:
-    """Run ``run_pass`` until the phase lasts ``min_s`` (at least once); (first result, passes, total seconds).
+@dataclass(frozen=True)
+class PhasePasses(Generic[T]):
+    """What a calibrated phase ran: the last pass's result, the time of every pass and of every reset.
 
-    Each pass is the full measured operation; the caller reports the time per
-    pass (total / passes) and the number of passes, so short phases last long
-    enough for the telemetry without changing what one pass means.
+    ``pass_times_s`` holds each pass timed on its own (``perf_counter`` after a
+    device sync on both sides); ``reset_times_s`` the resets between passes
+    (training only: one fewer than the passes); ``phase_s`` the whole loop as
+    the helper saw it.
+    """
+
+    result: T
+    pass_times_s: tuple[float, ...]
+    reset_times_s: tuple[float, ...]
+    phase_s: float
+
+    @property
+    def passes(self) -> int:
+        return len(self.pass_times_s)
+
+    def per_pass_s(self, phase_s: float) -> float:
+        """The trial's time of one pass: the phase's seconds (the markers') less the resets, over the passes.
+
+        The mean, not the median or the fastest pass, is the trial's value: its
+        reciprocal is the throughput over the window the telemetry samples (the
+        whole phase but the cheap resets), so time, utilisation, power and
+        energy of one trial describe the same work. It is the mean of
+        ``pass_times_s`` up to the clock reads and syncs between passes, and
+        with one pass it is the phase's duration, as before calibration. The
+        per-pass list stays in the trial record for any other statistic.
+        """
+        return (phase_s - sum(self.reset_times_s)) / self.passes
+
+
+def _repeat(run_pass: Callable[[], T], min_s: float, sync: Callable[[], None], reset: Callable[[], None] | None,
+            clock: Callable[[], float]) -> PhasePasses[T]:
+    t_phase = clock()
+    times: list[float] = []
+    resets: list[float] = []
+    while True:
+        sync()
+        t0 = clock()
+        result = run_pass()
+        sync()
+        times.append(clock() - t0)
+        if clock() - t_phase >= min_s:
+            return PhasePasses(result, tuple(times), tuple(resets), clock() - t_phase)
+        if reset is not None:
+            t0 = clock()
+            reset()
+            sync()
+            resets.append(clock() - t0)
+
+
+def repeat_inference(run_pass: Callable[[], T], min_s: float, sync: Callable[[], None],
+                     clock: Callable[[], float] = time.perf_counter) -> PhasePasses[T]:
+    """Run the full inference pass until the phase lasts ``min_s`` (at least once), timing every pass.
+
+    Inference does not change the model, so the passes follow each other with
+    nothing in between and every pass computes the same predictions.
+    """
+    return _repeat(run_pass, min_s, sync, None, clock)
+
+
+def repeat_training(run_pass: Callable[[], T], reset: Callable[[], None], min_s: float, sync: Callable[[], None],
+                    clock: Callable[[], float] = time.perf_counter) -> PhasePasses[T]:
+    """Run the protocol's whole training run until the phase lasts ``min_s`` (at least once), timing every pass.
+
+    A pass is the full training run of the protocol (every step of every
+    epoch). ``reset`` runs before every pass after the first: it restores the
+    shared initial weights and a fresh optimizer state (and whatever random
+    state the run draws from), so every pass is the same protocol run, and the
+    model after the phase, with the loss returned (the last pass's), is the
+    result of one protocol run, not of ``passes`` runs in a row. The reset
+    lies inside the phase (the telemetry sees it) but outside every pass's
+    time; it must be cheap (copies of the initial weights kept in memory).
+    With ``min_s`` 0 this is exactly one pass and no reset: the uncalibrated
+    protocol.
+    """
+    return _repeat(run_pass, min_s, sync, reset, clock)
+
+
+@dataclass
+class EpochLog:
+    """One training run of an epoch-wise protocol, epoch by epoch: what one training pass returns.
+
+    Seconds and mean loss of every epoch, the test accuracy after it (None
+    where not measured) and the seconds of those accuracy checks, which are
+    not training time.
+    """
+
+    train_s: list[float] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    acc: list[float | None] = field(default_factory=list)
+    eval_s: float = 0.0
+
+
+def pass_results(trained: PhasePasses[Any] | None, inferred: PhasePasses[Any],
+                 train_excluded_s: list[float] | None = None) -> dict[str, Any]:
+    """The results every calibrated workload adds: passes per phase and every pass's seconds.
+
+    ``train_excluded_s``: per training pass, seconds inside it that are not
+    training (accuracy checks between epochs), taken off that pass's time.
+    """
+    out: dict[str, Any] = {"infer_passes": inferred.passes, "infer_pass_times_s": list(inferred.pass_times_s)}
+    if trained is not None:
+        less = train_excluded_s or [0.0] * trained.passes
+        out.update(train_passes=trained.passes,
+                   train_pass_times_s=[t - x for t, x in zip(trained.pass_times_s, less, strict=True)])
+    return out
+
+
+def repeat_phase(run_pass: Callable[[], Any], min_s: float, sync: Callable[[], None]) -> tuple[Any, int, float]:
+    """Run ``run_pass`` until the phase lasts ``min_s`` (at least once); (result, passes, total seconds).
+
+    The interface study folders written by earlier ``kit new study`` call;
+    :func:`repeat_inference` is the same loop and also keeps every pass's time.
     """
     t0 = time.perf_counter()
-    first = run_pass()
-    passes = 1
-    if min_s > 0:
-        sync()
-        while time.perf_counter() - t0 < min_s:
-            run_pass()
-            passes += 1
-            sync()
-    return first, passes, time.perf_counter() - t0
+    done = repeat_inference(run_pass, min_s, sync)
+    return done.result, done.passes, time.perf_counter() - t0

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from kit.workloads import lenet
 from kit.workloads.common import Markers, data_order, load_mnist
-from kit.workloads.device import min_phase_s, repeat_phase
+from kit.workloads.device import min_phase_s, pass_results, repeat_inference, repeat_training
 from kit.workloads.tf_env import device_sync, is_oom, reset_optimizer, setup, tf_env, train_step
 
 __all__ = ["build", "is_oom", "keras_weights", "run"]
@@ -49,10 +49,12 @@ def build(seed: int) -> keras.Model:
 
 
 def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One trial: untimed warm-up, one timed training run, one timed inference.
+    """One trial: untimed warm-up, the timed training run, the timed inference pass.
 
-    With ``min_phase_s`` the inference phase repeats its full pass until it
-    lasts that long; ``infer_time_s`` stays the time of one pass.
+    With ``min_phase_s`` each timed phase repeats its unit until it lasts that
+    long, as in the PyTorch build: the whole training run (each pass from the
+    shared initial weights with zeroed optimizer state) and the inference
+    pass; the times stay per pass and every pass's time is kept.
     """
     wl, ds, seed = req["workload"], req["dataset"], int(req["seed"])
     device = setup(req)
@@ -91,26 +93,33 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
             preds = [predict_step(xe[i : i + ibs]) for i in range(0, len(x_te), ibs)]
             return tf.concat(preds, 0).numpy()
 
+        def reset() -> None:
+            """The shared initial weights and zeroed optimizer state (the traced functions are kept)."""
+            model.set_weights(init)
+            reset_optimizer(opt)
+
         warm = int(wl["warmup_steps"])
         if warm > 0:
             # Same warm-up as the PyTorch build: trace and run the train and
-            # predict functions once, then restore the shared initial weights
-            # and zero the optimizer state (the traced functions are kept).
+            # predict functions once, then back to the initial state.
             markers.start("warmup")
             train(min(warm, steps), 1)
             infer()
             markers.end("warmup")
-            model.set_weights(init)
-            reset_optimizer(opt)
+            reset()
 
+        min_s = min_phase_s(req)
         markers.start("train")
-        final_loss = train(steps, epochs)
-        train_s = markers.end("train", images=steps * bs * epochs)
+        trained = repeat_training(lambda: train(steps, epochs), reset, min_s, device_sync)
+        train_s = trained.per_pass_s(markers.end("train", images=steps * bs * epochs * trained.passes,
+                                                 passes=trained.passes))
         markers.start("infer")
-        pred, passes, _ = repeat_phase(infer, min_phase_s(req), device_sync)
-        infer_s = markers.end("infer", images=len(x_te) * passes, passes=passes) / passes
+        inferred = repeat_inference(infer, min_s, device_sync)
+        infer_s = inferred.per_pass_s(markers.end("infer", images=len(x_te) * inferred.passes,
+                                                  passes=inferred.passes))
+    final_loss, pred = trained.result, inferred.result
 
-    results = {
+    results: dict[str, Any] = {
         "train_time_s": train_s,
         "infer_time_s": infer_s,
         "train_loss": final_loss,
@@ -119,7 +128,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         "test_images": len(x_te),
         "train_throughput_ips": steps * bs * epochs / train_s,
         "infer_throughput_ips": len(x_te) / infer_s,
-        "infer_passes": passes,
         "param_count": int(model.count_params()),
     }
+    results.update(pass_results(trained, inferred))
     return results, tf_env(device, "fp32", conv_dominant=True)

@@ -8,8 +8,10 @@ each step a ``tf.function`` (what ``fit`` traces) on slices of the
 device-resident tensors, as the PyTorch build slices them (``fit`` would route
 the batches through a host-side data adapter inside the timed phase),
 optional test accuracy between epochs (subtracted from the training time),
-then the timed inference, a ``tf.function`` forward pass per batch. Runs
-inside the framework image.
+then the timed inference, a ``tf.function`` forward pass per batch; with
+``min_phase_s`` both phases repeat their unit as there (each training pass
+from the initial variables, random state included, and zeroed optimizer
+state). Runs inside the framework image.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tensorflow as tf
 
 from kit.workloads import nets
 from kit.workloads.common import Markers, WorkloadError
-from kit.workloads.device import min_phase_s, repeat_phase
+from kit.workloads.device import EpochLog, min_phase_s, pass_results, repeat_inference, repeat_training
 from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
 from kit.workloads.tf_env import device_sync, is_oom, reset_optimizer, setup, tf_env, train_step
 
@@ -152,35 +154,53 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
             markers.end("warmup")
             model.set_weights(init)
             reset_optimizer(opt)
+        # every training pass starts from here: weights, batch-norm statistics and the dropout seeds' state
+        # (model.variables: get_weights and the seed generators) and zeroed optimizer state
+        start = [v.numpy() for v in model.variables]
 
-        epoch_s: list[float] = []
-        epoch_loss: list[float] = []
-        epoch_acc: list[float | None] = []
-        eval_s = 0.0
+        def reset() -> None:
+            for v, a in zip(model.variables, start, strict=True):
+                v.assign(a)
+            reset_optimizer(opt)
+
         each = bool(wl.get("eval_each_epoch", False))
+        logs: list[EpochLog] = []  # every pass's
+
+        def train_run() -> EpochLog:
+            """The protocol's training run: every epoch, the accuracy between epochs with ``eval_each_epoch``."""
+            log = EpochLog()
+            logs.append(log)
+            for e in range(epochs):
+                device_sync()
+                t0 = time.perf_counter()
+                log.loss.append(train_epoch(epoch_order(n, seed, e), steps))
+                device_sync()
+                log.train_s.append(time.perf_counter() - t0)
+                acc = None
+                if each and e < epochs - 1:
+                    t1 = time.perf_counter()
+                    acc = accuracy(predict())
+                    log.eval_s += time.perf_counter() - t1
+                log.acc.append(acc)
+                markers.event("epoch_end", epoch=e + 1, train_s=log.train_s[-1], train_loss=log.loss[-1],
+                              test_accuracy=acc, train_pass=len(logs))
+            return log
+
+        min_s = min_phase_s(req)
         markers.start("train")
-        for e in range(epochs):
-            device_sync()
-            t0 = time.perf_counter()
-            epoch_loss.append(train_epoch(epoch_order(n, seed, e), steps))
-            device_sync()
-            epoch_s.append(time.perf_counter() - t0)
-            acc = None
-            if each and e < epochs - 1:
-                t1 = time.perf_counter()
-                acc = accuracy(predict())
-                eval_s += time.perf_counter() - t1
-            epoch_acc.append(acc)
-            markers.event("epoch_end", epoch=e + 1, train_s=epoch_s[-1], train_loss=epoch_loss[-1], test_accuracy=acc)
-        train_phase_s = markers.end("train", images=steps * bs * epochs * task.units_per_example)
+        trained = repeat_training(train_run, reset, min_s, device_sync)
+        train_phase_s = markers.end("train", images=steps * bs * epochs * task.units_per_example * trained.passes,
+                                    passes=trained.passes)
         markers.start("infer")
-        pred, passes, _ = repeat_phase(predict, min_phase_s(req), device_sync)
-        infer_s = markers.end("infer", images=len(task.x_te) * task.units_per_example * passes,
-                              passes=passes) / passes
-    final = accuracy(pred)
+        inferred = repeat_inference(predict, min_s, device_sync)
+        infer_s = inferred.per_pass_s(markers.end("infer", images=len(task.x_te) * task.units_per_example
+                                                  * inferred.passes, passes=inferred.passes))
+    log = trained.result
+    final = accuracy(inferred.result)
     if each:
-        epoch_acc[-1] = final
-    results = trial_results(task, steps * bs, epochs, train_phase_s, eval_s, infer_s, epoch_s, epoch_loss, epoch_acc,
-                            final, trainable_count(model), each)
-    results["infer_passes"] = passes
+        log.acc[-1] = final
+    evals = [x.eval_s for x in logs]
+    results = trial_results(task, steps * bs, epochs, trained.per_pass_s(train_phase_s), sum(evals) / len(evals),
+                            infer_s, log.train_s, log.loss, log.acc, final, trainable_count(model), each)
+    results.update(pass_results(trained, inferred, evals))
     return results, tf_env(device, "fp32", conv_dominant=task.kind == "image")

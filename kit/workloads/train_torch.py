@@ -5,7 +5,12 @@ optimizer), the timed ``train`` phase (every epoch; each epoch gathers the
 block's shuffled order on the device, then runs full batches; with
 ``eval_each_epoch`` the test accuracy after each epoch is measured between
 epochs and its time is subtracted from the training time) and the timed
-``infer`` phase (test accuracy). Runs inside the framework image.
+``infer`` phase (test accuracy). With ``min_phase_s`` each phase repeats its
+unit until it lasts that long: the whole training run of every epoch (each
+pass from the initial weights, random state and a fresh optimizer, so the
+results are one protocol run's) and the inference pass; times stay per pass
+(``train_phase_s`` too) and every pass's time is kept. Runs inside the
+framework image.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from torch.nn import functional as F
 
 from kit.workloads import nets
 from kit.workloads.common import Markers, WorkloadError
-from kit.workloads.device import min_phase_s, repeat_phase
+from kit.workloads.device import EpochLog, min_phase_s, pass_results, repeat_inference, repeat_training
 from kit.workloads.tasks import Task, epoch_order, knn_run, load_task, steps_per_epoch, trial_results
 from kit.workloads.torch_env import device_sync, is_oom, setup, torch_env
 
@@ -243,36 +248,57 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         predict()
         markers.end("warmup")
         model.load_state_dict(init)
-    opt = make_optimizer(wl, model.parameters(), shared)
+    # every training pass starts from here: the initial weights, this random state (dropout), a fresh optimizer
+    rng_cpu = torch.get_rng_state()
+    rng_cuda = torch.cuda.get_rng_state_all() if device.type == "cuda" else None
 
-    epoch_s: list[float] = []
-    epoch_loss: list[float] = []
-    epoch_acc: list[float | None] = []
-    eval_s = 0.0
+    def reset() -> None:
+        model.load_state_dict(init)
+        torch.set_rng_state(rng_cpu)
+        if rng_cuda is not None:
+            torch.cuda.set_rng_state_all(rng_cuda)
+
     each = bool(wl.get("eval_each_epoch", False))
+    logs: list[EpochLog] = []  # every pass's
+
+    def train_run() -> EpochLog:
+        """The protocol's training run: every epoch, the accuracy between epochs with ``eval_each_epoch``."""
+        opt = make_optimizer(wl, model.parameters(), shared)
+        log = EpochLog()
+        logs.append(log)
+        for e in range(epochs):
+            device_sync(device)
+            t0 = time.perf_counter()
+            log.loss.append(train_epoch(opt, epoch_order(n, seed, e), steps))
+            device_sync(device)
+            log.train_s.append(time.perf_counter() - t0)
+            acc = None
+            if each and e < epochs - 1:  # the last epoch's accuracy is the infer phase's
+                t1 = time.perf_counter()
+                acc = accuracy(predict())
+                log.eval_s += time.perf_counter() - t1
+            log.acc.append(acc)
+            markers.event("epoch_end", epoch=e + 1, train_s=log.train_s[-1], train_loss=log.loss[-1],
+                          test_accuracy=acc, train_pass=len(logs))
+        return log
+
+    min_s = min_phase_s(req)
     markers.start("train")
-    for e in range(epochs):
-        device_sync(device)
-        t0 = time.perf_counter()
-        epoch_loss.append(train_epoch(opt, epoch_order(n, seed, e), steps))
-        device_sync(device)
-        epoch_s.append(time.perf_counter() - t0)
-        acc = None
-        if each and e < epochs - 1:  # the last epoch's accuracy is the infer phase's
-            t1 = time.perf_counter()
-            acc = accuracy(predict())
-            eval_s += time.perf_counter() - t1
-        epoch_acc.append(acc)
-        markers.event("epoch_end", epoch=e + 1, train_s=epoch_s[-1], train_loss=epoch_loss[-1], test_accuracy=acc)
-    train_phase_s = markers.end("train", images=steps * bs * epochs * task.units_per_example)
+    trained = repeat_training(train_run, reset, min_s, lambda: device_sync(device))
+    train_phase_s = markers.end("train", images=steps * bs * epochs * task.units_per_example * trained.passes,
+                                passes=trained.passes)
     markers.start("infer")
-    pred, passes, _ = repeat_phase(predict, min_phase_s(req), lambda: device_sync(device))
-    infer_s = markers.end("infer", images=len(task.x_te) * task.units_per_example * passes, passes=passes) / passes
-    final = accuracy(pred)
+    inferred = repeat_inference(predict, min_s, lambda: device_sync(device))
+    infer_s = inferred.per_pass_s(markers.end("infer", images=len(task.x_te) * task.units_per_example
+                                              * inferred.passes, passes=inferred.passes))
+    log = trained.result
+    final = accuracy(inferred.result)
     if each:
-        epoch_acc[-1] = final
-    results = trial_results(task, steps * bs, epochs, train_phase_s, eval_s, infer_s, epoch_s, epoch_loss, epoch_acc,
-                            final, param_count(model), each)
-    results["infer_passes"] = passes
+        log.acc[-1] = final
+    # per pass, as one protocol run reports them: the phase's seconds less the resets, the mean accuracy checks
+    evals = [x.eval_s for x in logs]
+    results = trial_results(task, steps * bs, epochs, trained.per_pass_s(train_phase_s), sum(evals) / len(evals),
+                            infer_s, log.train_s, log.loss, log.acc, final, param_count(model), each)
+    results.update(pass_results(trained, inferred, evals))
     return results, torch_env(device, tf32, "fp32", conv_dominant=task.kind == "image")
 

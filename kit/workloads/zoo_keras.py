@@ -20,7 +20,7 @@ import numpy as np
 
 from kit.workloads import zoo
 from kit.workloads.common import Markers, SkipTrial, apply_memory_cap, oom_text
-from kit.workloads.device import min_phase_s
+from kit.workloads.device import min_phase_s, pass_results, repeat_inference, repeat_training
 
 
 def image_shape(keras: Any, size: int) -> tuple[int, int, int]:
@@ -197,23 +197,28 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         markers.end("warmup")
         results: dict[str, Any] = {"model": name, "param_count": n_params, "batch_size": bs, "image_size": size}
         items = bs * zoo.items_per_example(name, seq_len)
+        min_s = min_phase_s(req)
+        trained = None
         if train:
-            steps: list[float] = []
+            train_steps: list[float] = []
+
+            def train_pass() -> None:  # `repeats` training steps, each timed
+                for _ in range(repeats):
+                    xb, yb = next_batch()
+                    t0 = time.perf_counter()
+                    step(xb, yb)
+                    tf_env.device_sync()
+                    train_steps.append(time.perf_counter() - t0)
+
             markers.start("train")
-            for _ in range(repeats):
-                xb, yb = next_batch()
-                t0 = time.perf_counter()
-                step(xb, yb)
-                tf_env.device_sync()
-                steps.append(time.perf_counter() - t0)
-            train_s = markers.end("train", images=bs * repeats)
-            results.update(train_time_s=train_s, train_step_s=steps, train_throughput_ips=bs * repeats / train_s,
+            trained = repeat_training(train_pass, lambda: None, min_s, tf_env.device_sync)
+            train_s = trained.per_pass_s(markers.end("train", images=bs * repeats * trained.passes,
+                                                     passes=trained.passes))
+            results.update(train_time_s=train_s, train_step_s=train_steps, train_throughput_ips=bs * repeats / train_s,
                            train_items_per_s=items * repeats / train_s)
-        steps = []
-        min_s, passes = min_phase_s(req), 0
-        markers.start("infer")
-        t_phase = time.perf_counter()
-        while passes == 0 or time.perf_counter() - t_phase < min_s:  # one pass = `repeats` forward passes
+        infer_steps: list[float] = []
+
+        def infer_pass() -> None:  # `repeats` forward passes, each timed
             for _ in range(repeats):
                 xb, _ = next_batch()
                 t0 = time.perf_counter()
@@ -222,11 +227,14 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
                     out.numpy()
                 else:
                     tf_env.device_sync()
-                steps.append(time.perf_counter() - t0)
-            passes += 1
-        infer_s = markers.end("infer", images=bs * repeats * passes, passes=passes) / passes
-    results.update(infer_time_s=infer_s, infer_step_s=steps, infer_throughput_ips=bs * repeats / infer_s,
-                   infer_latency_per_image_s=infer_s / (bs * repeats), infer_passes=passes)
+                infer_steps.append(time.perf_counter() - t0)
+
+        markers.start("infer")
+        inferred = repeat_inference(infer_pass, min_s, tf_env.device_sync)
+        infer_s = inferred.per_pass_s(markers.end("infer", images=bs * repeats * inferred.passes,
+                                                  passes=inferred.passes))
+    results.update(infer_time_s=infer_s, infer_step_s=infer_steps, infer_throughput_ips=bs * repeats / infer_s,
+                   infer_latency_per_image_s=infer_s / (bs * repeats), **pass_results(trained, inferred))
     env = tf_env.tf_env(device, precision, conv_dominant=name in zoo.VISION)
     threads = int(env.get("threads") or os.cpu_count() or 1)
     peak, source = (zoo.gpu_peak_flops(env["device_name"], env["precision"]) if device.startswith("/GPU")

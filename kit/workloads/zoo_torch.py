@@ -3,7 +3,11 @@
 Runs inside the framework image. One trial: build the model (random weights),
 random inputs (``zoo.input_batch``), an untimed warm-up, then ``repeats``
 timed training steps (phase ``train``) and ``repeats`` timed forward passes
-(phase ``infer``), each step synchronised so its time is true. The factors of
+(phase ``infer``), each step synchronised so its time is true. With
+``min_phase_s`` each phase repeats its ``repeats`` steps until it lasts that
+long (the trained weights of random inputs are no result, so nothing is
+reset): every step's time is kept, the phase times stay per ``repeats``
+steps. The factors of
 Dai et al. (cuDNN autotuning, layout, compilation, mixed precision, input
 pipeline) are workload parameters applied here.
 """
@@ -19,7 +23,7 @@ from torch import nn
 
 from kit.workloads import zoo
 from kit.workloads.common import Markers, apply_memory_cap
-from kit.workloads.device import min_phase_s
+from kit.workloads.device import min_phase_s, pass_results, repeat_inference, repeat_training
 from kit.workloads.torch_env import device_sync, is_oom, setup, torch_env
 
 __all__ = ["build", "flops_per_example", "is_oom", "param_count", "run"]
@@ -195,35 +199,42 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
 
     results: dict[str, Any] = {"model": name, "param_count": n_params, "batch_size": bs, "image_size": size}
     items = bs * zoo.items_per_example(name, seq_len)
+    min_s = min_phase_s(req)
+    trained = None
     if train:
         model.train()
-        steps: list[float] = []
+        train_steps: list[float] = []
+
+        def train_pass() -> None:  # `repeats` training steps, each timed
+            for _ in range(repeats):
+                xb, yb = next(it)
+                t0 = time.perf_counter()
+                step(xb, yb)
+                device_sync(device)
+                train_steps.append(time.perf_counter() - t0)
+
         markers.start("train")
-        for _ in range(repeats):
-            xb, yb = next(it)
-            t0 = time.perf_counter()
-            step(xb, yb)
-            device_sync(device)
-            steps.append(time.perf_counter() - t0)
-        train_s = markers.end("train", images=bs * repeats)
-        results.update(train_time_s=train_s, train_step_s=steps, train_throughput_ips=bs * repeats / train_s,
+        trained = repeat_training(train_pass, lambda: None, min_s, lambda: device_sync(device))
+        train_s = trained.per_pass_s(markers.end("train", images=bs * repeats * trained.passes,
+                                                 passes=trained.passes))
+        results.update(train_time_s=train_s, train_step_s=train_steps, train_throughput_ips=bs * repeats / train_s,
                        train_items_per_s=items * repeats / train_s)
     model.eval()
-    steps = []
-    min_s, passes = min_phase_s(req), 0
-    markers.start("infer")
-    t_phase = time.perf_counter()
-    while passes == 0 or time.perf_counter() - t_phase < min_s:  # one pass = `repeats` forward passes
+    infer_steps: list[float] = []
+
+    def infer_pass() -> None:  # `repeats` forward passes, each timed
         for _ in range(repeats):
             xb, _ = next(it)
             t0 = time.perf_counter()
             infer(xb)
             device_sync(device)
-            steps.append(time.perf_counter() - t0)
-        passes += 1
-    infer_s = markers.end("infer", images=bs * repeats * passes, passes=passes) / passes
-    results.update(infer_time_s=infer_s, infer_step_s=steps, infer_throughput_ips=bs * repeats / infer_s,
-                   infer_latency_per_image_s=infer_s / (bs * repeats), infer_passes=passes)
+            infer_steps.append(time.perf_counter() - t0)
+
+    markers.start("infer")
+    inferred = repeat_inference(infer_pass, min_s, lambda: device_sync(device))
+    infer_s = inferred.per_pass_s(markers.end("infer", images=bs * repeats * inferred.passes, passes=inferred.passes))
+    results.update(infer_time_s=infer_s, infer_step_s=infer_steps, infer_throughput_ips=bs * repeats / infer_s,
+                   infer_latency_per_image_s=infer_s / (bs * repeats), **pass_results(trained, inferred))
     env = torch_env(device, tf32, precision, conv_dominant=name in zoo.VISION)
     flops = flops_per_example(name, classes, tiny, seq_len, size)
     if device.type == "cuda":

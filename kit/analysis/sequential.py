@@ -1,0 +1,239 @@
+"""Stopping when the answer is conclusive: looks at the data with alpha spending, and the decision at each look.
+
+``kit run --until-conclusive`` runs interleaved blocks and looks at the
+hypotheses after a fixed schedule of repetitions (``looks``: the spec's
+repetitions, then every ``step`` more, up to ``max_repetitions``). Looking
+repeatedly and stopping at the first significant look inflates the error rate
+(five looks at 0.05 reject a true H0 about 14 % of the time), so each look k
+gets its own level ``alpha_k`` from an O'Brien-Fleming-type spending function
+(Lan & DeMets 1983): ``f(t) = 2 - 2 Phi(z_{1-alpha/2} / sqrt(t))`` with ``t``
+the share of the maximum repetitions reached, ``alpha_k = f(t_k) - f(t_{k-1})``.
+The increments sum to ``alpha``; testing each look at its increment keeps the
+family-wise error at ``alpha`` by the union bound alone, whatever the
+correlation between looks (conservative: exact group-sequential boundaries would
+spend a little less, but need the joint distribution of rank statistics, which
+the union bound does not). Early looks spend little, so a run that stops late
+loses almost nothing against a fixed-n test at ``alpha``.
+
+At each look every testable hypothesis gets two tests on its paired values:
+the difference (Wilcoxon signed-rank on a - b, the test the analysis uses) and
+equivalence within ``margin`` (two one-sided Wilcoxon tests on
+log(a) - log(b) against ±log(1 + margin): the ratio of the arms lies inside
+[1/(1+margin), 1+margin]). Holm's procedure over all 2m tests at ``alpha_k``
+decides them: a hypothesis is "rejected" (a difference), "equivalent" or still
+"open". :func:`simulate` checks the whole procedure by Monte Carlo at the sizes
+the kit uses (tests/test_sequential.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats as sps
+
+from kit.analysis.stats import MIN_N_FOR_TESTS, holm, wilcoxon_paired
+
+DEFAULT_MARGIN = 0.05  # equivalence: arms within 5 % of each other (the kit's practical threshold for a change)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When to look (repetitions per arm reached) and the level spent at each look."""
+
+    looks: tuple[int, ...]
+    alphas: tuple[float, ...]
+    alpha: float
+    margin: float = DEFAULT_MARGIN
+
+    def as_dict(self) -> dict[str, object]:
+        return {"looks": list(self.looks), "alphas": list(self.alphas), "alpha": self.alpha, "margin": self.margin,
+                "spending": "O'Brien-Fleming-type (Lan-DeMets), tested at each increment (union bound)"}
+
+
+def obf_spent(t: float, alpha: float) -> float:
+    """Alpha spent by information fraction ``t`` in (0, 1] (Lan-DeMets O'Brien-Fleming-type)."""
+    if t <= 0:
+        return 0.0
+    z = float(sps.norm.ppf(1 - alpha / 2))
+    return float(min(alpha, 2 - 2 * sps.norm.cdf(z / math.sqrt(min(t, 1.0)))))
+
+
+def schedule(first: int, step: int, max_repetitions: int, alpha: float, margin: float = DEFAULT_MARGIN) -> Schedule:
+    """Looks at ``first``, ``first + step``, ... up to ``max_repetitions`` (always the last look)."""
+    if not (first >= 2 and step >= 1 and max_repetitions >= first and 0 < alpha < 0.5 and 0 < margin < 1):
+        raise ValueError(f"bad sequential schedule: first {first}, step {step}, max {max_repetitions}, "
+                         f"alpha {alpha}, margin {margin}")
+    looks = list(range(first, max_repetitions + 1, step))
+    if looks[-1] != max_repetitions:
+        looks.append(max_repetitions)
+    spent = [obf_spent(n / max_repetitions, alpha) for n in looks]
+    alphas = [spent[0]] + [b - a for a, b in itertools.pairwise(spent)]
+    return Schedule(tuple(looks), tuple(alphas), alpha, margin)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One hypothesis at one look."""
+
+    key: str
+    status: str  # rejected | equivalent | open
+    n: int
+    p_difference: float | None
+    p_equivalence: float | None
+    why: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"key": self.key, "status": self.status, "n": self.n, "p_difference": self.p_difference,
+                "p_equivalence": self.p_equivalence, "why": self.why}
+
+
+def _p_equivalence(a: np.ndarray, b: np.ndarray, margin: float) -> float | None:
+    """Two one-sided Wilcoxon tests on log(a) - log(b) against ±log(1+margin); None: a value is not positive."""
+    if np.any(a <= 0) or np.any(b <= 0):
+        return None
+    d = math.log1p(margin)
+    la, lb = np.log(a), np.log(b)
+    upper = wilcoxon_paired(la - d, lb, alternative="less").p  # H1: log a - log b < +d
+    lower = wilcoxon_paired(la + d, lb, alternative="greater").p  # H1: log a - log b > -d
+    return max(upper, lower)
+
+
+def decide(items: Sequence[tuple[str, np.ndarray, np.ndarray]], level: float, margin: float) -> list[Decision]:
+    """Each (key, a, b) paired sample: rejected, equivalent or open, Holm over all 2m tests at ``level``."""
+    pvals: list[float | None] = []
+    why: list[str | None] = []
+    for _, a, b in items:
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if a.size < MIN_N_FOR_TESTS:
+            pvals += [None, None]
+            why.append(f"{a.size} pairs, fewer than {MIN_N_FOR_TESTS}")
+            continue
+        pvals += [wilcoxon_paired(a, b).p, _p_equivalence(a, b, margin)]
+        why.append(None if pvals[-1] is not None else "a value is not positive: equivalence of ratios not assessable")
+    adj = holm(pvals)
+    out = []
+    for i, (key, a, _) in enumerate(items):
+        p_diff, p_eq = adj[2 * i], adj[2 * i + 1]
+        status = ("rejected" if p_diff is not None and p_diff < level else
+                  "equivalent" if p_eq is not None and p_eq < level else "open")
+        out.append(Decision(key, status, int(np.asarray(a).size), pvals[2 * i], pvals[2 * i + 1],
+                            why[i] if status == "open" else None))
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the sequential procedure decided over the looks taken."""
+
+    stopped_at: int  # repetitions at the look where it stopped (or the last look taken)
+    conclusive: bool
+    decisions: tuple[Decision, ...]  # each hypothesis's final state (decided at its first deciding look)
+
+
+def run_looks(sched: Schedule, data: Sequence[tuple[str, np.ndarray, np.ndarray]],
+              available: int | None = None) -> tuple[Outcome, list[list[Decision]]]:
+    """Apply the schedule to paired data (each array in block order; ``available``: repetitions run so far).
+
+    A hypothesis decided at a look stays decided (its test at that look's level is final); the procedure stops
+    at the first look where every hypothesis is decided.
+    """
+    n_max = min(len(a) for _, a, _ in data) if data else 0
+    if available is not None:
+        n_max = min(n_max, available)
+    final: dict[str, Decision] = {}
+    per_look: list[list[Decision]] = []
+    stopped = 0
+    for n, level in zip(sched.looks, sched.alphas, strict=True):
+        if n > n_max:
+            break
+        stopped = n
+        todo = [(k, a[:n], b[:n]) for k, a, b in data if k not in final or final[k].status == "open"]
+        got = decide(todo, level, sched.margin)
+        per_look.append(got)
+        for d in got:
+            final[d.key] = d
+        if all(d.status != "open" for d in final.values()):
+            break
+    decisions = tuple(final[k] for k, _, _ in data if k in final)
+    done = bool(decisions) and all(d.status != "open" for d in decisions)
+    return Outcome(stopped, done, decisions), per_look
+
+
+def simulate(sched: Schedule, effects: Sequence[float], sd: float, n_sims: int, seed: int) -> dict[str, float]:
+    """Monte-Carlo of the whole procedure: m hypotheses with true log-ratio ``effects`` and paired-difference SD ``sd``.
+
+    Returns the family-wise error (a difference claimed where the effect is 0, or equivalence claimed where
+    |effect| >= log(1+margin)), the share of runs ending conclusive, the mean repetitions used and the power
+    (the share of hypotheses with a non-zero effect that ended "rejected").
+    """
+    rng = np.random.default_rng(seed)
+    n = sched.looks[-1]
+    d_margin = math.log1p(sched.margin)
+    errors = conclusive = found = real = 0
+    used = 0.0
+    for _ in range(n_sims):
+        data = []
+        for j, eff in enumerate(effects):
+            base = rng.lognormal(0.0, 0.05, n)  # block effects, shared by both arms
+            diff = rng.normal(eff, sd, n)
+            data.append((f"h{j}", base * np.exp(diff), base))
+        out, _ = run_looks(sched, data)
+        bad = False
+        for d, eff in zip(out.decisions, effects, strict=True):
+            if d.status == "rejected" and eff == 0.0:
+                bad = True
+            if d.status == "equivalent" and abs(eff) >= d_margin:
+                bad = True
+            if eff != 0.0:
+                real += 1
+                found += d.status == "rejected"
+        errors += bad
+        conclusive += out.conclusive
+        used += out.stopped_at
+    return {"fwer": errors / n_sims, "conclusive": conclusive / n_sims, "mean_repetitions": used / n_sims,
+            "power": found / real if real else math.nan}
+
+
+def schedule_of(record: Mapping[str, Any], alpha: float) -> Schedule:
+    """The schedule a run recorded (``manifest.sequential``), recomputed from its inputs, never read as levels:
+    a crafted record cannot spend more than ``alpha``."""
+    def whole(key: str, low: int) -> int:
+        v = record.get(key)
+        if not (isinstance(v, int) and not isinstance(v, bool) and low <= v <= 10_000):
+            raise ValueError(f"sequential.{key} must be an integer in [{low}, 10000], not {v!r}")
+        return v
+
+    margin = record.get("margin", DEFAULT_MARGIN)
+    if not (isinstance(margin, (int, float)) and not isinstance(margin, bool) and 0 < margin < 1):
+        raise ValueError(f"sequential.margin must be a number in (0, 1), not {margin!r}")
+    return schedule(whole("first", 2), whole("step", 1), whole("max_repetitions", 2), alpha, float(margin))
+
+
+def hypothesis_key(h: Mapping[str, Any]) -> str:
+    """One hypothesis row's name in the sequential record: id, phase, configuration and arm pair."""
+    cfg = f" [{h.get('config_id')}]" if h.get("config_id") else ""
+    return f"{h.get('id')} {h.get('phase')}{cfg}: {h.get('arm_b')} vs {h.get('arm_a')}"
+
+
+def summary(sched: Schedule, items: Sequence[tuple[str, np.ndarray, np.ndarray]],
+            untestable: Sequence[tuple[str, str]], record: Mapping[str, Any]) -> dict[str, Any]:
+    """analysis.json's ``sequential``: the schedule, each look's decisions, and what stayed open and why."""
+    outcome, per_look = run_looks(sched, items)
+    final = {d.key: d for d in outcome.decisions}
+    open_rows = [{"key": k, "why": final[k].why or f"neither a difference nor equivalence within "
+                  f"{sched.margin:.0%} shown at the looks' levels"} for k, _, _ in items
+                 if k in final and final[k].status == "open"]
+    open_rows += [{"key": k, "why": why} for k, why in untestable]
+    stopped = record.get("stopped") if isinstance(record.get("stopped"), Mapping) else {}
+    return {"schedule": sched.as_dict(), "looks_taken": [
+                {"repetitions": n, "alpha": a, "decisions": [d.as_dict() for d in look]}
+                for n, a, look in zip(sched.looks, sched.alphas, per_look, strict=False)],
+            "stopped_at": outcome.stopped_at, "decided": outcome.conclusive,  # every testable hypothesis
+            "conclusive": outcome.conclusive and not untestable,
+            "decisions": [d.as_dict() for d in outcome.decisions], "open": open_rows,
+            "stop_reason": str(stopped.get("reason"))[:300] if stopped else None}
