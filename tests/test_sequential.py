@@ -65,7 +65,7 @@ def test_the_sequential_rule_keeps_the_family_wise_error_at_alpha_by_simulation(
     """At the sizes the kit uses (the LeNet quick profile: 12 repetitions per look, up to 48; two hypotheses),
     with the kit's own tests: looking four times at the naive 0.05 inflates the error, the spent levels do not."""
     sched = schedule(12, 12, 48, 0.05)
-    sims = 600
+    sims = 400
     se = math.sqrt(0.05 * 0.95 / sims)
     null = simulate(sched, [0.0, 0.0], sd=0.05, n_sims=sims, seed=11)
     assert null["fwer"] <= 0.05 + 2 * se, null
@@ -75,7 +75,7 @@ def test_the_sequential_rule_keeps_the_family_wise_error_at_alpha_by_simulation(
     naive = type(sched)(sched.looks, (0.05,) * 4, 0.05)
     inflated = simulate(naive, [0.0, 0.0], sd=0.05, n_sims=sims, seed=11)
     assert inflated["fwer"] > null["fwer"]  # the reason for spending
-    power = simulate(sched, [0.03, 0.03], sd=0.05, n_sims=200, seed=13)
+    power = simulate(sched, [0.03, 0.03], sd=0.05, n_sims=150, seed=13)
     assert power["power"] >= 0.8, power  # a 3 % change at the LeNet quick noise is found by 48 repetitions
     print(f"\nFWER under H0 {null['fwer']:.3f} (naive looks {inflated['fwer']:.3f}), at the margin {edge['fwer']:.3f}, "
           f"power for 3 % {power['power']:.2f} at mean {power['mean_repetitions']:.1f} repetitions")

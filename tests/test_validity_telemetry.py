@@ -115,6 +115,9 @@ def test_busy_host_before_trials() -> None:
     assert t.rule == "foreign_cpu" and t.status == "threat" and "55.0 %" in t.evidence
     (idle,) = foreign_load(ctx([], [], baseline_facts(cpu_rows(2.0, 0.1))))
     assert idle.status == "mitigated"
+    # right after the kit's own previous run the 1-minute load average is still high: not foreign load
+    (after_run,) = foreign_load(ctx([], [], baseline_facts(cpu_rows(0.2, 1.1))))
+    assert after_run.status == "mitigated" and "load average 1.10" in after_run.evidence
     (unknown,) = foreign_load(ctx([], [], baseline_facts(None)))
     assert unknown.status == "threat" and unknown.severity == "low" and "baseline_s" in unknown.mitigation
 

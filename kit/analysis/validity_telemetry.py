@@ -216,7 +216,10 @@ def foreign_load(c: Ctx) -> list[Threat]:
                           "set telemetry.baseline_s (e.g. 10) to record idle load at run start"))
         return out
     util, load1 = base.get("cpu_util_mean_pct"), base.get("load1_median")
-    busy = (util is not None and util > IDLE_CPU_UTIL_PCT) or (load1 is not None and load1 > 0.5 * logical)
+    # Utilisation, measured over the baseline itself, decides; the load average only where utilisation was not
+    # sampled: it is a 1-minute damped average, still high for a minute after the kit's own previous run ended
+    # (measured: 0.2 % busy with load 1.10 on 2 CPUs right after a run), which is no foreign load.
+    busy = (util > IDLE_CPU_UTIL_PCT) if util is not None else (load1 is not None and load1 > 0.5 * logical)
     gpu_busy = (base.get("foreign_procs_max") or 0) > 0
     nums = {k: base.get(k) for k in ("cpu_util_mean_pct", "cpu_util_max_pct", "load1_median", "foreign_procs_max")}
     nums["cpu_logical"] = logical
