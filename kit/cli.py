@@ -252,8 +252,9 @@ def _run_until_conclusive(req: Any, budget: str | None, max_repetitions: int | N
     from kit.analysis.analyze import current_analysis
 
     seq = current_analysis(rd.path, rd)[0].raw.get("sequential") or {}
-    why = {"conclusive": "every testable hypothesis decided", "budget": "the budget ended"}.get(
-        str(seq.get("stop_reason") or ""), "the maximum repetitions reached")
+    reason = str(seq.get("stop_reason") or ("conclusive" if seq.get("decided") else ""))
+    why = {"conclusive": "every testable hypothesis decided", "budget": "the next look would pass the budget"}.get(
+        reason, "the maximum repetitions reached")
     out.print(f"[bold]until conclusive[/]: stopped at {seq.get('stopped_at')} repetitions per arm ({why})")
     for d in seq.get("decisions") or []:
         out.print(f"  {_esc(d['key'])}: {_esc(d['status'])}")

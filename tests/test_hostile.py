@@ -501,11 +501,13 @@ def test_disk_full_mid_run_fails_cleanly_and_resumes(small_fs: Path, tmp_path: P
         time.sleep(0.05)
     assert len(list(runs.glob("*/trials/*.json"))) >= 3, "the run never got going"
     filler = small_fs / "filler"
-    with filler.open("wb") as fh:  # fill the file system for real, up to ENOSPC
+    # fill the file system for real, up to ENOSPC; unbuffered, so that closing the file has nothing left to flush
+    # (a buffered file keeps the part of a write that did not fit and fails again at close, depending on how the
+    # free space falls against the chunk size)
+    with filler.open("wb", buffering=0) as fh:
         try:
             while True:
                 fh.write(b"\0" * (1 << 16))
-                fh.flush()
         except OSError as exc:
             assert exc.errno == 28
     out, err = proc.communicate(timeout=300)

@@ -111,3 +111,23 @@ def test_a_real_run_stops_at_the_first_conclusive_look(tmp_path: Path) -> None:
     from kit.plan import make_plan
 
     assert make_plan(spec).trials == man.plan.trials[: len(make_plan(spec).trials)]
+
+
+@pytest.mark.slow
+def test_the_cli_runs_until_conclusive_and_says_what_stayed_open(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kit.cli import app
+
+    spec_file = tmp_path / "seq.toml"
+    spec_file.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 10")
+                         .replace("jitter_frac = 0.01", "jitter_frac = 0.01\nslowdown = 1.10\n"
+                                  'slowdown_framework = "tensorflow"'))
+    res = CliRunner().invoke(app, ["run", str(spec_file), "--runs-dir", str(tmp_path / "runs"), "--no-report",
+                                   "--until-conclusive", "--max-repetitions", "20", "--budget", "10m"])
+    assert res.exit_code == 0, res.output
+    assert "until conclusive: stopped at 20 repetitions per arm" in res.output
+    assert "every testable hypothesis decided" in res.output
+    assert "H1 train [c00]: pytorch vs tensorflow: rejected" in res.output
+    bad = CliRunner().invoke(app, ["run", str(spec_file), "--runs-dir", str(tmp_path / "runs"), "--budget", "5m"])
+    assert bad.exit_code != 0 and "--until-conclusive" in str(bad.exception)

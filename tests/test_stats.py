@@ -606,3 +606,18 @@ def test_linear_trend_degenerate_inputs() -> None:
         S.linear_trend([1, 1, 1], [1.0, 2.0, 3.0])
     with pytest.raises(AnalysisError):
         S.linear_trend([1, 2, 3], [1.0, 2.0])
+
+
+def test_holm_equals_statsmodels_multipletests() -> None:
+    """kit's Holm is written out (statsmodels runs gc.collect() per call); it must give statsmodels' numbers."""
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(24)
+    for m in (1, 2, 5, 13):
+        for _ in range(50):
+            p = rng.uniform(0, 1, m) ** 3
+            if m > 2:
+                p[1] = p[0]  # ties
+            want = multipletests(p, method="holm")[1]
+            assert S.holm(list(p)) == pytest.approx(list(want), abs=1e-15)
+    assert S.holm([0.01, None, float("nan"), 0.04]) == [pytest.approx(0.02), None, None, pytest.approx(0.04)]
