@@ -489,7 +489,9 @@ def compare(
                       f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
     out.print(table)
     out.print(f"detectable: the smallest change the comparison would have found with power 80 % at its n and "
-              f"observed noise (level alpha/m = {alpha}/{len(res['rows'])}); \"no change\" needs it <= {threshold:.0%}")
+              f"observed noise (level alpha/m = {alpha}/{len(res['rows'])}, the test's exact rejection region); "
+              f"\"no change\" needs the {1 - 2 * alpha:.0%} interval of B/A inside [{1 / (1 + threshold):.3f}, "
+              f"{1 + threshold:.3f}] (equivalence, TOST at {alpha})")
     for r in res["rows"]:
         if r["verdict"] == "suspect":
             out.print(f"[magenta]suspect[/] {_esc(r['arm'])} {_esc(r['metric'])} {_esc(r['phase'])} "

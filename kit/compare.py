@@ -7,10 +7,11 @@ of medians B/A with a BCa bootstrap CI, the design's two-sample test
 δ, Holm's correction across the whole comparison, and a verdict that needs
 both significance *and* a practical effect (|ratio − 1| ≥ threshold, 5 % by
 default): "regression" or "improvement". Otherwise the verdict is "no change"
-only when the comparison could have seen a change of the threshold (its minimum
-detectable change at power 0.8, from its n and observed noise, is at most the
-threshold: :mod:`kit.analysis.detectability`), and "inconclusive" when it could
-not, with the repetitions that would make it conclusive. The direction of
+only when the data show equivalence: the 1 − 2α rank interval of B/A lies inside
+[1/(1+t), 1+t] (TOST at α: :mod:`kit.analysis.detectability`), and
+"inconclusive" when it does not, with the repetitions that row needs. Metrics a
+trial's seed decides (accuracy, loss) are compared trial by trial between runs
+of one plan seed, so identical data give ratio 1, interval [1, 1], "no change". The direction of
 "better" comes from the metric (time: lower is better; throughput: higher).
 A significant change whose two sides ran in different host conditions (trials
 still disturbed after the runner's re-runs on one side only, or a busy idle
@@ -174,17 +175,49 @@ def _groups(analysis: Analysis, metrics: tuple[str, ...],
 
 
 def verdict(ratio: float | None, p_adj: float | None, lower_is_better: bool | None, threshold: float,
-            alpha: float, mde: float | None) -> str:
-    """Three-way: a significant *and* practical change; "no change" only when a change of ``threshold`` was
-    detectable (``mde`` <= threshold); "inconclusive" otherwise (``mde`` None: unknown, inf: undecidable)."""
+            alpha: float, mde: float | None = None, equivalent: bool | None = None) -> str:
+    """Three-way: a significant *and* practical change; "no change" only when the change is shown to be smaller
+    than ``threshold`` (``equivalent``: the 1 - 2 alpha interval of B/A inside [1/(1+t), 1+t], i.e. TOST at
+    alpha); "inconclusive" otherwise (``mde`` inf: the design could not have rejected anything)."""
     if ratio is None or not np.isfinite(ratio):
         return "inconclusive" if mde == float("inf") else "not tested"  # too few trials to test: say how many
     if p_adj is not None and p_adj < alpha and abs(ratio - 1.0) >= threshold and lower_is_better is not None:
         worse = ratio > 1.0 if lower_is_better else ratio < 1.0
         return "regression" if worse else "improvement"
-    if mde is not None and mde <= threshold:
+    if equivalent:
         return "no change"
     return "inconclusive"
+
+
+# Metrics whose value a trial's seed decides (initial weights, batch order): between two runs with the same plan
+# seed they are compared trial by trial, paired by configuration, arm and repetition (the block's seed).
+SEED_DETERMINED = ("accuracy", "train_loss")
+
+
+def _seed_paired(an_a: Analysis, an_b: Analysis, man_a: Manifest, man_b: Manifest, metrics: tuple[str, ...],
+                 phases: tuple[str, ...] | None) -> dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """(config, metric, phase, arm) -> values of A and B paired by repetition, for seed-determined metrics of two
+    runs of one plan seed (the same configuration ids); empty when the seeds differ."""
+    if man_a.plan.seed != man_b.plan.seed:
+        return {}
+
+    def table(an: Analysis) -> dict[tuple[str, str, str, str], dict[int, float]]:
+        out: dict[tuple[str, str, str, str], dict[int, float]] = {}
+        for v in an.counted_values():
+            if v["metric"] in SEED_DETERMINED and v["metric"] in metrics and (phases is None or v["phase"] in phases):
+                key = (str(v["config_id"]), v["metric"], v["phase"], v["arm"])
+                out.setdefault(key, {})[int(v["repetition"])] = float(v["value"])
+        return out
+
+    ta, tb = table(an_a), table(an_b)
+    paired: dict[tuple[str, str, str, str], tuple[np.ndarray, np.ndarray]] = {}
+    for key in set(ta) & set(tb):
+        reps = sorted(set(ta[key]) & set(tb[key]))
+        if reps:
+            cid, metric, phase, arm = key
+            paired[(an_a.config_label(cid), metric, phase, arm)] = (
+                np.array([ta[key][r] for r in reps]), np.array([tb[key][r] for r in reps]))
+    return paired
 
 
 def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -> dict[str, Any]:
@@ -201,7 +234,10 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
         raise KitError(f"the runs come from different machines ({what})", where=f"{run_a} vs {run_b}",
                        fix="compare runs of one host, or pass --allow-different-hosts to compare anyway (the report lists the differences)")
     ga, gb = _groups(an_a, opts.metrics, opts.phases), _groups(an_b, opts.metrics, opts.phases)
-    judged = judge([(*key, ga[key], gb[key]) for key in sorted(set(ga) & set(gb))], paired=False, opts=opts)
+    by_seed = _seed_paired(an_a, an_b, man_a, man_b, opts.metrics, opts.phases)
+    keys = sorted(set(ga) & set(gb))
+    items = [(*key, *(by_seed[key] if key in by_seed else (ga[key], gb[key]))) for key in keys]
+    judged = judge(items, paired=[key in by_seed for key in keys], opts=opts)
     rows = judged["rows"]
     busy_a, busy_b = busy_baseline(an_a.validity), busy_baseline(an_b.validity)
     ids_a = {an_a.config_label(c): c for c in an_a.configs}
@@ -237,13 +273,15 @@ def _row(cfg: str, metric: str, phase: str, arm: str, a: np.ndarray, b: np.ndarr
     }
 
 
-def judge(items: list[tuple[str, str, str, str, np.ndarray, np.ndarray]], paired: bool,
+def judge(items: list[tuple[str, str, str, str, np.ndarray, np.ndarray]], paired: bool | list[bool],
           opts: CompareOptions | None = None) -> dict[str, Any]:
     """The comparisons of B against A for (config, metric, phase, arm, a, b) items, one Holm family:
-    rows with ratio, test, detectability and verdict, plus the counts (pure: ``kit compare``, ``kit bisect``)."""
+    rows with ratio, test, detectability and verdict, plus the counts (pure: ``kit compare``, ``kit bisect``).
+    ``paired``: for every item, or per item (position i of a and b is one block, or one seed)."""
     opts = opts or CompareOptions()
-    rows = [_row(cfg, metric, phase, arm, np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=paired,
-                 opts=opts) for cfg, metric, phase, arm, a, b in items]
+    flags = paired if isinstance(paired, list) else [paired] * len(items)
+    rows = [_row(cfg, metric, phase, arm, np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=p,
+                 opts=opts) for (cfg, metric, phase, arm, a, b), p in zip(items, flags, strict=True)]
     if rows:
         _holm_verdicts(rows, opts, [(np.asarray(i[4], dtype=float), np.asarray(i[5], dtype=float)) for i in items])
     return {"rows": rows, "counts": {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS},
@@ -255,10 +293,11 @@ def _holm_verdicts(rows: list[dict[str, Any]], opts: CompareOptions,
     """Holm over the rows, then each row's detectability at the family's first Holm level alpha/m."""
     level = opts.alpha / len(rows)
     for r, p_adj, (a, b) in zip(rows, stats.holm([r["p"] for r in rows]), samples, strict=True):
-        det = detectability(a, b, paired=r["paired"], level=level, threshold=opts.threshold)
-        r.update({k: v for k, v in det.as_dict().items() if k in ("level", "noise", "mde", "decidable", "n_needed", "mde_why")})
+        det = detectability(a, b, paired=r["paired"], level=level, threshold=opts.threshold, alpha=opts.alpha)
+        r.update({k: v for k, v in det.as_dict().items() if k not in ("n_a", "n_b", "paired")})
         r["p_adj"] = p_adj
-        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha, det.mde)
+        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha, det.mde,
+                               det.equivalent)
 
 
 def _arm_provenance(manifest: Manifest, analysis: Analysis, arm: str) -> dict[str, Any]:
@@ -353,18 +392,23 @@ def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: b
     return EXIT_INCONCLUSIVE if c.get("inconclusive") and not allow_inconclusive else 0
 
 
-def conclusive_advice(result: dict[str, Any]) -> str | None:
-    """One line for the user when some rows are inconclusive: the largest repetition count they need."""
+def conclusive_advice(result: dict[str, Any], limit: int = 8) -> str | None:
+    """What the inconclusive rows need, row by row (not a maximum over rows of different noise): the repetitions
+    with which each would show "no change" if there is none, at its observed noise."""
     rows = [r for r in result["rows"] if r["verdict"] == "inconclusive"]
     if not rows:
         return None
-    need = [r.get("n_needed") for r in rows]
-    unit = "pairs (repetitions per arm)" if rows[0].get("paired") else "trials per run"
-    if any(n is None for n in need):
-        return (f"{len(rows)} comparison(s) inconclusive; for some the noise is unknown or too large for any "
-                "practical n: reduce the noise (kit doctor, pinned clocks, longer phases)")
-    return (f"{len(rows)} comparison(s) inconclusive: the run could not have seen a change of "
-            f"{result['threshold']:.0%}; {max(need)} {unit} would make them conclusive at the observed noise")
+    parts = []
+    for r in rows[:limit]:
+        unit = "pairs" if r.get("paired") else "trials per run"
+        what = f"{r['config']}/{r['metric']}/{r['phase']}/{r['arm']}"
+        n = r.get("n_needed")
+        parts.append(f"{what}: {n} {unit}" if n else f"{what}: noise unknown or too large for any practical n "
+                     "(reduce it: kit doctor, kit tune, longer phases)")
+    more = f"; and {len(rows) - limit} more (see --json)" if len(rows) > limit else ""
+    return (f"{len(rows)} comparison(s) inconclusive: the run could not show whether they changed by less than "
+            f"{result['threshold']:.0%}. Repetitions that would decide each at its observed noise: "
+            + "; ".join(parts) + more)
 
 
 def render_html(result: dict[str, Any], path: Path) -> Path:

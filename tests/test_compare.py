@@ -21,10 +21,12 @@ def test_verdict_needs_significance_and_practical_size() -> None:
     assert verdict(1.10, 0.001, True, 0.05, 0.05, mde=0.03) == "regression"
     assert verdict(0.90, 0.001, True, 0.05, 0.05, mde=0.03) == "improvement"
     assert verdict(1.10, 0.001, True, 0.05, 0.05, mde=0.20) == "regression"  # seen although hard to see
-    assert verdict(1.10, 0.20, True, 0.05, 0.05, mde=0.03) == "no change"  # not significant, 5 % was detectable
-    assert verdict(1.10, 0.20, True, 0.05, 0.05, mde=0.12) == "inconclusive"  # not significant, 5 % was not detectable
-    assert verdict(1.01, 1e-9, True, 0.05, 0.05, mde=0.01) == "no change"  # significant but below the threshold
-    assert verdict(1.01, 1e-9, True, 0.05, 0.05, mde=None) == "inconclusive"  # noise unknown
+    # "no change" is an equivalence verdict: the interval inside the margin, whatever the MDE says
+    assert verdict(1.01, 0.20, True, 0.05, 0.05, mde=0.03, equivalent=True) == "no change"
+    assert verdict(1.10, 0.20, True, 0.05, 0.05, mde=0.03, equivalent=False) == "inconclusive"  # MDE alone: no
+    assert verdict(1.10, 0.20, True, 0.05, 0.05, mde=0.12) == "inconclusive"
+    assert verdict(1.01, 1e-9, True, 0.05, 0.05, mde=0.01, equivalent=True) == "no change"  # significant, negligible
+    assert verdict(1.01, 1e-9, True, 0.05, 0.05, mde=None) == "inconclusive"  # equivalence not assessable
     assert verdict(1.01, None, True, 0.05, 0.05, mde=float("inf")) == "inconclusive"  # too few trials to test
     assert verdict(0.90, 0.001, False, 0.05, 0.05, mde=0.03) == "regression"  # throughput went down
     assert verdict(None, None, True, 0.05, 0.05, mde=0.01) == "not tested"

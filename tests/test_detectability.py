@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kit.analysis.detectability import detectability, min_p_unpaired, n_needed
+from kit.analysis.power import mde_unpaired_sd
 from kit.compare import CompareOptions, conclusive_advice, exit_code, judge
 
 
@@ -77,8 +78,10 @@ def test_unpaired_mde_uses_both_runs_and_the_holm_level() -> None:
     strict = detectability(a, b, paired=False, level=0.05 / 10, threshold=0.05)
     assert strict.mde > wide.mde > 0  # a larger family needs a larger change
     s = wide.noise
-    expect = math.expm1((1.959964 + 0.841621) * s * math.sqrt(2 / 12) / math.sqrt(3 / math.pi))
-    assert wide.mde == pytest.approx(expect, rel=1e-4)
+    # the Mann-Whitney test's own rejection region at 12 + 12 (kit.analysis.power), not the normal formula
+    assert wide.mde == pytest.approx(math.expm1(mde_unpaired_sd(12, 12, 0.05) * s), rel=1e-12)
+    formula = math.expm1((1.959964 + 0.841621) * s * math.sqrt(2 / 12) / math.sqrt(3 / math.pi))
+    assert wide.mde > formula  # the formula overstated power at n = 12
     assert n_needed(s, 0.05, paired=False, level=0.05) >= 10
     assert min_p_unpaired(3, 3) == pytest.approx(0.1) and min_p_unpaired(12, 12) < 1e-4
 
@@ -101,7 +104,7 @@ def test_cli_prints_detectable_change_and_gates_on_inconclusive(tmp_path, monkey
     monkeypatch.setattr(cmp, "compare_arms", lambda *args, **kw: fake)
     out = CliRunner().invoke(app, ["compare", str(tmp_path), "--arms", "a,b", "--fail-on", "regression"])
     assert out.exit_code == 3, out.output
-    assert "inconclusive" in out.output and "pairs (repetitions per arm)" in out.output and "detectable" in out.output
+    assert "inconclusive" in out.output and "pairs" in out.output and "detectable" in out.output
     ok = CliRunner().invoke(app, ["compare", str(tmp_path), "--arms", "a,b", "--fail-on", "regression",
                                   "--allow-inconclusive"])
     assert ok.exit_code == 0, ok.output

@@ -13,17 +13,20 @@ How the figures are computed (``analyze._hypotheses`` runs the tests they descri
 * unit ``configuration``: one Wilcoxon signed-rank test per phase and arm pair across the
   configurations that have the phase, each configuration summarised per arm by the median of its
   trials' values; n = those configurations (an upper bound: oom/skipped ones drop out).
-* The Holm family is every planned test of the run; its first (strictest) threshold is alpha/m.
-  A hypothesis is decidable when n >= MIN_N_FOR_TESTS and the smallest attainable p, that of all
-  differences of one sign, is below alpha/m. Exact test (n <= EXACT_MAX_N, no ties or zeros):
-  p_min = 2 / 2^n; otherwise the normal approximation with continuity correction at R+ = 0.
-* Minimum detectable effect at power 0.8, two-sided, at level alpha/m: the paired t-test's
-  (z_{1-alpha/(2m)} + z_{0.8}) / sqrt(n) with n scaled by the signed-rank test's asymptotic
-  relative efficiency 3/pi under normality: MDE = (z_{1-alpha/(2m)} + z_power) / sqrt(n * 3/pi),
-  in SDs of the paired differences. For the trial unit also as a ratio TF/PT given a
-  between-trial coefficient of variation ``cv`` of each arm's values (log-normal: sd of a log
-  difference = sqrt(2 ln(1 + cv^2))). Across configurations the differences mix the effect's
-  heterogeneity with noise, so no ratio is given there.
+* The Holm family is every planned test of the hypothesis' family: "primary" (the default) or
+  "secondary", stated in the spec before the run, each with its own Holm procedure; its first
+  (strictest) threshold is alpha/m. A hypothesis is decidable when n >= MIN_N_FOR_TESTS and the
+  smallest attainable p, that of all differences of one sign, is below alpha/m (equivalently: its
+  MDE is finite). Exact test (n <= EXACT_MAX_N, no ties or zeros): p_min = 2 / 2^n; otherwise the
+  normal approximation with continuity correction at R+ = 0.
+* Minimum detectable effect at power 0.8, two-sided, at level alpha/m: the shift, in SDs of normal
+  paired differences, at which the signed-rank test's real rejection region at that n and level
+  rejects with power 0.8 (:mod:`kit.analysis.power`, simulated; the normal-theory formula
+  (z_{1-alpha/(2m)} + z_power) / sqrt(n * 3/pi) the kit used before overstated power at n <= 20,
+  e.g. 0.28 instead of 0.8 at n = 11, m = 30, and is kept as ``mde_sd_asymptotic``). For the trial
+  unit also as a ratio TF/PT given a between-trial coefficient of variation ``cv`` of each arm's
+  values (log-normal: sd of a log difference = sqrt(2 ln(1 + cv^2))). Across configurations the
+  differences mix the effect's heterogeneity with noise, so no ratio is given there.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from scipy.stats import norm
 
+from kit.analysis.power import mde_paired_sd
 from kit.analysis.stats import EXACT_MAX_N, MIN_N_FOR_TESTS
 
 UNITS = ("trial", "configuration")
@@ -62,8 +66,20 @@ def min_p(n: int) -> float:
     return min_p_exact(n) if n <= EXACT_MAX_N else min_p_asymptotic(n)
 
 
-def mde_sd(n: int, level: float, power: float = POWER) -> float | None:
-    """Minimum detectable shift in SDs of the paired differences (signed-rank, normal approx, ARE 3/pi)."""
+def mde_sd(n: int, level: float, power: float = POWER, ties: bool = False) -> float | None:
+    """Smallest shift, in SDs of the paired differences, the signed-rank test at ``level`` detects with ``power``.
+
+    Simulated against the test's real rejection region (:mod:`kit.analysis.power`); inf when no outcome
+    of n differences reaches p < level; None without pairs. ``ties``: the normal-approximation test
+    that coarse values (ties or zero differences) get.
+    """
+    if n <= 0:
+        return None
+    return mde_paired_sd(n, level, power, ties=ties)
+
+
+def mde_sd_asymptotic(n: int, level: float, power: float = POWER) -> float | None:
+    """The normal-theory figure the kit printed before issue 25 (ARE 3/pi): kept to show how far off it is."""
     if n <= 0:
         return None
     return float((norm.isf(level / 2) + norm.ppf(power)) / math.sqrt(n * ARE_SIGNED_RANK))
@@ -71,7 +87,7 @@ def mde_sd(n: int, level: float, power: float = POWER) -> float | None:
 
 def mde_ratio(delta_sd: float | None, cv: float) -> float | None:
     """The ratio of medians a shift of ``delta_sd`` means when each arm's values have coefficient of variation cv."""
-    if delta_sd is None:
+    if delta_sd is None or not math.isfinite(delta_sd):
         return None
     return float(math.exp(delta_sd * math.sqrt(2 * math.log1p(cv * cv))))
 
@@ -118,10 +134,12 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
                 n_note = f"{reps} repetitions per configuration" + (
                     f", tested in each of {len(with_phase)} configurations" if len(with_phase) > 1 else "")
             rows.append({"id": h["id"], "phase": phase, "metric": h["metric"], "unit": unit, "test": test,
-                         "n": n, "n_note": n_note, "comparisons": comparisons})
-    family = sum(r["comparisons"] for r in rows)
-    threshold = alpha / family if family else alpha
+                         "n": n, "n_note": n_note, "comparisons": comparisons,
+                         "family": h.get("family") or "primary"})
+    sizes = {f: sum(r["comparisons"] for r in rows if r["family"] == f) for f in {r["family"] for r in rows}}
     for r in rows:
+        family = sizes[r["family"]]
+        threshold = alpha / family if family else alpha
         n = r["n"]
         p_min, p_ties = min_p(n), min_p_asymptotic(n)
         reasons = []
@@ -132,8 +150,11 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
         if p_min >= threshold:
             reasons.append(f"the smallest attainable p ({p_min:.3g}, all differences of one sign) is not below "
                            f"alpha/m = {alpha:g}/{family} = {threshold:.3g}, Holm's first threshold")
+        delta = mde_sd(n, threshold, power) if n >= MIN_N_FOR_TESTS else None
+        if delta is not None and not math.isfinite(delta) and not reasons:
+            reasons.append(f"no outcome of {n} differences reaches p < {threshold:.3g}: no change is detectable")
         decidable = not reasons
-        delta = mde_sd(n, threshold, power)
+        delta_ties = mde_sd(n, threshold, power, ties=True) if decidable else None
         r.update({
             "family_size": family, "alpha": alpha, "holm_first_threshold": threshold,
             "min_p": p_min, "min_p_with_ties": p_ties, "decidable": decidable,
@@ -141,17 +162,22 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
             "ties_note": (None if not decidable or p_ties < threshold else
                           f"with ties or zero differences the normal approximation applies, whose smallest p "
                           f"({p_ties:.3g}) is not below {threshold:.3g}: a metric with coarse values may not be decided"),
-            "mde_sd": delta, "power": power,
+            "mde_sd": delta if delta is not None and math.isfinite(delta) else None, "power": power,
+            "mde_sd_with_ties": delta_ties if delta_ties is not None and math.isfinite(delta_ties) else None,
+            "mde_sd_asymptotic": mde_sd_asymptotic(n, threshold, power) if n >= MIN_N_FOR_TESTS else None,
             "cv": cv if r["unit"] == "trial" else None,
             "mde_ratio": mde_ratio(delta, cv) if r["unit"] == "trial" else None,
         })
     return {
-        "rows": rows, "alpha": alpha, "family_size": family, "power": power, "cv": cv,
+        "rows": rows, "alpha": alpha, "family_size": sum(sizes.values()), "family_sizes": sizes, "power": power, "cv": cv,
         "min_n_for_tests": MIN_N_FOR_TESTS, "all_decidable": bool(rows) and all(r["decidable"] for r in rows),
         "method": ("decidable: n >= the kit's minimum and the smallest attainable two-sided signed-rank p "
-                   "(exact: 2/2^n) below alpha/m, the first Holm threshold over the run's m planned tests; "
-                   f"MDE at power {power:g}: (z(1-alpha/(2m)) + z(power)) / sqrt(n * 3/pi), in SDs of the "
-                   "paired differences (normal approximation, the signed-rank test's efficiency 3/pi); "
+                   "(exact: 2/2^n) below alpha/m, the first Holm threshold over the m planned tests of the "
+                   "hypothesis' family (primary or secondary, stated in the spec); "
+                   f"MDE at power {power:g}: the shift, in SDs of normal paired differences, that the two-sided "
+                   "signed-rank test at alpha/m rejects with that power, simulated against its exact rejection "
+                   "region at n (kit.analysis.power; the old normal-theory figure, efficiency 3/pi, is kept as "
+                   "mde_sd_asymptotic; mde_sd_with_ties is the normal-approximation test coarse values get); "
                    f"ratio for the trial unit assuming a between-trial CV of {cv:.0%} in each arm"),
     }
 

@@ -72,13 +72,20 @@ def finding_text(h: dict[str, Any]) -> str:
 
 
 def detectable_text(h: dict[str, Any]) -> str:
-    """What "not rejected" can claim: the difference the test would have found (power 80 %)."""
+    """What "not rejected" can claim: the difference the test would have found (power 80 % at its real rejection
+    region, n and level), and whether the 1 - 2 alpha interval shows the arms equivalent within 5 %."""
     d = h.get("detectable") or {}
+    if d.get("deterministic"):
+        return "; every pair of values is identical: no difference at all over these seeds"
     if d.get("decidable") is False:
         return "; with this n no difference could have been detected"
     if d.get("mde") is None:
         return ""
-    return f"; it would have detected a difference of {d['mde']:.1%} or more (power 80 %); smaller ones remain open"
+    text = f"; it would have detected a difference of {d['mde']:.1%} or more (power 80 %)"
+    if d.get("equivalent") and d.get("eq_low") is not None:
+        return (text + f", and the {d['eq_conf']:.0%} interval of the ratio, {d['eq_low']:.3g}–{d['eq_high']:.3g}, "
+                "lies within ±5 %: equivalent at that margin")
+    return text + "; smaller ones remain open"
 
 
 def timed_share_text(run: dict[str, Any]) -> str | None:

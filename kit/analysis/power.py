@@ -1,0 +1,305 @@
+"""Power of the kit's rank tests at small n, from their actual rejection regions.
+
+The asymptotic formula the kit used before (a t-test's MDE scaled by the signed-rank test's
+efficiency 3/pi) overstates power at the n the studies run: at n = 11 and a Holm level of
+0.05/30 the exact signed-rank test rejects only when all 11 differences share a sign, and the
+formula's "80 %" was 28 % (issue 25). Here power is simulated against the test the kit really
+runs, at its level and n:
+
+* Wilcoxon signed-rank, two-sided, as :func:`kit.analysis.stats.wilcoxon_paired` chooses it:
+  exact null distribution up to ``EXACT_MAX_N`` non-zero untied differences, else the normal
+  approximation with continuity correction. Either way the test rejects "positive" exactly when
+  R+ >= n(n+1)/2 - c for a critical count c fixed by (n, level, exact), and R+ counts the Walsh
+  averages (d_i + d_j)/2 above 0, so the test rejects after a shift delta exactly when
+  delta > -W_(c), the (c+1)-th smallest Walsh average of the unshifted noise. Power at delta is
+  the share of simulated noise samples whose threshold -W_(c) lies below delta, and the MDE at
+  power 0.8 is the 0.8-quantile of those thresholds: no search, no approximation but the
+  simulation's (``SIMS`` standard-normal samples, fixed seed: SE of a power of 0.8 is 0.006).
+* Mann-Whitney U (two runs): the same with the pairwise differences b_j - a_i in place of the
+  Walsh averages and the exact U distribution (both samples <= ``EXACT_MAX_N``, no ties).
+* Equivalence (TOST at level alpha, i.e. the 1 - 2 alpha rank interval inside +-margin): the
+  interval's ends are order statistics of the same averages, so the n a "no change" needs is
+  found the same way.
+
+Ties change which test runs (the normal approximation, whose smallest p is larger): ``ties=True``
+uses that test's critical count on continuous noise, an approximation for coarse metrics that is
+stated where it is used. Beyond ``SIM_MAX_N`` the normal-theory formula is within 0.01 of the
+simulated power and is used instead. Results are cached per (n, level, power): a design table or a
+comparison of many rows simulates each distinct n once.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.stats import norm
+
+from kit.analysis.effects import EXACT_MAX_N, _signed_rank_pmf
+
+POWER = 0.8
+SIMS = 4000
+SIMS_LARGE = 2000  # n > 50: a simulation costs n^2/2 per draw; SE of a power of 0.8 is then 0.009
+SIM_SEED = 20261126
+SIM_MAX_N = 400  # beyond: the normal-theory formula (ARE 3/pi), within 0.01 in power there
+SEARCH_SIM_MAX_N = 150  # n_for: beyond, the formula's n (a forecast, within a few % of the simulated one)
+ARE_SIGNED_RANK = 3 / math.pi
+_CHUNK_VALUES = 4_000_000  # floats per simulation chunk (memory bound at n = 400: ~32 MB)
+
+
+def _level_key(level: float) -> float:
+    """Levels rounded to 12 significant digits: alpha/m computed two ways hits one cache entry."""
+    return float(f"{level:.12g}")
+
+
+# --------------------------------------------------------------------------- critical counts
+
+
+@lru_cache(maxsize=256)
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    return np.cumsum(_signed_rank_pmf(n))
+
+
+def signed_rank_critical(n: int, level: float, exact: bool) -> int:
+    """Largest t such that T = min(R+, R-) = t gives two-sided p < ``level`` (-1: no outcome rejects).
+
+    The p-values are those :func:`kit.analysis.stats.wilcoxon_paired` reports: exact 2 P(T+ <= t), or
+    the normal approximation 2 sf((n(n+1)/4 - t - 0.5) / se) with continuity correction.
+    """
+    if n <= 0:
+        return -1
+    mean = n * (n + 1) / 4
+    if exact:
+        cdf = _signed_rank_cdf(n)
+        ok = np.nonzero(np.minimum(1.0, 2.0 * cdf[: int(mean) + 1]) < level)[0]
+        return int(ok[-1]) if ok.size else -1
+    se = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    # p(t) is increasing in t below the mean: solve 2 sf(z) < level for the largest integer t
+    z = norm.isf(level / 2)
+    t = math.floor(mean - 0.5 - z * se)
+    while t >= 0 and 2 * norm.sf((mean - t - 0.5) / se) >= level:
+        t -= 1
+    while t + 1 < mean and 2 * norm.sf((mean - (t + 1) - 0.5) / se) < level:
+        t += 1
+    return max(t, -1)
+
+
+@lru_cache(maxsize=256)
+def _rank_sum_cdf(n_a: int, n_b: int) -> np.ndarray:
+    """Null cdf of the Mann-Whitney U for samples of n_a and n_b untied values (counts of subsets)."""
+    # c[m][u]: ways to choose m of the first j positions with rank-sum offset u; grown column by column
+    ways = [np.zeros(1, dtype=float) for _ in range(n_a + 1)]
+    ways[0][0] = 1.0
+    for j in range(1, n_a + n_b + 1):
+        for m in range(min(j, n_a), 0, -1):
+            # adding position j as a member shifts U by the number of non-members before it: j - m
+            shift = j - m
+            prev = ways[m - 1]
+            cur = ways[m]
+            size = max(cur.size, prev.size + shift)
+            nxt = np.zeros(size)
+            nxt[: cur.size] += cur
+            nxt[shift: shift + prev.size] += prev
+            ways[m] = nxt
+    pmf = ways[n_a][: n_a * n_b + 1]
+    pmf = np.pad(pmf, (0, n_a * n_b + 1 - pmf.size))
+    return np.cumsum(pmf / pmf.sum())
+
+
+def rank_sum_critical(n_a: int, n_b: int, level: float, exact: bool) -> int:
+    """Largest u such that min(U_a, U_b) = u gives two-sided Mann-Whitney p < ``level`` (-1: none)."""
+    if min(n_a, n_b) <= 0:
+        return -1
+    mean = n_a * n_b / 2
+    if exact:
+        cdf = _rank_sum_cdf(n_a, n_b)
+        ok = np.nonzero(np.minimum(1.0, 2.0 * cdf[: int(mean) + 1]) < level)[0]
+        return int(ok[-1]) if ok.size else -1
+    se = math.sqrt(n_a * n_b * (n_a + n_b + 1) / 12)
+    z = norm.isf(level / 2)
+    t = math.floor(mean - 0.5 - z * se)
+    while t >= 0 and 2 * norm.sf((mean - t - 0.5) / se) >= level:
+        t -= 1
+    while t + 1 < mean and 2 * norm.sf((mean - (t + 1) - 0.5) / se) < level:
+        t += 1
+    return max(t, -1)
+
+
+# --------------------------------------------------------------------------- order statistics of the noise
+
+
+def _noise(rows: int, cols: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, cols))
+
+
+def _sims(values_per_draw: int) -> int:
+    return SIMS if values_per_draw <= 50 * 51 // 2 else SIMS_LARGE
+
+
+def _paired_order_stats(n: int, ks: tuple[int, ...]) -> np.ndarray:
+    """(sims, len(ks)): the k-th smallest Walsh average of each simulated N(0, 1) sample of n differences."""
+    iu, ju = np.triu_indices(n)
+    sims = _sims(iu.size)
+    z = _noise(sims, n, SIM_SEED + n)
+    per = max(1, _CHUNK_VALUES // iu.size)
+    out = np.empty((sims, len(ks)))
+    for s in range(0, sims, per):
+        w = 0.5 * (z[s: s + per, iu] + z[s: s + per, ju])
+        out[s: s + per] = np.partition(w, list(ks), axis=1)[:, list(ks)]
+    return out
+
+
+def _unpaired_order_stats(n_a: int, n_b: int, ks: tuple[int, ...]) -> np.ndarray:
+    """(sims, len(ks)): the k-th smallest pairwise difference b_j - a_i of simulated N(0, 1) samples."""
+    sims = _sims(n_a * n_b)
+    z = _noise(sims, n_a + n_b, SIM_SEED + 7919 * n_a + n_b)
+    a, b = z[:, :n_a], z[:, n_a:]
+    per = max(1, _CHUNK_VALUES // (n_a * n_b))
+    out = np.empty((sims, len(ks)))
+    for s in range(0, sims, per):
+        d = (b[s: s + per, None, :] - a[s: s + per, :, None]).reshape(-1, n_a * n_b)
+        out[s: s + per] = np.partition(d, list(ks), axis=1)[:, list(ks)]
+    return out
+
+
+def _exact_paired(n: int, ties: bool) -> bool:
+    return n <= EXACT_MAX_N and not ties
+
+
+def _exact_unpaired(n_a: int, n_b: int, ties: bool) -> bool:
+    return n_a <= EXACT_MAX_N and n_b <= EXACT_MAX_N and not ties
+
+
+# --------------------------------------------------------------------------- MDE and power
+
+
+@lru_cache(maxsize=4096)
+def _paired_thresholds(n: int, level: float, ties: bool) -> np.ndarray | None:
+    c = signed_rank_critical(n, level, _exact_paired(n, ties))
+    if c < 0:
+        return None
+    return np.sort(-_paired_order_stats(n, (c,))[:, 0])
+
+
+@lru_cache(maxsize=4096)
+def _unpaired_thresholds(n_a: int, n_b: int, level: float, ties: bool) -> np.ndarray | None:
+    c = rank_sum_critical(n_a, n_b, level, _exact_unpaired(n_a, n_b, ties))
+    if c < 0:
+        return None
+    return np.sort(-_unpaired_order_stats(n_a, n_b, (c,))[:, 0])
+
+
+def _formula_mde(level: float, power: float, scale: float) -> float:
+    return float((norm.isf(level / 2) + norm.ppf(power)) * scale / math.sqrt(ARE_SIGNED_RANK))
+
+
+def mde_paired_sd(n: int, level: float, power: float = POWER, ties: bool = False) -> float:
+    """Smallest shift, in SDs of the paired differences, the signed-rank test detects with ``power``.
+
+    inf when no outcome of n differences can reach p < level (the design cannot decide).
+    """
+    if n <= 0:
+        return math.inf
+    if n > SIM_MAX_N:
+        if signed_rank_critical(n, level, False) < 0:
+            return math.inf
+        return _formula_mde(level, power, 1 / math.sqrt(n))
+    th = _paired_thresholds(n, _level_key(level), ties)
+    if th is None:
+        return math.inf
+    return float(np.quantile(th, power))
+
+
+def power_paired(delta_sd: float, n: int, level: float, ties: bool = False) -> float:
+    """Power of the two-sided signed-rank test at a shift of ``delta_sd`` SDs (upper tail; the lower is < level/2)."""
+    if n <= 0 or n > SIM_MAX_N:
+        raise ValueError(f"power_paired is simulated for 1 <= n <= {SIM_MAX_N}, not {n}")
+    th = _paired_thresholds(n, _level_key(level), ties)
+    return 0.0 if th is None else float(np.searchsorted(th, abs(delta_sd), side="left") / th.size)
+
+
+def mde_unpaired_sd(n_a: int, n_b: int, level: float, power: float = POWER, ties: bool = False) -> float:
+    """Smallest shift, in SDs of either sample, the two-sided Mann-Whitney test detects with ``power``."""
+    if min(n_a, n_b) <= 0:
+        return math.inf
+    if max(n_a, n_b) > SIM_MAX_N or n_a * n_b > 40_000:
+        if rank_sum_critical(n_a, n_b, level, False) < 0:
+            return math.inf
+        return _formula_mde(level, power, math.sqrt(1 / n_a + 1 / n_b))
+    th = _unpaired_thresholds(n_a, n_b, _level_key(level), ties)
+    if th is None:
+        return math.inf
+    return float(np.quantile(th, power))
+
+
+def power_unpaired(delta_sd: float, n_a: int, n_b: int, level: float, ties: bool = False) -> float:
+    th = _unpaired_thresholds(n_a, n_b, _level_key(level), ties)
+    return 0.0 if th is None else float(np.searchsorted(th, abs(delta_sd), side="left") / th.size)
+
+
+# --------------------------------------------------------------------------- equivalence (TOST)
+
+
+@lru_cache(maxsize=4096)
+def _equivalence_quantile(n_a: int, n_b: int, paired: bool, alpha: float, power: float) -> float:
+    """The margin, in SDs, that the 1 - 2 alpha rank interval stays inside with ``power`` when nothing changed."""
+    if paired:
+        c = signed_rank_critical(n_a, 2 * alpha, _exact_paired(n_a, False))
+        total = n_a * (n_a + 1) // 2
+        if c < 0:
+            return math.inf
+        lo_hi = _paired_order_stats(n_a, (c, total - 1 - c))
+    else:
+        c = rank_sum_critical(n_a, n_b, 2 * alpha, _exact_unpaired(n_a, n_b, False))
+        total = n_a * n_b
+        if c < 0:
+            return math.inf
+        lo_hi = _unpaired_order_stats(n_a, n_b, (c, total - 1 - c))
+    reach = np.maximum(-lo_hi[:, 0], lo_hi[:, 1])
+    return float(np.quantile(reach, power))
+
+
+def equivalence_margin_sd(n_a: int, n_b: int, paired: bool, alpha: float, power: float = POWER) -> float:
+    """Smallest margin (SDs of the differences, or of either sample) that TOST at ``alpha`` shows with ``power``
+    when the true change is zero."""
+    if min(n_a, n_b) <= 0:
+        return math.inf
+    big = n_a > SIM_MAX_N if paired else (max(n_a, n_b) > SIM_MAX_N or n_a * n_b > 40_000)
+    if big:
+        scale = 1 / math.sqrt(n_a) if paired else math.sqrt(1 / n_a + 1 / n_b)
+        return float((norm.isf(alpha) + norm.isf((1 - power) / 2)) * scale / math.sqrt(ARE_SIGNED_RANK))
+    return _equivalence_quantile(n_a, n_b, paired, _level_key(alpha), power)
+
+
+def n_for(target_sd: float, measure: str, *, paired: bool, level: float, power: float = POWER,
+          n_min: int = 2, n_max: int = 100_000) -> int | None:
+    """Smallest n (pairs, or trials per run with equal n) whose ``measure`` ("difference": the MDE at
+    ``level``; "equivalence": the TOST margin at ``level`` = alpha) is at most ``target_sd``; None beyond n_max."""
+    if not target_sd > 0 or not math.isfinite(target_sd):
+        return None
+
+    def need(n: int) -> float:
+        if measure == "difference":
+            return mde_paired_sd(n, level, power) if paired else mde_unpaired_sd(n, n, level, power)
+        return equivalence_margin_sd(n, n, paired, level, power)
+
+    # the normal-theory n as a start (about right for large n), then the smallest n that simulation confirms
+    z = (norm.isf(level / 2) + norm.ppf(power)) if measure == "difference" else (norm.isf(level) + norm.isf((1 - power) / 2))
+    guess = max(n_min, math.ceil((1.0 if paired else 2.0) * (z / target_sd) ** 2 / ARE_SIGNED_RANK))
+    if guess > n_max:
+        return None
+    if guess > SEARCH_SIM_MAX_N:
+        return guess
+    lo, hi = n_min, guess
+    while need(hi) > target_sd:  # the formula overstates power at small n: grow until it holds
+        lo, hi = hi + 1, max(hi + 1, math.ceil(hi * 1.25))
+        if hi > n_max:
+            return None
+    while lo < hi:  # smallest n in [lo, hi] that holds (need() decreases with n up to simulation noise)
+        mid = (lo + hi) // 2
+        if need(mid) <= target_sd:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
