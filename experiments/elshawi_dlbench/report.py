@@ -95,6 +95,82 @@ def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[
     return to_svg(fig)
 
 
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.3g}"
+
+
+def reach_text(r: dict[str, Any], kit_min_n: int) -> list[str]:
+    """What this run's n can and cannot show in the table's Holm family, in words (from ``analysis.reach``)."""
+    n, m, alpha, first = r["n"], r["m"], r["alpha"], r["first_threshold"]
+    head = (f"This run has n = {n} runs per arm, so the smallest two-sided p of an exact signed-rank test is "
+            f"2/2^{n} = {r['min_exact_p']:.3g}. The table's {m} tests are one family, decided by Holm's "
+            f"step-down: the first rejection needs p < α/m = {alpha:g}/{m} = {first:.3g}, and the decision "
+            "column reads the Holm-adjusted p.")
+    if not r["reaches_alpha"]:
+        can = (f"With {n} pairs no row can reject even unadjusted (smallest p {r['min_exact_p']:.3g} ≥ α = {alpha:g}); "
+               f"{r['pairs_for_alpha']} pairs without ties reach α, {r['pairs_for_family']} reach α/m.")
+    elif not r["reaches_family"]:
+        can = (f"{n} pairs can reach α = {alpha:g} but not α/m = {first:.3g}, so no row of this family can be "
+               f"rejected whatever the data: at least {r['pairs_for_family']} pairs without ties are needed.")
+    else:
+        w = r["max_minority_rank_sum"]
+        how = (f"all {n} differences share a sign" if w == 0 else
+               f"the ranks of the differences of the minority sign sum to at most {w}")
+        can = (f"With n = {n}, a row passes α/m only when {how}, with no tie and no zero difference: a tie or a "
+               "zero makes the test asymptotic (R's rule), whose smallest p is far larger (the 'smallest possible "
+               "p' column gives each row's own, from its tie pattern). Which change the design can detect with "
+               "power 0.8 is in the design table.")
+    if n < kit_min_n:
+        kit = (f"The kit's hypotheses section does not test with fewer than {kit_min_n} runs per arm (descriptives "
+               "only); this table computes the paper's test anyway.")
+    else:
+        kit = ("The hypotheses section above tests the same comparisons with the kit's own rule, in its own Holm "
+               "family over every hypothesis row of the run.")
+    advice = ("" if r["reaches_family"] else
+              f" Run at least {r['pairs_for_family']} repetitions (design.repetitions) for this family to be able "
+              "to reject anything; detecting a given change with power 0.8 needs more.")
+    return [head, can, kit + advice]
+
+
+def wilcoxon_section(d: dict[str, Any], labels: dict[str, str], arms: list[str]) -> dict[str, Any]:
+    """The paper's paired Wilcoxon tests, Holm over the table's family, and what this n can reach."""
+    wd, fam = d["wilcoxon_design"], d.get("wilcoxon_family") or {}
+    w_rows = []
+    for w in d["wilcoxon"]:
+        if not w.get("tested"):
+            w_rows.append([labels[w["case"]], w["label"], w["n_pairs"], "–", "–", "–", "–", w.get("reason", "")])
+            continue
+        verdict = "rejected (Holm p < α)" if w.get("significant") else "not rejected (Holm p ≥ α)"
+        if not w["can_reject"]:
+            verdict += " (cannot reach α with these pairs)"
+        elif not w.get("reaches_first", True):
+            verdict += " (cannot reach α/m: only after other rows are rejected)"
+        w_rows.append([labels[w["case"]], w["label"], w["n_pairs"], w["statistic"], _p(w["p"]), _p(w.get("p_holm")),
+                       _p(w["min_attainable_p"]) + ("" if w["exact"] else " (asymptotic)"), verdict])
+    reach = wd.get("reach")  # None: an analysis written before the Holm column (re-analyse the run)
+    m = fam.get("size") or (reach or {}).get("m", "?")
+    paras = [
+        "The paper ran 5 runs per framework and dataset and reports Wilcoxon signed-rank tests \"with more than "
+        "95 % confidence\". With n pairs, the exact two-sided signed-rank test cannot give a p-value below "
+        f"2/2^n: 0.0625 for the paper's n = 5, so its five pairs can never reject at α = 0.05; at least "
+        f"{wd['min_pairs_to_reject']} pairs without ties are needed at this run's α = {d['alpha']} before any "
+        "correction for the number of tests. The table below computes the paper's test (paired by block, exact "
+        "when there are no ties or zeros, as R's wilcox.test does) so the reader can see what it can and cannot "
+        "show.",
+        *(reach_text(reach, wd["kit_min_n"]) if reach else []),
+    ]
+    return {
+        "id": "dlbench-wilcoxon",
+        "title": "DLBench: the paper's Wilcoxon signed-rank tests between the frameworks",
+        "paragraphs": paras,
+        "tables": [{"caption": f"Paired Wilcoxon signed-rank, {arms[0]} vs {arms[1]} (two-sided); Holm over the "
+                               f"family of the m = {m} tests of this table (every dataset × metric with pairs)",
+                    "columns": ["dataset", "metric", "pairs", "statistic", "p (unadjusted)", f"Holm p (m = {m})",
+                                "smallest possible p", "decision (Holm)"],
+                    "rows": w_rows}],
+    }
+
+
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
     d = analysis.get("extras", {}).get("dlbench")
     if not d:
@@ -124,7 +200,7 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                             "columns": ["case", "dataset", "source", "train examples", "test examples", "epochs",
                                         "paper epochs", "data"], "rows": data_rows}]})
 
-    metric_cols = list(d["metrics"])
+    metric_cols = [*d["metrics"], *d.get("described_only", [])]
     table_rows = [[labels[r["case"]], r["arm"], *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]]
                   for r in rows]
     figs = []
@@ -141,9 +217,11 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         "paragraphs": [
             "Training time is the sum of the epochs' training; the test evaluation after each epoch (for the "
             "convergence curves) is timed separately and excluded (the paper's Keras code included it via "
-            "validation_data). CPU utilisation is the mean over all cores of the host's 1 s readings in the "
-            "training phase (the paper's Eq. 1); memory is the mean resident set of the trial's process tree "
-            "in that phase; GPU utilisation is NVML's.",
+            "validation_data). CPU utilisation, host-wide, is the mean over all cores of the host's 1 s readings "
+            "in the training phase (the paper's Eq. 1: every process on the host, 100 % = all cores); the trial's "
+            "own CPU utilisation beside it is its process's CPU time (and its finished children's) over the phase, "
+            "from the phase markers, in % of one core (exact, other processes excluded; described, not tested); "
+            "memory is the mean resident set of the trial's process tree in that phase; GPU utilisation is NVML's.",
             "Not measured on this host: " + (", ".join(unmeasured) if unmeasured else "nothing") + ".",
         ],
         "tables": [{"caption": "Mean ± sd over the runs, per dataset and framework",
@@ -168,36 +246,7 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                     for c in cases if any(x["case"] == c for x in conv)],
     })
 
-    wd = d["wilcoxon_design"]
-    w_rows = []
-    for w in d["wilcoxon"]:
-        if not w.get("tested"):
-            w_rows.append([labels[w["case"]], w["label"], w["n_pairs"], "–", "–", "–", w.get("reason", "")])
-            continue
-        verdict = ("p < α" if w["significant"] else "p ≥ α") + ("" if w["can_reject"] else
-                                                                  " (cannot reach α with these pairs)")
-        w_rows.append([labels[w["case"]], w["label"], w["n_pairs"], w["statistic"], w["p"],
-                       w["min_attainable_p"] if w["min_attainable_p"] is not None else "asymptotic", verdict])
-    out.append({
-        "id": "dlbench-wilcoxon",
-        "title": "DLBench: the paper's Wilcoxon signed-rank tests between the frameworks",
-        "paragraphs": [
-            "The paper ran 5 runs per framework and dataset and reports Wilcoxon signed-rank tests \"with more than "
-            "95 % confidence\". With n pairs, the exact two-sided signed-rank test cannot give a p-value below "
-            f"2/2^n: 0.0625 for the paper's n = 5, so its five pairs can never reject at α = 0.05; at least "
-            f"{wd['min_pairs_to_reject']} pairs without ties are needed at this run's α = {d['alpha']}. This run has "
-            f"{wd['repetitions']} runs per arm (smallest possible p {wd['min_attainable_p']:.4g}). The table below "
-            "computes the paper's test anyway (paired by block, exact when there are no ties, as R's wilcox.test "
-            "does) so the reader can see what it can and cannot show.",
-            f"The kit's own decision rule, used by the hypotheses section above, is stricter: "
-            f"{wd['kit_rule']} (fewer than {wd['kit_min_n']} runs per arm), because with so few samples a rank "
-            "test has almost no power and any 'significant' difference is not credible. Run more repetitions "
-            "(design.repetitions >= 10) to test the paper's claims.",
-        ],
-        "tables": [{"caption": f"Paired Wilcoxon signed-rank, {arms[0]} vs {arms[1]} (two-sided)",
-                    "columns": ["dataset", "metric", "pairs", "statistic", "p", "smallest possible p", "verdict"],
-                    "rows": w_rows}],
-    })
+    out.append(wilcoxon_section(d, labels, arms))
 
     out.append({
         "id": "dlbench-not-reproduced",
