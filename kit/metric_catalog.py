@@ -17,7 +17,7 @@ class MetricDef:
     name: str
     label: str
     unit: str
-    kind: str  # result | telemetry | energy | phase_power
+    kind: str  # result | telemetry | energy | phase_power | marker (from the trial's own phase markers, exact)
     lower_is_better: bool | None = None
     result_keys: tuple[tuple[str, str], ...] = ()  # (phase, key in results)
     source: str = ""
@@ -25,6 +25,7 @@ class MetricDef:
     device: str | None = None  # None: mean over every device of that source
     agg: str = "mean"  # mean | max | sum (of the devices' phase means: power of several GPUs adds up)
     domain_prefix: str = ""  # energy: domains starting with this
+    net_of_idle: bool = False  # energy: less the run's idle-baseline power x the phase duration (kit.analysis.energy)
 
     def result_key(self, phase: str) -> str | None:
         return dict(self.result_keys).get(phase)
@@ -37,7 +38,13 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               (("train", "train_throughput_ips"), ("infer", "infer_throughput_ips"))),
     MetricDef("accuracy", "test accuracy", "fraction", "result", False, (("infer", "test_accuracy"),)),
     MetricDef("train_loss", "training loss (last epoch mean)", "1", "result", True, (("train", "train_loss"),)),
-    MetricDef("cpu_util_pct", "CPU utilisation", "%", "telemetry", None, source="cpu", metric="util_pct", device="total"),
+    # Two CPU utilisations, never to be confused: the host's (every process; 100 % = all logical CPUs busy;
+    # sampled, so a phase shorter than the sampling period mostly shows other activity) and the trial's own
+    # (its process and the children it waited for, from the CPU times in its phase markers: exact at any
+    # phase length; 100 % = one CPU busy for the whole phase, four busy threads 400 %).
+    MetricDef("cpu_util_pct", "CPU utilisation, host-wide (all processes; % of all CPUs)", "%", "telemetry", None,
+              source="cpu", metric="util_pct", device="total"),
+    MetricDef("trial_cpu_util_pct", "CPU utilisation of the trial's process (% of one CPU)", "%", "marker", None),
     MetricDef("cpu_temp_c", "CPU temperature", "°C", "telemetry", None, source="hwmon", metric="cpu_temp_c", device="cpu"),
     MetricDef("gpu_util_pct", "GPU utilisation", "%", "telemetry", None, source="nvml", metric="gpu_util_pct"),
     MetricDef("gpu_temp_c", "GPU temperature", "°C", "telemetry", None, source="nvml", metric="temp_c"),
@@ -55,7 +62,15 @@ METRICS: dict[str, MetricDef] = {m.name: m for m in (
               metric="rss_bytes", device="trial", agg="max"),
     MetricDef("trial_rss_mean_bytes", "trial resident memory (mean)", "B", "telemetry", True, source="memory",
               metric="rss_bytes", device="trial", agg="mean"),
-    MetricDef("gpu_energy_j", "GPU energy", "J", "energy", True, domain_prefix="gpu"),
-    MetricDef("cpu_energy_j", "CPU package energy (RAPL)", "J", "energy", True, domain_prefix="rapl:package"),
-    MetricDef("dram_energy_j", "DRAM energy (RAPL)", "J", "energy", True, domain_prefix="rapl:dram"),
+    # Energy: gross (the counters' difference over the phase: idle power and other processes included) and
+    # net of idle (less the idle baseline's power x the phase duration; other processes' load stays in it).
+    MetricDef("gpu_energy_j", "GPU energy (gross)", "J", "energy", True, domain_prefix="gpu"),
+    MetricDef("cpu_energy_j", "CPU package energy (RAPL, gross)", "J", "energy", True, domain_prefix="rapl:package"),
+    MetricDef("dram_energy_j", "DRAM energy (RAPL, gross)", "J", "energy", True, domain_prefix="rapl:dram"),
+    MetricDef("gpu_energy_net_j", "GPU energy, net of idle", "J", "energy", True, domain_prefix="gpu",
+              net_of_idle=True),
+    MetricDef("cpu_energy_net_j", "CPU package energy (RAPL), net of idle", "J", "energy", True,
+              domain_prefix="rapl:package", net_of_idle=True),
+    MetricDef("dram_energy_net_j", "DRAM energy (RAPL), net of idle", "J", "energy", True, domain_prefix="rapl:dram",
+              net_of_idle=True),
 )}

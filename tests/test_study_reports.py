@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kit.analysis.analyze import analyze_run
@@ -58,9 +59,15 @@ def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> Non
     models = {cid: cfg["case"] for cid, cfg in man["plan"]["configs"].items()}
     time_of = {("knn", "pytorch"): 0.5, ("knn", "tensorflow"): 0.5, ("mlp", "pytorch"): 8.0,
                ("mlp", "tensorflow"): 4.0, ("cnn", "pytorch"): 20.0, ("cnn", "tensorflow"): 10.0}
-    watts = 30.0
+    watts, idle_w = 30.0, 5.0
     rapl._open()
     try:
+        # the idle baseline before the trials: 10 s at 5 W (net of idle = gross - 5 W x training time)
+        base: list[Row] = []
+        for at in (0.9e9, 0.9e9 + 10):
+            set_energy(zone, 1_000_000 + int(idle_w * (at - 0.9e9) * 1e6))
+            base += [r._replace(t=at) for r in rapl.read()]
+        rd.write_samples("_baseline", base)
         energy_uj = 1_000_000
         for t in make_plan(spec).trials:
             start = 1.0e9 + 100 * t.position
@@ -82,8 +89,14 @@ def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> Non
     # joules of a training run = 30 W x its training time
     assert energy[("cnn", "pytorch")]["mean"] == pytest.approx(30 * 20.0 * 1.01, rel=1e-3)
     assert energy[("mlp", "tensorflow")]["mean"] == pytest.approx(30 * 4.0 * 1.01, rel=1e-3)
-    assert energy[("cnn", "pytorch")]["n"] == 3 and g["energy_measured"] == {"cpu_energy_j": True,
-                                                                               "gpu_energy_j": False}
+    assert energy[("cnn", "pytorch")]["n"] == 3 and g["energy_measured"] == {
+        "cpu_energy_j": True, "gpu_energy_j": False, "cpu_energy_net_j": True, "gpu_energy_net_j": False}
+    net = {(r["model"], r["arm"]): r["cpu_energy_net_j"] for r in g["energy_train"]}
+    assert net[("cnn", "pytorch")]["mean"] == pytest.approx((30 - 5) * 20.0 * 1.01, rel=1e-3)
+    # readings 1 s before, in the middle of and 1 s after the phase: each boundary's interval holds
+    # 30 W x (1 s + half the phase), all of which could lie on either side of it
+    bound = {(r["model"], r["arm"]): r["cpu_energy_j_bound"] for r in g["energy_train"]}
+    assert bound[("cnn", "pytorch")]["median"] == pytest.approx(30 * (2 + 20.0 * 1.01), rel=1e-3)
     times = {(r["model"], r["arm"]): r for r in g["time_train"]}
     assert times[("cnn", "tensorflow")]["median"] == pytest.approx(10.1)
     assert times[("cnn", "tensorflow")]["q1"] == pytest.approx(10.05)  # R type 7 quantile of 10.0, 10.1, 10.2
@@ -96,6 +109,11 @@ def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> Non
     text = _html_text(html)
     assert "Table VI" in text and "energy per model" in text
     assert "606 ± " in text  # 30 W x 20.2 s, the CNN's mean CPU energy in PyTorch
+    assert "505 ± " in text and "± 666" in text  # net of 5 W idle; the sampling bound 30 W x 22.2 s
+    assert "CPU energy, net of idle (J)" in text and "worst-case bound, not a standard error" in text
+    # the kit's own sections: net rows among the descriptives, the bound table, the note on gross and net
+    assert "CPU package energy (RAPL), net of idle (J)" in text and "CPU package energy (RAPL, gross) (J)" in text
+    assert "Energy: sampling bound at the phase boundaries" in text and "'net of idle' subtracts" in text
     assert "GPU (NVML) energy could not be measured on this host: NVML: no library" in text
     assert "A/A control" in text and "Tables II and IV" in text
     _check_latex_sections(rd.path, analysis)
@@ -141,6 +159,12 @@ def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> No
     assert w["n_pairs"] == 5 and w["exact"] and w["p"] == pytest.approx(0.0625)
     assert w["min_attainable_p"] == pytest.approx(0.0625) and not w["can_reject"] and not w["significant"]
     assert min_exact_p(5) == 0.0625 and min_pairs_for(0.05) == 6 and min_exact_p(6) < 0.05
+    # one Holm family over the table's tests (6 datasets x 5 metrics with pairs, GPU utilisation unmeasured here)
+    fam = d["wilcoxon_family"]
+    tested = [x for x in d["wilcoxon"] if x["tested"]]
+    assert fam["size"] == len(tested) and fam["method"] == "holm"
+    assert all(x["p_holm"] >= x["p"] and x["significant"] == (x["p_holm"] < 0.05) for x in tested)
+    assert d["wilcoxon_design"]["reach"]["reaches_alpha"] is False
     assert d["synthetic_cases"] == ["imdb"]
     hyp = [h for h in analysis["hypotheses"] if h["metric"] == "time_s"]
     assert hyp and all(not h["tested"] and "fewer than 10" in h["reason"] for h in hyp)
@@ -148,10 +172,38 @@ def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> No
 
     text = _html_text(write_report(rd.path, analysis)[0])
     assert "SYNTHETIC DATA: the numbers of imdb" in text and "imdb (SYNTHETIC)" in text
-    assert "0.0625 for the paper's n = 5" in text and "at least 6 pairs" in text and "This run has 5 runs" in text
+    assert "0.0625 for the paper's n = 5" in text and "at least 6 pairs" in text
+    m = fam["size"]
+    assert "This run has n = 5 runs per arm" in text and f"Holm p (m = {m})" in text
+    assert "With 5 pairs no row can reject even unadjusted" in text and "design.repetitions >= 10" not in text
+    assert f"Run at least {min_pairs_for(0.05 / m)} repetitions" in text
     assert "not yet reproduced" in text and "Faster R-CNN" in text and "English to Spanish" in text
     assert "convergence" in text.lower() and "Peak of the mean curve" in text
     _check_latex_sections(rd.path, analysis)
+
+
+def test_dlbench_text_follows_n_and_the_holm_family() -> None:
+    """What n pairs can show in a Holm family of m exact signed-rank tests, and the words the report uses."""
+    rep = import_study_module(ROOT / "experiments" / "elshawi_dlbench", "report", package="dlbench_study")
+    paper = _dlbench.reach(11, 0.05, 30)  # the paper profile: 6 datasets x 5 metrics, 11 repetitions
+    assert paper["reaches_family"] and paper["first_threshold"] == pytest.approx(0.05 / 30)
+    assert paper["max_minority_rank_sum"] == 0  # 2/2^11 = 0.00098 < 0.00167 < 4/2^11: only all one sign
+    words = " ".join(rep.reach_text(paper, 10))
+    assert "all 11 differences share a sign" in words and "α/m = 0.05/30 = 0.00167" in words
+    assert "Run at least" not in words and "hypotheses section above tests" in words
+    ten = _dlbench.reach(10, 0.05, 30)
+    assert ten["reaches_alpha"] and not ten["reaches_family"] and ten["pairs_for_family"] == 11
+    assert "no row of this family can be rejected" in " ".join(rep.reach_text(ten, 10))
+    assert _dlbench.reach(20, 0.05, 30)["max_minority_rank_sum"] > 0
+    # one tie at n = 11: asymptotic, and its smallest p cannot pass alpha/30 (R: wilcox.test(1:11 with a tie))
+    tied = np.array([1.0, 1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert _dlbench.min_attainable_p(tied) == pytest.approx(0.0038398, rel=1e-4)
+    assert _dlbench.min_attainable_p(np.arange(1.0, 12.0)) == pytest.approx(2 / 2**11)
+    # the decision reads the Holm-adjusted p: 0.03 < alpha unadjusted, but 0.06 after Holm over 3
+    rows = [{"tested": True, "p": p, "n_used": 11, "min_attainable_p": 2 / 2**11} for p in (0.004, 0.03, 0.5)]
+    fam = _dlbench.holm_family([*rows, {"tested": False}], 0.05)
+    assert fam["size"] == 3 and [r["p_holm"] for r in rows] == pytest.approx([0.012, 0.06, 0.5])
+    assert [r["significant"] for r in rows] == [True, False, False]
 
 
 def _check_latex_sections(run: Path, analysis: dict[str, Any]) -> None:

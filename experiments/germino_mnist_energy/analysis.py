@@ -24,6 +24,10 @@ STUDY_API = 2
 MODEL_ORDER = ("knn", "mlp", "cnn")
 MODEL_LABEL = {"knn": "k-NN (scikit-learn, k = 5)", "mlp": "simple neural network", "cnn": "convolutional network"}
 ENERGY_METRICS = {"cpu_energy_j": "rapl", "gpu_energy_j": "nvml"}
+# Gross energy (the counter's difference: idle draw included) and the same net of the run's idle power
+# (kit.analysis.energy); each gross value has a worst-case bound from the counter's sampling at the phase's
+# boundaries (the value table's ``bound``), summarised per cell by its median and largest.
+NET_OF = {"cpu_energy_j": "cpu_energy_net_j", "gpu_energy_j": "gpu_energy_net_j"}
 
 
 def models_of(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -44,6 +48,14 @@ def _summary(g: pd.DataFrame) -> dict[str, Any] | None:
     d = stats.describe(g["value"].to_numpy(float)).as_dict()
     return {k: d[k] for k in ("n", "mean", "sd", "q1", "median", "q3", "min", "max")} | {
         "trial_ids": g["trial_id"].tolist()}
+
+
+def _bounds(g: pd.DataFrame) -> dict[str, Any] | None:
+    """Median and largest ± bound of a cell's energy values (None: none known, e.g. an older analysis)."""
+    if "bound" not in g or g["bound"].notna().sum() == 0:
+        return None
+    b = g["bound"].dropna().astype(float)
+    return {"median": float(b.median()), "max": float(b.max()), "n": int(b.size)}
 
 
 def _sensor(manifest: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -72,7 +84,13 @@ def analyse(run: RunView) -> dict[str, Any]:
         for a in arms:
             time_rows.append({"model": m, "arm": a, **(cell(m, a, "time_s", "train") or {"n": 0})})
             acc_rows.append({"model": m, "arm": a, **(cell(m, a, "accuracy", "infer", 100.0) or {"n": 0})})
-            energy_rows.append({"model": m, "arm": a, **{k: cell(m, a, k, "train") for k in ENERGY_METRICS}})
+            row: dict[str, Any] = {"model": m, "arm": a}
+            for k in ENERGY_METRICS:
+                row[k] = cell(m, a, k, "train")
+                row[NET_OF[k]] = cell(m, a, NET_OF[k], "train")
+                row[f"{k}_bound"] = _bounds(use[(use["model"] == m) & (use["arm"] == a) & (use["metric"] == k)
+                                                & (use["phase"] == "train")])
+            energy_rows.append(row)
 
     ratios = []
     for m in models:
@@ -94,6 +112,8 @@ def analyse(run: RunView) -> dict[str, Any]:
                         "repetition": t.repetition, "position": t.position,
                         "train_time_s": val("time_s", "train"), "accuracy": val("accuracy", "infer"),
                         "cpu_energy_j": val("cpu_energy_j", "train"), "gpu_energy_j": val("gpu_energy_j", "train"),
+                        "cpu_energy_net_j": val("cpu_energy_net_j", "train"),
+                        "gpu_energy_net_j": val("gpu_energy_net_j", "train"),
                         "device": t.env.get("device")})
 
     knn_same = None
@@ -110,7 +130,8 @@ def analyse(run: RunView) -> dict[str, Any]:
         "ratios": ratios,
         "per_run": per_run,
         "sensors": {src: _sensor(run.manifest, src) for src in ("rapl", "nvml")},
-        "energy_measured": {k: bool(use[use["metric"] == k]["value"].notna().any()) for k in ENERGY_METRICS},
+        "energy_measured": {k: bool(use[use["metric"] == k]["value"].notna().any())
+                            for k in (*ENERGY_METRICS, *NET_OF.values())},
         "knn_accuracy_identical": knn_same,
         "devices": sorted({str(r["device"]) for r in per_run if r["device"]}),
     }

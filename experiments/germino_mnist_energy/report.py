@@ -10,6 +10,7 @@ from matplotlib.ticker import MaxNLocator
 from kit.report.figures import arm_color, finish_lines, to_svg
 
 FIG_SIZE = (6.4, 3.2)
+NET = {"cpu_energy_j": "cpu_energy_net_j", "gpu_energy_j": "gpu_energy_net_j"}
 
 
 def _pm(d: dict[str, Any] | None, digits: int = 4) -> str:
@@ -20,6 +21,14 @@ def _pm(d: dict[str, Any] | None, digits: int = 4) -> str:
         sd = 0.0  # identical runs: float noise of the mean's summation is not a spread
     sd_txt = "–" if sd is None or sd != sd else f"{sd:.{digits}g}"
     return f"{d['mean']:.{digits}g} ± {sd_txt} (n={d['n']})"
+
+
+def _bound(b: dict[str, Any] | None) -> str:
+    """Median ± bound over the runs, with the largest when it differs."""
+    if not b:
+        return "–"
+    larger = f" (largest {b['max']:.3g})" if b["max"] > 1.5 * b["median"] else ""
+    return f"± {b['median']:.3g}{larger}"
 
 
 def grouped_box(per_run: list[dict[str, Any]], models: list[str], labels: dict[str, str], arms: list[str],
@@ -128,16 +137,32 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                                          "accuracy per run")}],
     })
 
-    e_rows = [[labels[r["model"]], r["arm"], _pm(r.get("cpu_energy_j")), _pm(r.get("gpu_energy_j"))]
+    e_rows = [[labels[r["model"]], r["arm"], *[x for k in ("cpu_energy_j", "gpu_energy_j") for x in
+                                               (_pm(r.get(k)), _bound(r.get(f"{k}_bound")), _pm(r.get(NET[k])))]]
               for r in g["energy_train"]]
     paras = ["Energy of the training phase of each run, in joules: the CPU package counters (RAPL, all packages) and "
              "the GPU's own energy counter (NVML, Volta and newer; integrated power on older GPUs), each "
-             "interpolated at the phase's start and end and differenced (see docs/telemetry.md)."]
+             "interpolated at the phase's start and end and differenced (see docs/telemetry.md).",
+             "Gross is that difference: the idle draw of the package or GPU and every other process's work are in "
+             "it, as in the paper's RAPL figures. Net of idle subtracts the idle power of the run's baseline "
+             "(recorded before the trials) × the training time, so a framework that merely trains longer is not "
+             "charged the idle draw; other processes' load stays in it. '± bound' is the median (over the runs) "
+             "of a worst-case bound, not a standard error: the energy of the sampling interval around each end of "
+             "the phase (power there × sampling period), which the interpolation can put on the wrong side."]
+    if any(g["energy_measured"].get(k) for k in ("cpu_energy_j", "gpu_energy_j")) and not any(
+            g["energy_measured"].get(NET[k]) for k in ("cpu_energy_j", "gpu_energy_j")):
+        paras.append("No net-of-idle energy: the run recorded no idle baseline of these counters "
+                     "(telemetry.baseline_s = 0, or the counters were not sampled at baseline).")
     figs = []
     for key, src, label in (("cpu_energy_j", "rapl", "CPU (RAPL)"), ("gpu_energy_j", "nvml", "GPU (NVML)")):
         if g["energy_measured"].get(key):
-            figs.append({"id": f"germino-runs-{key}", "title": f"{label} energy of every run (Fig. 7)",
-                         "svg": per_run_plot(runs, models, labels, arms, key, "energy (J)", f"{label} energy per run")})
+            figs.append({"id": f"germino-runs-{key}", "title": f"{label} energy of every run, gross (Fig. 7)",
+                         "svg": per_run_plot(runs, models, labels, arms, key, "energy (J)",
+                                             f"{label} energy per run (gross)")})
+            if g["energy_measured"].get(NET[key]):
+                figs.append({"id": f"germino-runs-{NET[key]}", "title": f"{label} energy of every run, net of idle",
+                             "svg": per_run_plot(runs, models, labels, arms, NET[key], "energy (J)",
+                                                 f"{label} energy per run (net of idle)")})
         else:
             s = g["sensors"].get(src, {})
             paras.append(f"{label} energy could not be measured on this host: {s.get('detail') or 'no readings'}"
@@ -146,8 +171,11 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         "id": "germino-energy",
         "title": "Germino et al.: energy per model (Table VI, Fig. 7)",
         "paragraphs": paras,
-        "tables": [{"caption": "Training energy (J), mean ± sd (Table VI)",
-                    "columns": ["model", "framework", "CPU energy (J)", "GPU energy (J)"], "rows": e_rows}],
+        "tables": [{"caption": "Training energy (J), mean ± sd (Table VI): gross, its sampling bound, and net of "
+                               "idle",
+                    "columns": ["model", "framework", "CPU energy, gross (J)", "CPU ± bound (J)",
+                                "CPU energy, net of idle (J)", "GPU energy, gross (J)", "GPU ± bound (J)",
+                                "GPU energy, net of idle (J)"], "rows": e_rows}],
         "figures": figs,
     })
     return out

@@ -2,10 +2,24 @@
 
 A metric is either a result the harness measured (``time_s`` is the train or
 infer phase duration), a summary of host telemetry over the phase (``cpu_util_pct``
-is the mean of the total CPU utilisation readings inside the phase), an
-energy difference over the phase, or the phase's power from that energy
-(``gpu_power_phase_w`` = NVML energy-counter difference / phase duration).
-Only the trial's own GPUs count (``telemetry.trial_samples``).
+is the mean of the host-wide CPU utilisation readings inside the phase: every
+process, 100 % = all logical CPUs), a difference between the trial's own phase
+markers (``trial_cpu_util_pct`` = the CPU seconds of the trial's process and
+the children it waited for, ``cpu_s`` in the markers, over the phase's
+seconds, × 100: 100 % = one CPU for the whole phase; exact, no sampling, so
+it resolves a phase of any length and other tenants never enter it), an
+energy difference over the phase (gross, and net of the run's idle power:
+``*_energy_net_j``, kit.analysis.energy), or the phase's power from that
+energy (``gpu_power_phase_w`` = NVML energy-counter difference / phase
+duration). Only the trial's own GPUs count (``telemetry.trial_samples``).
+
+Every value row has a ``bound``: the worst-case error of the value in its own
+unit where one is known, None elsewhere. Energy: what the counter's sampling at
+the two phase boundaries can misattribute (power there × sampling period,
+:func:`kit.analysis.telemetry.boundary_bound_j`); phase power: that bound over
+the phase duration. A run directory of an older kit analyses unchanged: every
+value is derived from the raw records again, and a reader of an older
+analysis.json finds no ``bound`` key (``row.get("bound")``).
 
 GPU power comes three ways. ``gpu_power_w`` is nvmlDeviceGetPowerUsage, which
 Ampere and newer drivers average over about one second: the reading of a phase
@@ -19,7 +33,8 @@ so every number in a report traces back to a trial file and its samples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -27,17 +42,19 @@ import pandas as pd
 from kit.metric_catalog import METRICS, MetricDef
 
 if TYPE_CHECKING:
+    from kit.analysis.energy import IdleByHost, IdlePower
     from kit.analysis.telemetry import TrialTelemetry
 
 TEST_PHASES = ("train", "infer")
 VALUE_COLUMNS = ["trial_id", "arm", "framework", "config_id", "block", "repetition", "position", "warmup",
-                 "status", "phase", "metric", "value", "unit", "n_samples"]
+                 "status", "phase", "metric", "value", "unit", "n_samples", "bound"]
 
 
 # What the report shows by default, in this order.
-DEFAULT_METRICS = ("time_s", "cpu_util_pct", "cpu_temp_c", "gpu_util_pct", "gpu_temp_c", "gpu_power_w",
-                   "trial_rss_bytes", "host_mem_used_bytes", "gpu_mem_used_bytes", "gpu_energy_j", "cpu_energy_j",
-                   "dram_energy_j", "throughput_ips", "accuracy")
+DEFAULT_METRICS = ("time_s", "cpu_util_pct", "trial_cpu_util_pct", "cpu_temp_c", "gpu_util_pct", "gpu_temp_c",
+                   "gpu_power_w", "trial_rss_bytes", "host_mem_used_bytes", "gpu_mem_used_bytes", "gpu_energy_j",
+                   "gpu_energy_net_j", "cpu_energy_j", "cpu_energy_net_j", "dram_energy_j", "dram_energy_net_j",
+                   "throughput_ips", "accuracy")
 # Shown as well when the run sampled NVML: GPU power from the energy counter and the instantaneous field.
 NVML_METRICS = ("gpu_power_phase_w", "gpu_power_instant_w")
 
@@ -71,27 +88,74 @@ def _telemetry_value(m: MetricDef, groups: Groups, phase: str) -> tuple[float | 
     return value, int(sel["n"].sum())
 
 
-def _energy_value(m: MetricDef, energy: pd.DataFrame, phase: str) -> tuple[float | None, int]:
+Value = tuple[float | None, int, float | None]  # (value, readings behind it, ± bound or None)
+
+
+def _bound(x: float) -> float | None:
+    return float(x) if x == x else None  # NaN (phase not covered at a boundary): no bound
+
+
+def _energy_value(m: MetricDef, energy: pd.DataFrame, phase: str, intervals: Mapping[str, tuple[float, float]],
+                  idle: IdlePower | None) -> Value:
+    """Joules of the metric's domains over the phase, gross or net of idle, with the boundary bound."""
+    from kit.analysis.energy import net_energy
+
     if energy.empty:
-        return None, 0
+        return None, 0, None
     sel = energy[(energy["phase"] == phase) & energy["domain"].astype(str).str.startswith(m.domain_prefix)]
     sel = sel[sel["energy_j"].notna()]
     if sel.empty:
-        return None, 0
-    return float(sel["energy_j"].sum()), int(sel["n"].sum())
+        return None, 0, None
+    gross, n, bound = float(sel["energy_j"].sum()), int(sel["n"].sum()), _bound(float(sel["bound_j"].sum()))
+    if not m.net_of_idle:
+        return gross, n, bound
+    a, b = intervals.get(phase, (0.0, 0.0))
+    net = net_energy([str(d) for d in sel["domain"]], gross, b - a, idle)
+    return (net, n, bound) if net is not None else (None, 0, None)
 
 
-def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: Mapping[str, tuple[float, float]]) -> tuple[float | None, int]:
+def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: Mapping[str, tuple[float, float]]) -> Value:
     """Watts of the trial's GPUs over the phase from their energy counters; None unless every GPU has one."""
     from kit.analysis.telemetry import METHOD_NVML_COUNTER
 
     if energy.empty or phase not in intervals:
-        return None, 0
+        return None, 0, None
     a, b = intervals[phase]
     sel = energy[(energy["phase"] == phase) & energy["domain"].astype(str).str.startswith("gpu")]
     if sel.empty or b <= a or (sel["method"] != METHOD_NVML_COUNTER).any() or sel["energy_j"].isna().any():
-        return None, 0
-    return float(sel["energy_j"].sum()) / (b - a), int(sel["n"].sum())
+        return None, 0, None
+    bound = _bound(float(sel["bound_j"].sum()))
+    return float(sel["energy_j"].sum()) / (b - a), int(sel["n"].sum()), None if bound is None else bound / (b - a)
+
+
+def trial_cpu_util(markers: Sequence[Mapping[str, Any]], phase: str) -> float | None:
+    """The trial's own CPU utilisation over a phase, in % of one CPU, from its phase markers.
+
+    ``cpu_s`` in a marker is user + system seconds of the trial's process (all threads) and of the
+    children it has waited for (``os.times()``, kit.workloads.common.process_cpu_s), read at the
+    marker's ``t``. (cpu_s at the end − at the start) / (t end − t start) × 100: exact, with no
+    sampling, so a phase of any length resolves; other processes never enter it. Not in it: children
+    still running at the phase's end (a DataLoader worker, another rank of a distributed run), whose
+    CPU time the kernel reports only once they are reaped. The first complete occurrence of the phase
+    counts, as for the phase intervals. None for markers without ``cpu_s`` (an older kit's trials).
+    """
+    start: Mapping[str, Any] | None = None
+    for mk in markers:
+        if mk.get("phase") != phase:
+            continue
+        if mk.get("event") == "phase_start" and start is None:
+            start = mk
+        elif mk.get("event") == "phase_end" and start is not None:
+            c0, c1, t0, t1 = (_num(x.get(k)) for x, k in ((start, "cpu_s"), (mk, "cpu_s"), (start, "t"), (mk, "t")))
+            if c0 is None or c1 is None or t0 is None or t1 is None or t1 <= t0 or c1 < c0:
+                return None
+            return 100.0 * (c1 - c0) / (t1 - t0)
+    return None
+
+
+def _num(x: Any) -> float | None:
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return float(x) if ok else None
 
 
 PHASE_POWER_METRIC = "gpu_power_phase_w"
@@ -108,13 +172,16 @@ def preferred_power_metric(values: pd.DataFrame) -> str:
 
 
 def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...],
-                      tel: TrialTelemetry | None = None) -> list[dict[str, Any]]:
+                      tel: TrialTelemetry | None = None, idle: IdleByHost | None = None) -> list[dict[str, Any]]:
     """Every (phase, metric) value of one trial, None where it could not be measured.
 
     Only the trial's own GPUs count (``telemetry.trial_samples``: the record's
     ``gpus``; none when the trial computed on another GPU than the one sampled).
     ``tel``: the trial's samples already attributed to phases (the caller shares it with the threat facts).
+    ``idle``: the run's idle power per host (:func:`kit.analysis.energy.load_idle_power`); without it the
+    net-of-idle energies are None.
     """
+    from kit.analysis.energy import idle_for
     from kit.analysis.telemetry import TrialTelemetry, phase_energy, phase_summaries
 
     tel = tel if tel is not None else TrialTelemetry.of(record, samples)
@@ -124,12 +191,15 @@ def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tu
     energy = phase_energy(samples, intervals) if not samples.empty else pd.DataFrame()
     base = {k: record.get(k) for k in ("trial_id", "arm", "framework", "config_id", "block", "repetition",
                                        "position", "warmup", "status")}
+    own_idle = idle_for(record, idle)
+    markers = [mk for mk in record.get("markers") or [] if isinstance(mk, Mapping)]
     rows = []
     for name in metrics:
         m = METRICS[name]
         for phase in TEST_PHASES:
             value: float | None
             n = 0
+            bound: float | None = None
             if m.kind == "result":
                 key = m.result_key(phase)
                 if key is None:
@@ -137,11 +207,15 @@ def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tu
                 raw = record.get("results", {}).get(key)
                 ok = isinstance(raw, (int, float)) and not isinstance(raw, bool)  # screened: else not a value
                 value, n = (float(raw), 1) if ok else (None, 0)
+            elif m.kind == "marker":
+                value = trial_cpu_util(markers, phase)
+                n = 0 if value is None else 1
             elif m.kind == "telemetry":
                 value, n = _telemetry_value(m, groups, phase)
             elif m.kind == "phase_power":
-                value, n = _phase_power_value(energy, phase, intervals)
+                value, n, bound = _phase_power_value(energy, phase, intervals)
             else:
-                value, n = _energy_value(m, energy, phase)
-            rows.append({**base, "phase": phase, "metric": name, "value": value, "unit": m.unit, "n_samples": n})
+                value, n, bound = _energy_value(m, energy, phase, intervals, own_idle)
+            rows.append({**base, "phase": phase, "metric": name, "value": value, "unit": m.unit, "n_samples": n,
+                         "bound": bound})
     return rows

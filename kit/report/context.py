@@ -8,6 +8,7 @@ decisions, so both formats say the same words.
 from __future__ import annotations
 
 import shlex
+import statistics
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,43 @@ POWER_NOTE = ("GPU power: 'NVML 1-s moving average' is nvmlDeviceGetPowerUsage, 
               "'energy counter / phase duration' is the NVML total-energy counter's difference over the phase "
               "divided by its duration, used for the hypotheses where the GPU has the counter; 'instantaneous' is "
               "the driver's NVML_FI_DEV_POWER_INSTANT field where it exists.")
+
+
+# A figure drawn beside a tested metric's: the trial's own CPU utilisation is tested, the host-wide one (every
+# process, what the collectors sample) is shown beside it, labelled, for comparison with papers that used it.
+SHOWN_BESIDE = {"trial_cpu_util_pct": ("cpu_util_pct",)}
+ENERGY_NOTE = ("Energy: 'gross' is the counter's difference over the phase (the GPU's NVML energy counter, the CPU "
+               "packages' and DRAM's RAPL counters), idle draw and every other process included; 'net of idle' "
+               "subtracts the idle power of the run's baseline (recorded before the trials) × the phase duration, "
+               "so a framework that merely runs longer is not charged the idle draw, though other processes' load "
+               "stays in it. ± is a worst-case bound, not a standard error: the energy of the sampling interval "
+               "around each phase boundary (power there × sampling period), which interpolating the counter can "
+               "put on the wrong side; it matters for phases of a few sampling periods.")
+
+
+def energy_bounds(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per energy (or energy-derived power) metric, phase, arm and configuration: median value and median bound.
+
+    From the value table's ``bound`` column (kit.analysis.metrics); an analysis without it gives no rows.
+    """
+    groups: dict[tuple[str, str, str, str], list[tuple[float, float]]] = {}
+    for v in analysis.get("values") or []:
+        m = METRICS.get(v.get("metric", ""))
+        if m is None or m.kind not in ("energy", "phase_power") or v.get("value") is None or not counts(v):
+            continue
+        if v.get("bound") is None:
+            continue
+        key = (v["metric"], v["phase"], v["arm"], v.get("config_id") or "")
+        groups.setdefault(key, []).append((float(v["value"]), float(v["bound"])))
+    configs = analysis.get("configs") or {}
+    out = []
+    for (metric, phase, arm, cid), pairs in sorted(groups.items()):
+        med_v, med_b = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+        out.append({"metric": metric, "label": METRICS[metric].label, "unit": METRICS[metric].unit, "phase": phase,
+                    "arm": arm, "config_id": cid, "n": len(pairs), "median": med_v, "median_bound": med_b,
+                    "max_bound": max(p[1] for p in pairs), "bound_pct": 100 * med_b / abs(med_v) if med_v else None,
+                    "config_label": config_label(configs[cid]) if len(configs) > 1 and cid in configs else None})
+    return out
 
 
 def _when(t: float | None) -> str:
@@ -337,8 +375,9 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
     tested = [h.get("metric_tested") or h["metric"] for h in analysis.get("hypotheses", [])] or \
         [h["metric"] for h in spec.get("hypotheses", [])]
     for metric in tested:
-        if metric not in hyp_metrics:
-            hyp_metrics.append(metric)
+        for shown in (metric, *SHOWN_BESIDE.get(metric, ())):
+            if shown not in hyp_metrics:
+                hyp_metrics.append(shown)
     for metric in hyp_metrics:
         for phase in ("train", "infer"):
             if any(v["metric"] == metric and v["phase"] == phase for v in measured_values):
@@ -396,6 +435,9 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
                     "refusal": (analysis.get("devices") or {}).get("refusal")},
         "selftest": selftest_context(manifest),
         "power_note": POWER_NOTE if any(v["metric"].startswith("gpu_power") for v in values) else None,
+        "energy_bounds": energy_bounds(analysis),
+        "energy_note": ENERGY_NOTE if any(METRICS[v["metric"]].kind == "energy" for v in values
+                                          if v["metric"] in METRICS) else None,
         "reproduce": reproduce,
         "images": images,
         "command": command,
