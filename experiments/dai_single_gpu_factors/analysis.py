@@ -5,9 +5,12 @@ two-level factorial over five factors (the ``[cases]``): cuDNN autotuning,
 image layout, execution (eager vs compiled), precision and the input
 pipeline. Per configuration and repetition (block) the response is the log
 of the TF/PT ratio of mean training-step time (0: no gap). An OLS fit of that response on the
-coded factors (-1/+1) plus the network gives each factor's effect on the gap
+coded factors (-1/+1) plus the network (a block) gives each factor's effect on the gap
 (the ratio multiplies by exp(2b) from its low to its high level) and, by
 Type II sums of squares, the share of the gap's variation it explains. The
+fit is on one value per design cell (its repetitions averaged), and each
+factor is tested with the network as a random factor: its effect within
+every network, t-tested across the networks (``factor_effects``). The
 same fit on each framework's own log step time says which framework a
 factor speeds up. Factors held constant are reported as not varied; factors
 confounded with others in the design are reported as aliased.
@@ -66,30 +69,83 @@ def _rss(x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     return float(r @ r), beta
 
 
-def factor_effects(rows: list[dict[str, Any]], response: str, alpha: float = 0.05) -> dict[str, Any]:
-    """OLS of ``response`` on coded factors (+ network dummies); effects, Type II shares, aliasing.
+def cell_means(rows: list[dict[str, Any]], response: str) -> list[dict[str, Any]]:
+    """One observation per design cell (network x factor levels): the mean response over its repetitions.
 
-    ``rows``: one per configuration with the factor levels, ``model`` and the response.
+    The repetitions of a cell replicate that cell, not the factors' effects: fitted as separate observations
+    they would make a factor's test count trials as if each were another network and design run.
     """
-    rows = [r for r in rows if r.get(response) is not None and np.isfinite(r[response])]
-    if len(rows) < 2:
-        return {"n": len(rows), "factors": [], "note": "fewer than two configurations with a response"}
-    y = np.array([r[response] for r in rows], float)
-    cols: list[np.ndarray] = [np.ones(len(rows))]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((str(r["model"]), *(r[f] for f in FACTORS)), []).append(r)
+    return [{**g[0], response: float(np.mean([r[response] for r in g])), "n_obs": len(g)} for g in groups.values()]
+
+
+def _coded(rows: list[dict[str, Any]], factor: str) -> np.ndarray:
+    return np.array([1.0 if r[factor] == FACTORS[factor][2] else -1.0 for r in rows])
+
+
+def _network_effects(cells: list[dict[str, Any]], response: str, estimated: list[str]) -> dict[str, list[tuple[str, float]]]:
+    """Per factor: (network, coefficient) from an OLS within each network of its cells on the estimated factors;
+    a network in which a factor is not estimable (held, or confounded by missing cells) gives none for it."""
+    out: dict[str, list[tuple[str, float]]] = {f: [] for f in estimated}
+    for model in sorted({str(c["model"]) for c in cells}):
+        cs = [c for c in cells if str(c["model"]) == model]
+        y = np.array([c[response] for c in cs], float)
+        cols, names = [np.ones(len(cs))], ["intercept"]
+        for f in estimated:
+            col = _coded(cs, f)
+            if np.linalg.matrix_rank(np.column_stack([*cols, col])) > np.linalg.matrix_rank(np.column_stack(cols)):
+                cols.append(col)
+                names.append(f)
+        _, beta = _rss(np.column_stack(cols), y)
+        for f in names[1:]:
+            out[f].append((model, float(beta[names.index(f)])))
+    return out
+
+
+def factor_effects(rows: list[dict[str, Any]], response: str, alpha: float = 0.05) -> dict[str, Any]:
+    """Effects of the coded factors on ``response``, with the network as a blocking and random factor.
+
+    ``rows``: one per configuration (or per configuration and repetition: averaged per design cell first,
+    :func:`cell_means`) with the factor levels, ``model`` and the response.
+
+    * Effects and shares: OLS of the cell means on the coded factors (-1/+1) plus network dummies (the
+      network as a block); Type II sums of squares give each factor's share of the variation, and the
+      networks' and the residual's.
+    * Tests, two or more networks: each factor's effect estimated within every network (OLS of that
+      network's cells) and tested across the networks by a one-sample t test of the per-network effects
+      (kit.analysis.across.mean_log: df = networks - 1). With the network as a random factor this is the test
+      of the factor against its factor x network interaction, the F(1, J - 1) = t^2 of the mixed-model ANOVA
+      for a balanced design (tests/test_across.py checks it against statsmodels): an effect is significant
+      only if it holds across networks, not merely in the average of these seven. The F test against the
+      repetitions' scatter that this replaces called a factor significant when it moved the gap a lot in one
+      network and not at all in the others.
+    * One network: nothing to generalise over; the test is against the scatter of the cell's repetitions
+      (OLS on every repetition), a claim about that network only (``test`` says so).
+    """
+    from kit.analysis.across import mean_log
+
+    obs = [r for r in rows if r.get(response) is not None and np.isfinite(r[response])]
+    cells = cell_means(obs, response)
+    if len(cells) < 2:
+        return {"n": len(cells), "factors": [], "note": "fewer than two configurations with a response"}
+    y = np.array([r[response] for r in cells], float)
+    cols: list[np.ndarray] = [np.ones(len(cells))]
     names = ["intercept"]
-    models = sorted({str(r["model"]) for r in rows})
+    models = sorted({str(r["model"]) for r in cells})
     for m in models[1:]:
-        cols.append(np.array([1.0 if str(r["model"]) == m else 0.0 for r in rows]))
+        cols.append(np.array([1.0 if str(r["model"]) == m else 0.0 for r in cells]))
         names.append(f"model={m}")
     info: list[dict[str, Any]] = []
     for f, (label, lo, hi) in FACTORS.items():
-        levels = {r[f] for r in rows}
+        levels = {r[f] for r in cells}
         entry: dict[str, Any] = {"factor": f, "label": label, "low": lo, "high": hi}
         if len(levels) < 2:
             entry.update(status="not varied", level=next(iter(levels)))
             info.append(entry)
             continue
-        col = np.array([1.0 if r[f] == hi else -1.0 for r in rows])
+        col = _coded(cells, f)
         if np.linalg.matrix_rank(np.column_stack([*cols, col])) <= np.linalg.matrix_rank(np.column_stack(cols)):
             entry.update(status="aliased", note="confounded with factors or networks before it in this design")
             info.append(entry)
@@ -102,6 +158,8 @@ def factor_effects(rows: list[dict[str, Any]], response: str, alpha: float = 0.0
     rss_full, beta = _rss(x, y)
     df_resid = len(y) - x.shape[1]
     ss_total = float(((y - y.mean()) ** 2).sum())
+    estimated = [e["factor"] for e in info if e["status"] == "estimated"]
+    per_net = _network_effects(cells, response, estimated) if len(models) > 1 else {}
     for entry in info:
         if entry["status"] != "estimated":
             continue
@@ -111,20 +169,50 @@ def factor_effects(rows: list[dict[str, Any]], response: str, alpha: float = 0.0
         b = float(beta[j])
         entry.update(coef=b, ratio_multiplier=math.exp(2 * b), ss=ss,
                      share=ss / ss_total if ss_total > 0 else None)
-        if df_resid > 0 and rss_full > 0:
-            f_stat = ss / (rss_full / df_resid)
-            entry["p"] = float(sps.f.sf(f_stat, 1, df_resid))
-            entry["significant"] = entry["p"] < alpha
+        if len(models) > 1:
+            entry.update(_across_networks(per_net[entry["factor"]], alpha, mean_log))
         else:
-            entry["p"] = None
+            entry.update(_within_network(obs, response, estimated, entry["factor"], alpha))
     model_ss = None
     if len(models) > 1:
         keep = [i for i, n in enumerate(names) if not n.startswith("model=")]
         rss_red, _ = _rss(x[:, keep], y)
         model_ss = max(rss_red - rss_full, 0.0)
-    return {"n": len(y), "df_resid": df_resid, "ss_total": ss_total, "residual_share":
+    return {"n": len(y), "n_obs": len(obs), "df_resid": df_resid, "ss_total": ss_total, "residual_share":
             rss_full / ss_total if ss_total > 0 else None, "network_share": None if model_ss is None or ss_total == 0
-            else model_ss / ss_total, "factors": info, "models": models}
+            else model_ss / ss_total, "factors": info, "models": models,
+            "test": ("per-network effects, t test across networks (network = random factor)" if len(models) > 1
+                     else "one network: F test against the repetitions' scatter (a claim about that network only)")}
+
+
+def _across_networks(effects: list[tuple[str, float]], alpha: float, mean_log: Any) -> dict[str, Any]:
+    """The factor's per-network effects as ratio multipliers exp(2 b_j), and the t test of their mean."""
+    per = [{"model": m, "coef": b, "ratio_multiplier": math.exp(2 * b)} for m, b in effects]
+    out: dict[str, Any] = {"per_network": per, "n_networks": len(per), "p": None, "significant": None,
+                           "ratio_low": None, "ratio_high": None}
+    if len(per) < 2:
+        out["note"] = "estimable in fewer than two networks: no test across networks"
+        return out
+    t = mean_log([2 * b for _, b in effects])
+    out.update(p=t.p, df=t.df, t=t.t, ratio_low=t.low, ratio_high=t.high,
+               significant=None if t.p is None else t.p < alpha)
+    if t.p is None:
+        out["note"] = t.reason
+    return out
+
+
+def _within_network(obs: list[dict[str, Any]], response: str, estimated: list[str], factor: str,
+                    alpha: float) -> dict[str, Any]:
+    """One network: the factor's F test in an OLS on every repetition, against the repetitions' scatter."""
+    y = np.array([r[response] for r in obs], float)
+    x = np.column_stack([np.ones(len(obs)), *[_coded(obs, f) for f in estimated]])
+    rss_full, _ = _rss(x, y)
+    df_resid = len(y) - x.shape[1]
+    if df_resid <= 0 or rss_full <= 0:
+        return {"p": None, "significant": None, "note": "no replication: the effect is an exact fit, without a p"}
+    rss_red, _ = _rss(np.delete(x, 1 + estimated.index(factor), axis=1), y)
+    p = float(sps.f.sf(max(rss_red - rss_full, 0.0) / (rss_full / df_resid), 1, df_resid))
+    return {"p": p, "significant": p < alpha, "df": df_resid, "note": "one network: a claim about that network only"}
 
 
 def trial_pairs(confs: dict[str, dict[str, Any]], trials: tuple[TrialRecord, ...], arms: list[str]) -> list[dict[str, Any]]:

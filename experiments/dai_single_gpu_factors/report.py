@@ -98,7 +98,7 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         words = "; ".join(f"{f['label']}: {_share(f['share'])} (TF/PT × {f['ratio_multiplier']:.3f} from "
                           f"{f['low']} to {f['high']}{', p = ' + format(f['p'], '.3g') if f.get('p') is not None else ''})"
                           for f in est)
-        verdict = (f"Of the variation of the TF/PT gap across the {gap['n']} observations (configurations × repetitions), the factors explain: "
+        verdict = (f"Of the variation of the TF/PT gap across the {gap['n']} configurations (repetitions averaged), the factors explain: "
                    f"{words}; " + (f"the networks explain {_share(gap['network_share'])} and "
                                    if gap.get("network_share") is not None else "(one network: no network term) ")
                    + f"{_share(gap.get('residual_share'))} is left unexplained.")
@@ -108,10 +108,14 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     not_varied = [f["label"] for f in gap.get("factors", []) if f["status"] == "not varied"]
     aliased = [f["label"] for f in gap.get("factors", []) if f["status"] == "aliased"]
     paras = [
-        "Response: log of the TF/PT ratio of mean training-step time per configuration (network × design run) and "
-        "repetition (the two frameworks' trials of one block); 0 means no gap. OLS on the factors coded −1/+1 plus the network; 'TF/PT ×' is the factor by which the ratio "
+        "Response: log of the TF/PT ratio of mean training-step time per configuration (network × design run), "
+        "the mean over its repetitions (the two frameworks' trials of one block); 0 means no gap. OLS on the "
+        "factors coded −1/+1 plus the network as a block; 'TF/PT ×' is the factor by which the ratio "
         "changes from the low to the high level (exp(2b)); the share is the factor's Type II sum of squares over "
-        "the total (how much of the gap's variation it explains).",
+        "the total (how much of the gap's variation it explains). p: the network is a random factor, so each "
+        "factor's effect is estimated within every network and t-tested across the networks (df = networks − 1): "
+        "significant means it holds beyond these networks' own gaps; with one network, the test is against the "
+        "repetitions and speaks for that network only.",
         verdict,
     ]
     if gap.get("df_resid") == 0:
