@@ -45,6 +45,7 @@ from kit.spec import Spec, parse_spec
 from kit.store import BASELINE_ID, RunDir
 
 NO_DATASET = "none"  # the name of the empty stand-in the trials of a dataset-less workload are given
+RANDOM_INPUTS = "random"  # its source: the workload generates its inputs (not a synthetic stand-in of a dataset)
 
 
 class RunEvents:
@@ -323,7 +324,11 @@ def _check_arms(spec: Spec, opts: RunOptions, arms: tuple[str, ...]) -> None:
 
 
 def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset:
-    """The verified dataset, or an empty directory for workloads with synthetic inputs."""
+    """The verified dataset, or an empty directory for workloads on random inputs (no dataset).
+
+    The stand-in is "random inputs" (source RANDOM_INPUTS), never "synthetic": that source names the synthetic
+    stand-ins of real datasets (kit.synthetic), which draw a threat; random tensors are a workload's own method
+    (Patel's). The manifest records it as no dataset (``dataset: null``)."""
     if spec.dataset is None and spec.datasets():  # only [cases] name datasets: the first is the primary one
         first = spec.datasets()[0]
         return resolve(first.name, first.source, data_dir=opts.data_dir, download=opts.download,
@@ -331,7 +336,7 @@ def _dataset(spec: Spec, opts: RunOptions, events: RunEvents) -> ResolvedDataset
     if spec.dataset is None:
         empty = Path(tempfile.gettempdir()) / "kit-no-dataset"
         empty.mkdir(exist_ok=True)
-        return ResolvedDataset(NO_DATASET, "synthetic", empty, "synthetic inputs, no dataset", {})
+        return ResolvedDataset(NO_DATASET, RANDOM_INPUTS, empty, "random inputs, no dataset", {})
     return resolve(spec.dataset.name, spec.dataset.source, data_dir=opts.data_dir, download=opts.download,
                    progress=lambda name, done, total: events.message(f"downloading {name}: {done}/{total or '?'} bytes"))
 

@@ -164,6 +164,11 @@ class Workload:
     tf32: str = "native"
     # a timed inference phase shorter than this repeats its full pass until it lasts this long (0 = one pass)
     min_phase_s: float = 0.0
+    # [low, high]: the test accuracy (a fraction) a run of this profile and configuration should reach, and where
+    # the figures come from in a comment beside it (the paper's reported accuracy, or runs measured with the kit);
+    # a run far below it draws a threat (kit.analysis.accuracy_expected). [] declares none: workloads
+    # on random inputs, synthetic stand-ins and smoke profiles, whose accuracy means nothing.
+    expected_accuracy: tuple[float, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)  # the workload's own keys (see kit.workloads.Param)
 
     def check(self, p: str) -> None:
@@ -193,6 +198,10 @@ class Workload:
         if not math.isfinite(self.min_phase_s) or not 0 <= self.min_phase_s <= MAX_WAIT_S:
             raise _Invalid(f"{p}.min_phase_s", "a finite number of seconds >= 0 (0: one pass per phase)",
                            self.min_phase_s)
+        acc = self.expected_accuracy
+        if acc and not (len(acc) == 2 and 0 <= acc[0] <= acc[1] <= 1):
+            raise _Invalid(f"{p}.expected_accuracy", "[low, high] with 0 <= low <= high <= 1 (test accuracy as a "
+                           "fraction), or [] for none", list(acc))
         declared = _workloads()[self.name].params
         for key, val in self.params.items():
             prm = declared[key]
@@ -466,7 +475,7 @@ class Spec:
             if info.datasets and ds is None:
                 raise _Invalid(where, f"a [dataset] table (workload {info.name} needs one of: {', '.join(info.datasets)})")
             if ds is not None and ds.name not in info.datasets:
-                expected = f"one of {', '.join(info.datasets)}" if info.datasets else "no dataset (it uses synthetic inputs)"
+                expected = f"one of {', '.join(info.datasets)}" if info.datasets else "no dataset (it uses random inputs)"
                 raise _Invalid(f"{where}.name", f"{expected} for workload {info.name}", ds.name)
         allowed = (_WORKLOAD_FIELDS | set(info.params)) - {"name", "params"}
         for key, values in self.grid.items():
@@ -483,6 +492,11 @@ class Spec:
                     exc.path = f"{exc.path} (grid configuration {cfg})"
                 raise
             ds = self.dataset_for(cfg)
+            if ds is None and wl.expected_accuracy:
+                raise _Invalid(f"cases.{cfg['case']}.workload.expected_accuracy" if "case" in cfg
+                               else "workload.expected_accuracy",
+                               "[] (no dataset: the accuracy of a model on random inputs means nothing)",
+                               list(wl.expected_accuracy))
             if ds is not None:
                 n_train = ds.n_train()
                 if wl.batch_size > n_train:

@@ -260,7 +260,7 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     assert man["study"]["source"] == str(study.resolve()) and "workload_torch.py" in man["study"]["files"]
     analysis, text = read_report(run)
     eq = analysis["equivalence"]
-    assert eq["verified"] and eq["param_counts_equal"] and eq["max_rel_loss_gap"] < 1e-4, eq
+    assert eq["consistent"] and eq["param_counts_equal"] and eq["max_rel_loss_gap"] < 1e-4, eq
     arms = {a["arm"]: a for a in analysis["extras"]["mlp_check"]["arms"]}
     assert set(arms) == {"pytorch", "tensorflow"} and all(a["trials"] == 10 for a in arms.values())
     assert arms["pytorch"]["test_accuracy_mean"] > 0.5  # 40 SGD steps of an MLP on MNIST learn something

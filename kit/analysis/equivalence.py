@@ -18,26 +18,47 @@ import numpy as np
 # algorithms), and SGD amplifies any difference over an epoch, so the figure depends on the format
 # the matmuls and convolutions ran in. Machine epsilon (2^-explicit mantissa bits) of each format:
 LOSS_EPS = {"fp32": 2.0**-23, "tf32": 2.0**-10, "fp16": 2.0**-10, "bf16": 2.0**-7}
-# fp32 (CPU, or GPU with TF32 off or absent): 1e-3, the kit's figure before issue 15. Emulated on
-# LeNet-5 (kit.workloads.lenet weights, 600 SGD steps of 100 MNIST images, one arm's conv/linear
-# outputs and gradients perturbed by 1 ulp, i.e. another summation order): largest gap 2.0e-4 in 12
-# blocks; with 1e-5 relative error per op (100 ulp: FFT/Winograd-like algorithms a GPU may pick)
-# 1.8e-4. So 1e-3 covers fp32 with or without deterministic kernels, 5 times over.
+#
+# The figures below come from benchmarks/loss_tolerance_emulation.py, run on 2026-11-26 (output:
+# docs/evidence/loss-tolerance-emulation-2026-11-26.txt): the kit's LeNet-5 (kit.workloads.lenet weights), 600 SGD
+# steps of 100 images of MNIST t10k, learning rate 0.01, torch on the CPU, 4 blocks (seeds) per protocol, two
+# protocols: plain SGD on [0, 1] pixels (the LeNet protocol before issue 25, which the first figures of these
+# comments described) and momentum 0.5 on normalised inputs (the paper profile since issue 25). Relative gap of the
+# mean training loss to the fp32 reference arm, largest over the blocks, plain / momentum:
+#   another kernel route in fp32 (summation order)         1.2e-4 / 1.5e-3
+#   1 ulp on every conv/linear output and gradient         1.1e-3 / 1.9e-3
+#   1e-5 relative error per element (FFT/Winograd-like)    2.5e-4 / 2.1e-3
+#   TF32 operands truncated (forward and backward)         2.9e-3 = 3.0 eps / 2.2e-3 = 2.2 eps (median 2.3e-3 / 1.7e-3)
+#   TF32 operands rounded to nearest                       4.3e-4 = 0.44 eps / 3.8e-3 = 3.9 eps
+#   bf16 operands and outputs (round to nearest even)      6.1e-4 = 0.08 eps / 2.5e-3 = 0.32 eps
+#   a different batch order                                4.1e-4 to 6.8e-3 / 2.4e-3 to 2.2e-2
+#   a different initialisation                             1.6e-3 to 2.5e-1 / 8.0e-2 to 1.6e-1
+# The earlier figures (1 ulp: 2.0e-4 in 12 blocks; 1e-5: 1.8e-4; a different initialisation at least 9.4e-2;
+# a different batch order 6.7e-4 to 3.7e-3) came from a script not kept; the measured figures replace them.
+#
+# fp32 (CPU, or GPU with TF32 off or absent): 1e-3, the kit's figure before issue 15. It covers rounding-level
+# differences of plain SGD in 3 of 4 blocks (1 ulp reached 1.1e-3 in one), not of the momentum protocol, where
+# another kernel route, 1 ulp and 1e-5 each reach 1.5e-3 to 2.1e-3; the two frameworks themselves, on the CPU
+# in the LeNet quick profile (240 steps, momentum 0.5), differed by up to 4.3e-3 (13 blocks, 5 above 1e-3). The
+# figure is kept here until it is decided (issue 25 note): about 1e-2 would cover the measured cases twice over and
+# still catch a different initialisation of the momentum protocol (at least 8.0e-2).
 LOSS_TOL_FP32 = 1e-3
-# TF32 (10-bit mantissa; tensor cores read the first 10 mantissa bits, i.e. may truncate, which
-# biases every product the same way): emulated with both operands of every conv/linear truncated to
-# TF32 in one arm and fp32 in the other, the gap was systematic, 2.3e-3 median and 2.9e-3 = 3.0 eps
-# at most (8 blocks); rounded to nearest instead, at most 0.92 eps (12 blocks). 8 eps = 7.8e-3 leaves
-# a factor 2.7 above the worst case and stays 12 times below the smallest gap a different
-# initialisation caused (9.4e-2; a different batch order caused only 6.7e-4 to 3.7e-3, which no
-# tolerance above fp32's can tell from rounding).
+# TF32 (10-bit mantissa; tensor cores read the first 10 mantissa bits, i.e. may truncate, which biases every
+# product the same way): truncated, at most 3.0 eps (plain) and 2.2 eps (momentum); rounded to nearest, at most
+# 0.44 and 3.9 eps. 8 eps = 7.8e-3 leaves a factor 2.0 above the worst emulated case (the emulation adds TF32 to
+# one arm only; a real cross-framework pair adds the fp32-level differences above to it).
 LOSS_TOL_FACTOR_TRUNCATING = 8.0
-# bf16/fp16 (autocast, Keras mixed policies): values are converted by round-to-nearest-even, which
-# is unbiased. Emulated bf16 (operands and outputs of every conv/linear rounded to 7 bits): largest
-# gap 1.7e-3 = 0.21 eps_bf16 (12 blocks). 4 eps: bf16 3.1e-2 (18 times the largest gap, 3 times below
-# a different initialisation), fp16 3.9e-3 (4.3 times the largest gap of round-to-nearest TF32,
-# which has fp16's 10-bit mantissa).
+# bf16/fp16 (autocast, Keras mixed policies): values are converted by round-to-nearest-even, which is unbiased.
+# Emulated bf16: at most 0.32 eps_bf16 (2.5e-3). 4 eps: bf16 3.1e-2 (12 times the largest gap, but within the
+# batch-order range and 2.6 times below the smallest gap of a different initialisation of the momentum protocol);
+# fp16 3.9e-3 (fp16 was not emulated: round-to-nearest TF32, which has fp16's 10-bit mantissa, reached 3.8e-3
+# in the momentum protocol, a factor 1.03 below it).
 LOSS_TOL_FACTOR_ROUNDING = 4.0
+# What agreement within these tolerances cannot detect (the same emulation, both protocols): the relative gap a
+# different batch order causes, smallest and largest over the blocks, and that of a different initialisation.
+BATCH_ORDER_GAP = (4.05e-4, 2.15e-2)
+INIT_GAP = (1.64e-3, 2.52e-1)
+NEAR_FACTOR = 4.0  # a gap within this factor of the tolerance is "near" it: a few more seeds may put it within
 
 
 def _trial_format(env: dict[str, Any]) -> tuple[str, str]:
@@ -93,8 +114,91 @@ def loss_tolerance(env_a: dict[str, Any], env_b: dict[str, Any]) -> dict[str, An
     return {"tolerance": tol, "format": fmt, "rule": rule, "formats": [why_a, why_b], "determinism": determinism}
 
 
+# The loss must move for the agreement to say something about training: by more than this many times the tolerance
+# (relative), so that the optimiser's steps, not the forward pass of the shared initial weights alone, decide
+# whether the arms agree. A workload whose loss does not move (a constant, no parameters) is not checked at all.
+LOSS_MOVE_FACTOR = 10.0
+
+
+def _first_last(res: dict[str, Any], key: str) -> tuple[float | None, float | None]:
+    """A trial's loss before and after training by ``key``'s record, (None, None) where it has none."""
+    val = res.get(key)
+    if key == "train_loss_initial" and isinstance(val, (int, float)) and not isinstance(val, bool):
+        return float(val), float(res["train_loss"])
+    if key == "epoch_train_loss" and isinstance(val, list) and len(val) >= 2:
+        return float(val[0]), float(val[-1])
+    return None, None
+
+
+def _loss_moves(trials: list[dict[str, Any]], arms: list[str], tolerance: float) -> dict[str, Any]:
+    """Whether the training loss moved, from what the trials record, strongest evidence first.
+
+    ``train_loss_initial`` (the loss of the shared initial weights on the first batch, recorded untimed by the
+    LeNet builds) against the final ``train_loss``; else the first against the last epoch of
+    ``epoch_train_loss``; else whether an arm's final loss differs between blocks (each block draws its own
+    initial weights and batch order: a loss that depends on neither is a constant). ``moved`` is None when no
+    trial records a loss.
+    """
+    need = LOSS_MOVE_FACTOR * tolerance
+    ok = [t for t in trials if t["status"] == "ok" and t["arm"] in arms and "train_loss" in (t.get("results") or {})]
+    if not ok:
+        return {"moved": None, "basis": "no trial records a training loss", "min_rel_change": None,
+                "required_rel_change": need}
+    for key, label in (("train_loss_initial", "initial loss (shared weights, first batch) to the final mean loss"),
+                       ("epoch_train_loss", "first to last epoch's mean loss")):
+        changes = [abs(last - first) / max(abs(first), 1e-12) for first, last in
+                   (_first_last(t["results"], key) for t in ok) if first is not None and last is not None]
+        if changes:
+            low = min(changes)
+            return {"moved": low > need, "basis": f"{label}, every trial that records it", "min_rel_change": low,
+                    "required_rel_change": need}
+    spreads = []
+    for arm in arms:
+        losses = [float(t["results"]["train_loss"]) for t in ok if t["arm"] == arm]
+        if len(losses) >= 2:
+            spreads.append((max(losses) - min(losses)) / max(abs(float(np.median(losses))), 1e-12))
+    if not spreads:
+        return {"moved": None, "basis": "one trial per arm, and no initial or per-epoch loss recorded",
+                "min_rel_change": None, "required_rel_change": need}
+    low = min(spreads)
+    basis = ("the final loss differs between blocks (their initial weights and batches differ); the trials record "
+             "no initial or per-epoch loss, so how far training moved it is not known")
+    return {"moved": low > need, "basis": basis, "min_rel_change": low, "required_rel_change": need}
+
+
+def _overlap(gap: tuple[float, float], tol: float) -> str | None:
+    """How an alternative's measured gaps (smallest, largest) sit against a tolerance; None: always far above it."""
+    lo, hi = gap
+    if hi < tol:
+        return f"within the tolerance {tol:.1e}, so it cannot be told from rounding"
+    if lo < tol:
+        return f"partly within the tolerance {tol:.1e}, so it cannot always be told from rounding"
+    if lo < NEAR_FACTOR * tol:
+        return f"near the tolerance {tol:.1e} (within {NEAR_FACTOR:g} times it), so another seed may fall within it"
+    return None
+
+
+def cannot_detect(tolerance: float | None) -> str:
+    """What agreement within ``tolerance`` cannot tell from rounding, by the emulation's figures: a different batch
+    order or initialisation whose measured gaps fall within or near the tolerance, and anything the training loss
+    does not show."""
+    tol = tolerance if tolerance is not None else LOSS_TOL_FP32
+    parts = [f"{what} (relative loss gap {gap[0]:.1e} to {gap[1]:.1e}) is {verdict}"
+             for what, gap in (("a different batch order", BATCH_ORDER_GAP), ("a different initialisation", INIT_GAP))
+             if (verdict := _overlap(gap, tol)) is not None]
+    return "; ".join([*parts, "a difference outside the training loss (the inference pass, the accuracy) is not "
+                      "compared at all"]) + " (gaps measured by benchmarks/loss_tolerance_emulation.py)"
+
+
 def check_equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:
-    """Were the models the same? Parameter counts, and loss agreement within blocks at a tolerance from the formats."""
+    """Consistent with the same model? Parameter counts, and loss agreement within blocks at a tolerance from the
+    formats; applicable only to a model with parameters whose training loss moves (else the agreement is vacuous).
+
+    ``consistent`` is what the check can say: the same parameter count and training losses that agree to within
+    rounding of the recorded formats. It cannot prove the models equal: ``cannot_detect`` names what agreement
+    within the tolerance leaves open. ``applicable`` False with ``not_applicable`` saying why: no parameters, or
+    a loss that does not move (a constant loss agrees with any model).
+    """
     params = {arm: sorted({t["results"].get("param_count") for t in trials if t["arm"] == arm and t["status"] == "ok"
                            and t.get("results", {}).get("param_count") is not None}) for arm in arms}
     by_block: dict[tuple[int, str], dict[str, tuple[float, dict[str, Any]]]] = {}
@@ -126,6 +230,18 @@ def check_equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str
     max_gap = max(gaps) if gaps else None
     agrees = bool(checks) and all(g < tol["tolerance"] for g, tol in checks)
     tols = sorted({(tol["tolerance"], tol["rule"], tol["determinism"]) for _, tol in checks})
+    tolerance = max(t[0] for t in tols) if tols else None
+    moves = _loss_moves(trials, arms, tolerance if tolerance is not None else LOSS_TOL_FP32)
+    counts = {int(n) for c in by_cfg.values() for a in c.values() for n in a}
+    why_not = None
+    if counts and max(counts) == 0:
+        why_not = "the workload has no parameters (param_count 0): there is no model to compare"
+    elif moves["moved"] is False:
+        change = moves["min_rel_change"]
+        why_not = (f"the training loss does not move ({moves['basis']}: smallest relative change {change:.1e}, at "
+                   f"most {LOSS_MOVE_FACTOR:g} x the tolerance): losses that agree then say nothing about training")
+    elif moves["moved"] is None:
+        why_not = f"whether the training loss moves cannot be told ({moves['basis']})"
     return {
         "param_counts": {arm: p for arm, p in params.items()},
         "param_counts_by_config": {cid: {a: sorted(c) for a, c in counts.items()} for cid, counts in by_cfg.items()},
@@ -134,10 +250,15 @@ def check_equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str
         "max_rel_loss_gap": max_gap,
         "loss_agrees": agrees,
         # which tolerance applied and why (one entry per distinct setting among the blocks)
-        "loss_tolerance": max(t[0] for t in tols) if tols else None,
+        "loss_tolerance": tolerance,
         "loss_tolerance_basis": [{"tolerance": t, "rule": r, "determinism": d} for t, r, d in tols],
         "loss_tolerance_formats": sorted({w for _, tol in checks for w in tol["formats"]}),
         "accuracy_mean": {arm: (float(np.mean(v)) if v else None) for arm, v in acc.items()},
         "accuracy_min": {arm: (float(np.min(v)) if v else None) for arm, v in acc.items()},
-        "verified": same_params and agrees,
+        "loss_moves": moves,
+        "applicable": why_not is None,
+        "not_applicable": why_not,
+        "cannot_detect": cannot_detect(tolerance),
+        # consistent with the same model: the check applied and passed (it cannot prove the models equal)
+        "consistent": why_not is None and same_params and agrees,
     }

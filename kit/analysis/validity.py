@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kit.analysis import accuracy_expected as _accuracy_expected  # noqa: F401  (registers its rule)
 from kit.analysis import devices as _devices  # noqa: F401  (registers its rules)
 from kit.analysis import nodes as _nodes  # noqa: F401  (registers its rule)
 from kit.analysis import stats
@@ -28,7 +29,7 @@ from kit.spec import cpuset_size
 # The order is the one analyze_run ended up with when the modules registered on first import (the order of the
 # threats within a severity in analysis.json); now it is written down instead of depending on import order.
 _RULE_MODULES = ("kit.analysis.validity", "kit.analysis.validity_telemetry", "kit.analysis.devices",
-                 "kit.analysis.nodes")
+                 "kit.analysis.nodes", "kit.analysis.accuracy_expected")
 
 
 @rule
@@ -136,14 +137,20 @@ def _accuracy_gap_per_config(c: Ctx) -> list[Threat]:
 
 @rule
 def equivalence(c: Ctx) -> list[Threat]:
+    """The cross-framework check (kit.analysis.equivalence): "consistent with the same model" where it applied and
+    passed, with what it cannot detect; why it did not apply; or that the models differ."""
     eq = c.analysis.get("equivalence", {})
-    if eq.get("verified"):
-        return [Threat("equivalence", "internal", "info", "Same model in both frameworks",
+    if eq.get("consistent"):
+        moves = eq.get("loss_moves") or {}
+        moved = (f"; the loss moved ({moves['basis']}: at least {moves['min_rel_change']:.1e} relative)"
+                 if moves.get("min_rel_change") is not None else "")
+        return [Threat("equivalence", "internal", "info", "Consistent with the same model in both frameworks",
                        f"parameter counts {eq['param_counts']}; identical initial weights and batches; training losses "
                        f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks"
                        + (f"; tolerance {eq['loss_tolerance']:.1e} ("
                           + "; ".join(b.get("rule", "") for b in eq.get("loss_tolerance_basis") or []) + ")"
-                          if eq.get("loss_tolerance") else ""),
+                          if eq.get("loss_tolerance") else "") + moved
+                       + (f". What it cannot detect: {eq['cannot_detect']}" if eq.get("cannot_detect") else ""),
                        "shared initial weights and data order, checked per block", status="mitigated")]
     if (c.manifest.spec["workload"].get("params") or {}).get("defaults") == "framework":
         return [Threat("equivalence", "internal", "medium", "Each framework's own defaults, by design",
@@ -151,6 +158,17 @@ def equivalence(c: Ctx) -> list[Threat]:
                        f"{eq.get('max_rel_loss_gap')}: the frameworks start from their own initialisers and layer "
                        "constants (workload.defaults = \"framework\", the study's question), so their training "
                        "differs by design", "set workload.defaults = \"shared\" to compare identical models")]
+    if eq.get("not_applicable") and (eq.get("param_counts_equal") or not eq.get("param_counts_by_config")):
+        counts = {int(n) for c_ in (eq.get("param_counts") or {}).values() for n in c_}
+        if counts == {0}:
+            return [Threat("equivalence", "internal", "info", "No trained model to compare",
+                           f"the same-model check does not apply: {eq['not_applicable']}",
+                           "none needed: nothing is trained", numbers={"param_counts": eq.get("param_counts")})]
+        return [Threat("equivalence", "internal", "medium", "Same model not checked",
+                       f"parameter counts {eq.get('param_counts')}; the same-model check does not apply: "
+                       f"{eq['not_applicable']}",
+                       "record the training loss before and after training (train_loss_initial, or "
+                       "epoch_train_loss over two or more epochs) from shared initial weights and batches")]
     return [Threat("equivalence", "internal", "high", "Models not verified equivalent",
                    f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}"
                    + (f" against the tolerance {eq['loss_tolerance']:.1e} for the recorded precision"
@@ -285,8 +303,9 @@ def external(c: Ctx) -> list[Threat]:
     host = c.manifest.host
     gpus = {g.get("name") for g in host.get("gpus", [])}
     names = sorted({d.name for d in c.manifest.datasets.values()})
-    ds = (c.manifest.spec.get("dataset") or {}).get("name") or "synthetic inputs"
-    data = f"datasets {', '.join(names)}" if len(names) > 1 else f"one dataset ({names[0] if names else ds})"
+    ds = (c.manifest.spec.get("dataset") or {}).get("name")
+    data = (f"datasets {', '.join(names)}" if len(names) > 1 else f"one dataset ({names[0] if names else ds})"
+            if names or ds else "no dataset (inputs the workload generates)")
     n_cfg = len(c.manifest.configs)
     model = "one model" if n_cfg == 1 else f"{n_cfg} configurations"
     where = f"one host ({host.get('cpu_model', '?')}" + (f", GPU {', '.join(sorted(gpus))}" if gpus else ", no GPU") + ")"
@@ -297,7 +316,10 @@ def external(c: Ctx) -> list[Threat]:
 
 @rule
 def synthetic_data(c: Ctx) -> list[Threat]:
-    """Synthetic stand-ins (source "synthetic") exercise the pipeline and measure nothing about the question."""
+    """Synthetic stand-ins (source "synthetic") of real datasets exercise the pipeline and measure nothing about the
+    question. A workload without a dataset (random input tensors, Patel's own method) is not one: the runner records
+    it as "random inputs" (source "random", written to the manifest as no dataset), and older runs' stand-in entry
+    ("none", source "synthetic") reads as no dataset (kit.manifest)."""
     found = sorted(d.name for d in c.manifest.used_datasets() if d.source == "synthetic")
     if not found:
         return []

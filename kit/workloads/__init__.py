@@ -49,7 +49,10 @@ WORKLOADS: dict[str, WorkloadInfo] = {
         name="lenet5",
         modules={"pytorch": "kit.workloads.lenet_torch", "tensorflow": "kit.workloads.lenet_keras"},
         datasets=("mnist",),
-        params={"tf_jit_compile": Param(bool, False, "compile the Keras train/predict functions with XLA")},
+        params={"tf_jit_compile": Param(bool, False, "compile the Keras train/predict functions with XLA"),
+                "input_norm": Param(str, "none", "none: pixels in [0, 1]; mnist_mean_std: (x - 0.1307) / 0.3081, "
+                                    "as PyTorch's MNIST example (kit.workloads.lenet.INPUT_NORMS)",
+                                    choices=("none", "mnist_mean_std"))},
         description="LeNet-5 (LeCun et al. 1998) on MNIST, identical weights and batches in both frameworks",
     ),
     "calibrated": WorkloadInfo(

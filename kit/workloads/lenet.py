@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kit.workloads.common import glorot_uniform
+from kit.workloads.common import WorkloadError, glorot_uniform
 
 # (name, kind, params): conv = (in_ch, out_ch, kernel, padding); dense = (in, out)
 LAYERS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
@@ -21,6 +21,21 @@ LAYERS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("out", "dense", (84, 10)),
 )
 NUM_CLASSES = 10
+# Input normalisation (workload key ``input_norm``): "mnist_mean_std" subtracts the mean and divides by the standard
+# deviation of the MNIST training images' pixels in [0, 1], the constants of PyTorch's MNIST example
+# (transforms.Normalize((0.1307,), (0.3081,)), 2018-2019), whose code the paper says its own was adapted from;
+# "none" keeps the pixels in [0, 1]. Applied here, in numpy, so both frameworks see the same numbers.
+INPUT_NORMS = ("none", "mnist_mean_std")
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+def normalise(x: np.ndarray, how: str) -> np.ndarray:
+    """The images as the model sees them (float32), by ``input_norm`` (see INPUT_NORMS)."""
+    if how == "none":
+        return x
+    if how == "mnist_mean_std":
+        return ((x - np.float32(MNIST_MEAN)) / np.float32(MNIST_STD)).astype(np.float32)
+    raise WorkloadError(f"input_norm {how!r}: expected one of {', '.join(INPUT_NORMS)}")
 
 
 def expected_param_count() -> int:

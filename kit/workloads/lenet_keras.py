@@ -62,6 +62,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     markers.sync = device_sync
 
     x_tr, y_tr, x_te, y_te = load_mnist(data_dir, ds["source"], ds.get("train_size"), ds.get("test_size"))
+    norm = str(wl.get("input_norm", "none"))
+    x_tr, x_te = lenet.normalise(x_tr, norm), lenet.normalise(x_te, norm)
     bs, epochs = int(wl["batch_size"]), int(wl["epochs"])
     steps = int(wl["steps_per_epoch"] or len(x_tr) // bs)  # None: every full batch
     ibs = int(wl["infer_batch_size"])
@@ -76,7 +78,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     with tf.device(device):
         model = build(seed)
         opt = keras.optimizers.SGD(learning_rate=float(wl["learning_rate"]), momentum=float(wl["momentum"]))
-        step = train_step(model, opt, keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        step = train_step(model, opt, loss_fn, jit)
         predict_step = tf.function(lambda xb: tf.argmax(model(xb, training=False), axis=1), jit_compile=jit,
                                    reduce_retracing=True)
 
@@ -108,6 +111,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
             markers.end("warmup")
             reset()
 
+        # the loss of the shared initial weights on the first batch (untimed), as in the PyTorch build
+        initial_loss = float(loss_fn(yt[:bs], model(xt[:bs], training=False)).numpy())
         min_s = min_phase_s(req)
         markers.start("train")
         trained = repeat_training(lambda: train(steps, epochs), reset, min_s, device_sync)
@@ -123,6 +128,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         "train_time_s": train_s,
         "infer_time_s": infer_s,
         "train_loss": final_loss,
+        "train_loss_initial": initial_loss,
         "test_accuracy": float((pred == y_te).mean()),
         "train_images": steps * bs * epochs,
         "test_images": len(x_te),
