@@ -77,8 +77,12 @@ def verdict_rates(change: float, n: int, draws: int, seed: int) -> dict[str, dic
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--design-only", action="store_true", help="print section 3 only (no simulation)")
     args = ap.parse_args()
     d = args.draws
+    if args.design_only:
+        design_tables()
+        return
     print("# Issue 25: power, verdicts and designs (benchmarks/power_verdicts_sim.py)\n")
     print(f"Seeded; {d} draws per cell (binomial SE at 0.8: {math.sqrt(0.16 / d):.3f}; at 0.05: "
           f"{math.sqrt(0.0475 / d):.3f}).\n")
@@ -103,6 +107,10 @@ def main() -> None:
             o, w = r["old"], r["new"]
             print(f"| {change:.1%} | {n} | {o['no change']:.3f} | {o['regression']:.3f} | {o['inconclusive']:.3f} | "
                   f"{w['no change']:.3f} | {w['regression']:.3f} | {w['inconclusive']:.3f} |")
+    design_tables()
+
+
+def design_tables() -> None:
     print("\n## 3. Design table of every paper profile (kit list's figures)\n")
     print("| experiment | hypothesis | phase | metric | family (m) | n | decidable | MDE SD now | with ties | "
           "old formula | ratio at CV 5 % |")

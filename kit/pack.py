@@ -43,7 +43,8 @@ def claims_of(analysis: dict[str, Any], profile: str) -> list[dict[str, Any]]:
     out = []
     for h in analysis.get("hypotheses", []):
         ratio = ((h.get("comparison") or {}).get("ratio") or {}) if h.get("tested") else {}
-        out.append({"id": h["id"], "phase": h["phase"], "config_id": h["config_id"], "metric": h["metric"],
+        out.append({"id": h["id"], "phase": h["phase"], "config_id": h["config_id"], "device": h.get("device"),
+                    "metric": h["metric"],
                     "tested": bool(h.get("tested")), "rejected": h.get("rejected"), "direction": h.get("direction"),
                     "ratio": ratio.get("estimate"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
                     "p_adj": h.get("p_adj"), "profile": profile})

@@ -232,7 +232,8 @@ class Design:
     alpha: float = 0.05
     timeout_s: float = 1800.0
     # The hypotheses' default unit of test: "trial" (one test per configuration, paired by block) or
-    # "configuration" (one test across the configurations on each one's per-arm median of its trials),
+    # "configuration" (across the configurations, one row per device: the network is the unit, each
+    # configuration's log ratio of its per-arm trial medians averaged per network; kit/analysis/across.py),
     # for grids with too few trials per configuration to decide anything (kit/analysis/design.py).
     unit: str = "trial"
     # A measured trial whose timed phase had more than this many CPUs busy outside it (mean over the phase),
@@ -364,6 +365,9 @@ class Slurm:
                 raise _Invalid(f"{p}.sbatch_options[{i}]", "a long sbatch option such as '--qos=normal'", opt)
 
 
+FAMILIES = ("primary", "secondary")
+
+
 @dataclass(frozen=True)
 class Hypothesis:
     """One GQM hypothesis, tested once per phase listed."""
@@ -375,10 +379,16 @@ class Hypothesis:
     h0: str
     h1: str
     unit: str | None = None  # "trial" or "configuration"; None: the [design] unit
+    # Holm family, stated before the run: the primary hypotheses answer the paper's question and share one
+    # family (their level alpha/m is what decides them); secondary ones (resources, telemetry) form their own
+    # family, so a long list of secondary measures does not make the primary ones undecidable.
+    family: str = "primary"
 
     def check(self, p: str) -> None:
         if self.unit is not None and self.unit not in UNITS:
             raise _Invalid(f"{p}.unit", f"one of {', '.join(UNITS)}", self.unit)
+        if self.family not in FAMILIES:
+            raise _Invalid(f"{p}.family", f"one of {', '.join(FAMILIES)}", self.family)
 
         if self.metric not in METRICS:
             raise _Invalid(f"{p}.metric", f"a known metric ({', '.join(sorted(METRICS))})", self.metric)

@@ -180,10 +180,11 @@ def _bundled_spec(root: Path, name: Any, sums: set[str]) -> Path:
 
 
 def compare_claims(old: list[dict[str, Any]], new: list[dict[str, Any]], tolerance: float) -> list[dict[str, Any]]:
-    by_key = {(c["id"], c["phase"], c["config_id"]): c for c in new}
+    # across configurations a hypothesis has one row per device (kit.analysis.across): the device is in the key
+    by_key = {(c["id"], c["phase"], c["config_id"], c.get("device")): c for c in new}
     out = []
     for c in old:
-        n = by_key.get((c["id"], c["phase"], c["config_id"]))
+        n = by_key.get((c["id"], c["phase"], c["config_id"], c.get("device")))
         if n is None:
             out.append({**c, "reproduced": False, "why": "not in the re-run"})
             continue
@@ -204,7 +205,7 @@ def compare_claims(old: list[dict[str, Any]], new: list[dict[str, Any]], toleran
     return out
 
 
-CLAIM_KEYS = ("id", "phase", "config_id", "metric", "tested", "rejected", "direction", "profile")
+CLAIM_KEYS = ("id", "phase", "config_id", "device", "metric", "tested", "rejected", "direction", "profile")
 CLAIM_NUMBERS = ("ratio", "ratio_low", "ratio_high", "p_adj")
 
 

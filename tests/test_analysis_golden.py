@@ -77,7 +77,7 @@ def test_golden_statistics_carry_what_recomputing_needs() -> None:
         assert t["n_pairs"] == h["n_pairs"] == 10 and t["n_a"] == t["n_b"] == 10
         assert isinstance(t["exact"], bool) and t["method_detail"] in ("exact", "asymptotic")
         assert t["call"].startswith("scipy.stats.wilcoxon(")
-        assert h["p_adjust"] == {"method": "holm", "family_size": 2}
+        assert h["p_adjust"] == {"method": "holm", "family": "primary", "family_size": 2}
         ratio = h["comparison"]["ratio"]
         assert ratio["n_boot"] > 0 and "BCa" in ratio["method"] and ratio["seed"] == 0
         assert [v for v in golden["values"] if v["trial_id"] and v["metric"] == "time_s"]

@@ -392,8 +392,10 @@ def test_phase_power_from_the_energy_counter(tmp_path: Path) -> None:
     h3 = [h for h in a["hypotheses"] if h["id"] == "H3"]
     assert h3 and all(h["metric"] == "gpu_power_w" and h["metric_tested"] == "gpu_power_phase_w" for h in h3)
     assert all("energy counter" in h["metric_note"] for h in h3)
+    # the value is there, but a 0.5-s phase is 5 sampling periods: the hypothesis on it is not testable (issue 25)
     infer = next(h for h in h3 if h["phase"] == "infer")
-    assert infer["comparison"]["a"]["median"] == pytest.approx(200.0, rel=0.02)
+    assert infer["decision"] == "not testable" and "5 sampling periods" in infer["reason"]
+    assert "energy counter / phase duration" in infer["reason"]
 
 
 def test_power_without_the_counter_falls_back_to_the_average(tmp_path: Path) -> None:

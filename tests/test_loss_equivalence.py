@@ -35,24 +35,27 @@ def _trials(gap: float, env_a: dict, env_b: dict, blocks: int = 3, initial: floa
     return out
 
 
-def test_fp32_keeps_the_old_figure() -> None:
+def test_fp32_figure_covers_a_model_that_learns() -> None:
+    """1e-2 since issue 25: the LeNet quick profile's two frameworks differed by up to 4.3e-3 on the CPU (1e-3, the
+    old figure, called 5 of 13 blocks "not the same model"); a different initialisation (8.0e-2) is still caught."""
     t = equivalence.loss_tolerance(CPU, CPU)
-    assert (t["tolerance"], t["format"]) == (1e-3, "fp32")
+    assert (t["tolerance"], t["format"]) == (1e-2, "fp32")
     assert "deterministic" in t["determinism"]
-    eq = equivalence.check_equivalence(_trials(5e-4, CPU, CPU), ["tensorflow", "pytorch"])
-    assert eq["loss_agrees"] and eq["consistent"] and eq["loss_tolerance"] == 1e-3
-    assert not equivalence.check_equivalence(_trials(2e-3, CPU, CPU), ["tensorflow", "pytorch"])["loss_agrees"]
+    eq = equivalence.check_equivalence(_trials(4.3e-3, CPU, CPU), ["tensorflow", "pytorch"])
+    assert eq["loss_agrees"] and eq["consistent"] and eq["loss_tolerance"] == 1e-2
+    assert not equivalence.check_equivalence(_trials(8e-2, CPU, CPU), ["tensorflow", "pytorch"])["loss_agrees"]
     gpu = equivalence.loss_tolerance(H100_FP32, H100_FP32)  # TF32 off: fp32 on the GPU, non-determinism covered
-    assert gpu["tolerance"] == 1e-3 and "not recorded" in gpu["determinism"]
+    assert gpu["tolerance"] == 1e-2 and "not recorded" in gpu["determinism"]
 
 
 def test_tf32_widens_the_tolerance_and_says_why() -> None:
     # 3e-3: the largest gap of the truncating-TF32 emulation (one arm fp32, the other TF32) - an equivalent model
     eq = equivalence.check_equivalence(_trials(3e-3, H100_FP32, H100_TF32), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and eq["consistent"]  # the fixed 1e-3 called this pair "not verified equivalent"
-    assert eq["loss_tolerance"] == pytest.approx(8 * 2**-10)
+    assert eq["loss_tolerance"] == pytest.approx(1e-2)  # 8 eps = 7.8e-3 is below the fp32 floor, which applies
     (basis,) = eq["loss_tolerance_basis"]
-    assert basis["rule"].startswith("tf32: 8 x eps 2^-10") and "assumed non-deterministic" in basis["determinism"]
+    assert basis["rule"].startswith("tf32: 8 x eps 2^-10") and "fp32 floor" in basis["rule"]
+    assert "assumed non-deterministic" in basis["determinism"]
     assert eq["loss_tolerance_formats"] == ["fp32 on the GPU (TF32 off or not supported)",
                                             "precision tf32 recorded (the dominant op class ran in TF32) on the gpu"]
     # a gap of 5e-2 (about the median a different initialisation caused in the emulation, 5.2e-2) is still caught
@@ -68,7 +71,7 @@ def test_tf32_of_the_minor_op_class_counts() -> None:
     assert equivalence.loss_tolerance(turing, H100_FP32)["format"] == "fp32"
 
 
-@pytest.mark.parametrize(("precision", "tol"), [("bf16", 4 * 2**-7), ("fp16", 4 * 2**-10)])
+@pytest.mark.parametrize(("precision", "tol"), [("bf16", 4 * 2**-7), ("fp16", 1e-2)])  # fp16's 3.9e-3: the floor
 def test_half_precisions(precision: str, tol: float) -> None:
     env = dict(H100_TF32, precision=precision)
     t = equivalence.loss_tolerance(env, H100_FP32)
@@ -78,7 +81,7 @@ def test_half_precisions(precision: str, tol: float) -> None:
 
 def test_unrecorded_precision_is_fp32_and_says_so() -> None:
     t = equivalence.loss_tolerance({}, {})
-    assert t["tolerance"] == 1e-3 and t["formats"] == ["precision not recorded: fp32 assumed"] * 2
+    assert t["tolerance"] == 1e-2 and t["formats"] == ["precision not recorded: fp32 assumed"] * 2
     eq = equivalence.check_equivalence(_trials(1e-4, {}, {}), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and eq["loss_tolerance_formats"] == ["precision not recorded: fp32 assumed"]
     none = equivalence.check_equivalence([], ["tensorflow", "pytorch"])
@@ -105,7 +108,7 @@ def test_a_loss_that_does_not_move_makes_the_check_vacuous() -> None:
     assert eq["loss_moves"]["moved"] is False and eq["loss_moves"]["min_rel_change"] == 0.0
     # moved, but by less than LOSS_MOVE_FACTOR x the tolerance: still vacuous
     small = equivalence.check_equivalence(_trials(0.0, CPU, CPU, initial=1.005), ["tensorflow", "pytorch"])
-    assert small["loss_moves"]["required_rel_change"] == pytest.approx(10 * 1e-3) and not small["applicable"]
+    assert small["loss_moves"]["required_rel_change"] == pytest.approx(10 * 1e-2) and not small["applicable"]
     # no initial loss, one epoch, the same loss in every block: the loss depends on nothing
     const = equivalence.check_equivalence(_trials(0.0, CPU, CPU, initial=None), ["tensorflow", "pytorch"])
     assert not const["applicable"] and "differs between blocks" in const["loss_moves"]["basis"]
@@ -147,7 +150,8 @@ def test_agreement_names_what_it_cannot_detect() -> None:
     assert equivalence._overlap((5e-3, 1e-1), 1e-3) is None and "near the tolerance" in str(
         equivalence._overlap((2e-3, 1e-1), 1e-3))
     eq = equivalence.check_equivalence(_trials(1e-4, CPU, CPU), ["tensorflow", "pytorch"])
-    assert eq["cannot_detect"] == fp32
+    assert eq["cannot_detect"] == equivalence.cannot_detect(1e-2)  # the CPU pair's tolerance, fp32's 1e-2
+    assert "partly within the tolerance 1.0e-02" in eq["cannot_detect"]
 
 
 def test_the_threat_says_consistent_with_and_why_not_applicable() -> None:

@@ -77,10 +77,9 @@ def test_printed_power_holds_on_the_kits_own_test(n: int, level: float) -> None:
     delta = mde_sd(n, level)
     assert delta is not None and math.isfinite(delta)
     rng = np.random.default_rng(1000 + n)
-    draws = 1500 if n < 100 else 600
+    draws = 1500
     hits = sum(stats.wilcoxon_paired(rng.standard_normal(n) + delta, np.zeros(n)).p < level for _ in range(draws))
-    tol = 0.03 if draws == 1500 else 0.05  # 600 draws: SE 0.016, 3 SE
-    assert abs(hits / draws - 0.8) <= tol, (n, level, delta, hits / draws)
+    assert abs(hits / draws - 0.8) <= 0.03, (n, level, delta, hits / draws)
 
 
 def test_the_old_formula_overstated_power_where_the_issue_measured_it() -> None:

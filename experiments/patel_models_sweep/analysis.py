@@ -10,10 +10,12 @@ model pair; per-image inference latency against batch size with the paper's
 curve by one-sided Mann-Whitney tests between neighbouring batch sizes
 (Holm-corrected; "not testable" when the trials per point cannot reach the
 threshold) and across curves by a signed-rank test with the curve as unit; GPU power and energy
-against batch size (Kruskal-Wallis across batch sizes per curve: the paper found no
-effect), and the paper's Q4 itself, "does batch size affect GPU power?", per
-framework and phase: a stratified Jonckheere-Terpstra trend test on trial-level
-phase power (:func:`power_trend`).
+against batch size (Kruskal-Wallis across batch sizes per curve, R's kruskal.test,
+Holm over the curves: the paper found no effect), and the paper's Q4 itself, "does
+batch size affect GPU power?", per framework and phase: a stratified Jonckheere-Terpstra trend test on trial-level
+phase power (:func:`power_trend`), whose non-rejection is worded with the trend
+it would have detected (:func:`kit.analysis.ordered.trend_mde`). Every test goes
+through the kit's R-matching functions (kit.analysis.stats, kit.analysis.ordered).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from kit.analysis import stats
+from kit.analysis import ordered, stats
 from kit.analysis.cells import cell_stats
 from kit.records import counted
 from kit.study_api import RunView
@@ -131,7 +133,7 @@ def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> d
                           "see the test across curves"}
     raw = []
     for (b0, s0), (b1, s1) in pairs:
-        p = float(sps.mannwhitneyu(s1, s0, alternative="less").pvalue)
+        p = stats.mann_whitney(s1, s0, alternative="less").p  # R's wilcox.test rule: exact below 50, no ties
         rel = float(1 - np.median(s1) / np.median(s0))
         raw.append({"from": b0, "to": b1, "p": p, "rel_decrease": rel, "n_from": len(s0), "n_to": len(s1)})
     for s, p_adj in zip(raw, stats.holm([s["p"] for s in raw]), strict=True):
@@ -169,7 +171,8 @@ def decreasing_across_curves(curves: list[list[tuple[int, list[float]]]], alpha:
     for (b0, b1), logs in sorted(by_pair.items()):
         d = np.asarray(logs) - shift
         n = int(np.count_nonzero(d))
-        p = float(sps.wilcoxon(d, alternative="less").pvalue) if n >= stats.MIN_N_FOR_TESTS else None
+        # R's wilcox.test(d, mu = 0, alternative = "less"): zeros dropped, exact without ties or zeros
+        p = stats.wilcoxon_paired(d, np.zeros_like(d), alternative="less").p if n >= stats.MIN_N_FOR_TESTS else None
         raw.append({"from": b0, "to": b1, "n_curves": len(logs), "p": p,
                     "rel_decrease": float(1 - math.exp(float(np.median(logs))))})
     tested = [s for s in raw if s["p"] is not None]
@@ -210,6 +213,7 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
     from kit.analysis.analyze import usable
 
     rows: list[dict[str, Any]] = []
+    layouts: dict[int, list[tuple[list[float], list[float]]]] = {}
     base = counted(values)
     base = base[base["metric"] == metric]
     use = usable(values)
@@ -237,12 +241,13 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
             xs.append(float(info["batch_size"]))
             ys.append(float(val))
         keys = sorted(strata, key=str)
-        res = stats.stratified_trend([strata[k] for k in keys],
-                                     names=[f"{c} {s}px rep {r}" for c, s, r in keys]).as_dict()
+        layouts[id(row)] = [strata[k] for k in keys]
+        res = stats.stratified_trend(layouts[id(row)], names=[f"{c} {s}px rep {r}" for c, s, r in keys]).as_dict()
         row.update(tested=res["strata"] > 0 and res["p"] is not None, test=res, p=res["p"], n_trials=res["n"],
                    strata=res["strata"], concordance=res["concordance"], reason=res["reason"])
         rows.append(row)
     adjusted = stats.holm([r["p"] if r.get("tested") else None for r in rows])
+    family = sum(p is not None for p in adjusted)
     for r, p_adj in zip(rows, adjusted, strict=True):
         r["p_holm"] = p_adj
         if not r.get("tested"):
@@ -251,7 +256,11 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
         if p_adj is not None and p_adj < alpha:
             r["decision"] = "power rises with batch size" if r["concordance"] > 0 else "power falls with batch size"
         else:
-            r["decision"] = "no trend shown (the paper: batch size did not significantly affect power)"
+            # what the non-rejection can claim: the trend this layout and noise would have detected (power 0.8
+            # at alpha/m, the threshold of the family's first rejection), by seeded simulation
+            mde = ordered.trend_mde(layouts[id(r)], level=alpha / max(family, 1), seed=0)
+            r["mde"] = mde.as_dict()
+            r["decision"] = ordered.no_trend_text(mde, "W", "batch-size step")
     return rows
 
 
@@ -312,8 +321,8 @@ def analyse(run: RunView) -> dict[str, Any]:
             by_arm_samples.setdefault(arm, []).append([(b, s) for b, s in samples if s])
             power = [(c["batch_size"], c.get("train_gpu_power_w") or c.get("infer_gpu_power_w") or []) for c in row]
             groups = [p for _, p in power if len(p) >= 2]
-            kw = (float(sps.kruskal(*groups).pvalue) if len(groups) >= 2 and np.ptp(np.concatenate(groups)) > 0
-                  else None)
+            kw_p = ordered.kruskal_wallis(groups).p if len(groups) >= 2 else math.nan
+            kw = None if math.isnan(kw_p) else kw_p  # NaN: one group, or every value equal (R: NA)
             curves.append({"case": case, "model": cids[0]["model"], "image_size": size, "arm": arm,
                            "mode": cids[0]["mode"], "device": cids[0]["device"],
                            "points": [{"batch_size": c["batch_size"], "status": c["status"],
@@ -323,6 +332,9 @@ def analyse(run: RunView) -> dict[str, Any]:
                                        "power_w": _mean(c.get("train_gpu_power_w") or c.get("infer_gpu_power_w") or []),
                                        "energy_j": _mean(c.get("train_gpu_energy_j") or [])} for c in row],
                            "decrease_test": test, "power_kruskal_p": kw})
+    # Holm over the curves' Kruskal-Wallis tests (a family of its own: one test per curve and framework)
+    for c, p_adj in zip(curves, stats.holm([c["power_kruskal_p"] for c in curves]), strict=True):
+        c["power_kruskal_p_holm"] = p_adj
     missing = [{"case": c["case"], "batch_size": c["batch_size"], "image_size": c["image_size"], "arm": c["arm"],
                 "status": c["status"], "reason": (c.get("reason") or "")[:300]} for c in cells if c["status"] != "ok"]
     slim = cells  # per-step times never leave the trial records: every test above sees trial-level values

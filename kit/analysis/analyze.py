@@ -40,14 +40,16 @@ def load_values(rd: RunDir, trials: list[dict[str, Any]], metrics: tuple[str, ..
     With ``facts`` (a list to fill), also each trial's telemetry facts for the
     validity rules, from the same read of its samples.
     """
+    from kit.analysis.energy import load_idle_power
     from kit.analysis.telemetry import TrialTelemetry
     from kit.analysis.validity_telemetry import trial_facts
 
     rows: list[dict[str, Any]] = []
+    idle = load_idle_power(rd)  # the idle baseline's power per host and energy domain: net-of-idle energy
     for rec in trials:
         samples = rd.read_samples(rec["trial_id"])
         tel = TrialTelemetry.of(rec, samples)  # attributed to phases once, read by the metrics and the threats
-        rows += trial_metric_rows(rec, samples, metrics, tel)
+        rows += trial_metric_rows(rec, samples, metrics, tel, idle)
         if facts is not None:
             facts.append(trial_facts(rec, samples, tel))
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
@@ -381,28 +383,28 @@ NOT_DECIDED = "not decided"
 NOT_TESTABLE = "not testable"
 
 
-def across_configs(use: pd.DataFrame, configs: dict[str, Any], metric: str, phase: str, a: str,
-                   b: str) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    """Per configuration with both arms measured: each arm's median of its trials' values (never steps).
+def across_configs(use: pd.DataFrame, configs: Mapping[str, Any], metric: str, phase: str, a: str, b: str,
+                   spec: Mapping[str, Any]) -> list[Any]:
+    """Per configuration with both arms measured: each arm's median of its trials' values (never steps), their
+    log ratio, and the network and device the spec gives it (kit.analysis.across.ConfigRatio).
 
-    The trial-level values in ``use`` already summarise each trial's steps; the configuration is the
-    unit, so one value per arm and configuration enters the paired test across configurations.
+    The trial-level values in ``use`` already summarise each trial's steps; the network, not the
+    configuration, is the unit of the test across configurations (kit.analysis.across says why).
     """
+    from kit.analysis.across import config_ratio, device_of, network_of
+
     g = use[(use["metric"] == metric) & (use["phase"] == phase)]
-    xa: list[float] = []
-    xb: list[float] = []
-    per: list[dict[str, Any]] = []
-    for cid in configs:
+    per = []
+    for cid, cfg in configs.items():
         gc = g[g["config_id"] == cid]
         va = gc.loc[gc["arm"] == a, "value"].to_numpy(float)
         vb = gc.loc[gc["arm"] == b, "value"].to_numpy(float)
         if va.size == 0 or vb.size == 0:
             continue
-        xa.append(float(np.median(va)))
-        xb.append(float(np.median(vb)))
-        per.append({"config_id": cid, "a": xa[-1], "b": xb[-1], "n_a": int(va.size), "n_b": int(vb.size),
-                    "trial_ids": sorted(gc.loc[gc["arm"].isin([a, b]), "trial_id"].astype(str).tolist())})
-    return np.array(xa), np.array(xb), per
+        unit, network = network_of(spec, cfg, cid)
+        per.append(config_ratio(cid, network, device_of(spec, cfg), va, vb, unit=unit, trial_ids=sorted(
+            gc.loc[gc["arm"].isin([a, b]), "trial_id"].astype(str).tolist())))
+    return per
 
 
 def _median_durations(trials: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
@@ -420,6 +422,40 @@ def _unsampled(values: pd.DataFrame | None, cid: str, metric: str, phase: str, a
     return {a: [int(v.loc[v["arm"] == a, "value"].isna().sum()), int((v["arm"] == a).sum())] for a in arms}
 
 
+def _unresolvable(kind: str, label: str, phase: str, arms: tuple[str, str], config_id: str | None,
+                  period: Any, durations: dict[tuple[str, str], float] | None,
+                  disturbance: dict[str, Any] | None) -> str | None:
+    """Why a telemetry or energy hypothesis cannot be tested on this phase (None: it can).
+
+    The rule the ``short_phases`` threat states: a phase whose median lasts fewer than SHORT_PHASE_PERIODS
+    sampling periods in either arm is mostly sampled outside itself (LeNet's TensorFlow inference lasted
+    0.41 periods), and its energy is dominated by the counter's boundary error. And host telemetry of a
+    phase that stayed disturbed (foreign load above the disturbance limit after the re-runs) measures the
+    other tenants as much as the trial.
+    """
+    from kit.analysis.host_state import side_state
+    from kit.analysis.validity_telemetry import SHORT_PHASE_PERIODS
+
+    if kind not in TELEMETRY_KINDS:
+        return None
+    if isinstance(period, (int, float)) and not isinstance(period, bool) and period > 0 and durations:
+        short = [(arm, durations[(arm, phase)]) for arm in arms
+                 if (arm, phase) in durations and durations[(arm, phase)] < SHORT_PHASE_PERIODS * float(period)]
+        if short:
+            what = "; ".join(f"{arm} {phase} phase median {d:.3g} s = {d / float(period):.3g} sampling periods"
+                             for arm, d in short)
+            return (f"{what}, fewer than the {SHORT_PHASE_PERIODS} periods ({SHORT_PHASE_PERIODS * float(period):g} s) "
+                    f"the telemetry needs to resolve a phase: its {label} is mostly other activity, so the "
+                    "hypothesis is not tested (set [workload] min_phase_s to lengthen the phase)")
+    states = [(arm, side_state(disturbance, arm, config_id, phase)) for arm in arms]
+    shaken = [f"{st.disturbed} of {st.trials} {arm} trials" for arm, st in states if st.disturbed]
+    if shaken:
+        return (f"{', '.join(shaken)} stayed disturbed in the {phase} phase (foreign load above the disturbance "
+                f"limit after the re-runs): their {label} measures the other tenants as much as the trial, so "
+                "the hypothesis is not tested")
+    return None
+
+
 def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], configs: dict[str, Any],
                 alpha: float, values: pd.DataFrame | None = None, refusal: str | None = None,
                 durations: dict[tuple[str, str], float] | None = None,
@@ -431,7 +467,15 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
     trials that got one are the slower ones, a biased subset. A hypothesis on ``gpu_power_w`` is
     tested on the energy-counter phase power where the run has it (``metric_tested``).
     """
-    from kit.analysis.design import hypothesis_unit
+    from kit.analysis.across import (
+        across_networks,
+        device_groups,
+        device_text,
+        hypothesis_fields,
+        planned_family_sizes,
+        row_devices,
+    )
+    from kit.analysis.design import config_phases, hypothesis_unit
     from kit.analysis.metrics import AVERAGED_POWER_METRIC, preferred_power_metric
     from kit.plan import config_label
 
@@ -446,11 +490,16 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
         tested_metric = power_metric if h["metric"] == AVERAGED_POWER_METRIC else h["metric"]
         m = METRICS[tested_metric]
         across = hypothesis_unit(spec, h) == "configuration"
-        cells = [(None, phase, pair) for phase, pair in itertools.product(h["phases"], pairs)] if across else \
-            list(itertools.product(configs, h["phases"], pairs))
-        for cid, phase, (a, b) in cells:
+        # across configurations: one row per device the phase runs on (kit.analysis.across), config_id None
+        cells = [(None, phase, pair, dev) for phase in h["phases"]
+                 for dev in row_devices(spec, configs, phase, config_phases) for pair in pairs] if across else \
+            [(cid, phase, pair, None) for cid, phase, pair in itertools.product(configs, h["phases"], pairs)]
+        for cid, phase, (a, b), device in cells:
+            group: list[str] = []
             if across:
-                xa, xb, per_config = across_configs(use, configs, tested_metric, phase, a, b)
+                group = device_groups(spec, configs, phase, config_phases).get(str(device), [])
+                per_config = across_configs(use, {c: configs[c] for c in group}, tested_metric, phase, a, b, spec)
+                xa, xb = np.array([r.a for r in per_config]), np.array([r.b for r in per_config])
                 blocks: list[int] = []
             else:
                 assert cid is not None  # not across: every cell holds one configuration's id
@@ -459,45 +508,49 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
                 "id": h["id"], "question": h["question"], "metric": h["metric"], "metric_tested": tested_metric,
                 "label": m.label, "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
                 "h0": h["h0"], "h1": h["h1"], "n_pairs": len(xa) if across else len(blocks), "blocks": blocks,
+                "family": h.get("family") or "primary",
                 "test_unit": "configuration" if across else "trial",
             }
             if tested_metric != h["metric"]:
                 row["metric_note"] = (f"requested as {h['metric']} (1-s moving average); tested on the NVML "
                                       "energy counter's difference over the phase")
             if across:
-                row["config_label"] = (f"across {len(xa)} configurations (pairs = configurations; each the median "
-                                       "of its trials per arm)")
-                row["per_config"] = per_config
+                row["device"] = device
+                row["config_ids"] = list(group)  # the configurations of this device: its gaps and disturbances
+                row["config_label"] = f"across configurations {device_text(device)}"
+                row["per_config"] = [r.as_dict() for r in per_config]
             elif cid is not None and len(configs) > 1:  # cid is None only across configurations
                 row["config_label"] = config_label(configs[cid])
             missing: dict[str, list[int]] = {}
             if m.kind in TELEMETRY_KINDS:
-                for c in (configs if cid is None else [cid]):  # None: across, every configuration
+                for c in (group if across else [str(cid)]):  # across: this device's configurations
                     for arm, km in _unsampled(values, c, tested_metric, phase, (a, b)).items():
                         if km[1]:
                             acc = missing.setdefault(arm, [0, 0])
                             acc[0] += km[0]
                             acc[1] += km[1]
             gaps = {arm: km for arm, km in missing.items() if km[0] > 0}
+            unresolved = _unresolvable(m.kind, m.label, phase, (a, b), cid, period, durations, disturbance)
+            biased = None
             if gaps and any(km[0] < km[1] for km in missing.values()):
                 dur = "; ".join(f"median {arm} {phase} phase {durations[(arm, phase)]:.3g} s"
                                 for arm in (a, b) if durations and (arm, phase) in durations)
-                row.update(tested=False, comparison=None, not_testable=True, reason=(
-                    f"{', '.join(f'{k} of {n} {arm} trials' for arm, (k, n) in gaps.items())} got no {m.label} "
-                    f"reading in the {phase} phase ({dur}{'; ' if dur else ''}sampling period "
-                    f"{period if period is not None else '?'} s): the trials with readings are a biased subset "
-                    "(the slower ones), so the hypothesis is not tested on them"))
+                biased = (f"{', '.join(f'{k} of {n} {arm} trials' for arm, (k, n) in gaps.items())} got no {m.label} "
+                          f"reading in the {phase} phase ({dur}{'; ' if dur else ''}sampling period "
+                          f"{period if period is not None else '?'} s): the trials with readings are a biased subset "
+                          "(the slower ones), so the hypothesis is not tested on them")
+            if unresolved is not None or biased is not None:
+                row.update(tested=False, comparison=None, not_testable=True,
+                           reason="; and ".join(r for r in (unresolved, biased) if r is not None))
             elif len(xa) == 0:
                 row.update(tested=False, reason=f"no paired measurements of {m.label} in the {phase} phase",
                            comparison=None)
+            elif across:  # the network as the unit, log ratios, this device's configurations only
+                m_planned = planned_family_sizes(spec, configs, len(pairs), hypothesis_unit, config_phases)
+                level = alpha / max(1, m_planned.get(row["family"], 1))
+                row.update(hypothesis_fields(across_networks(per_config, str(device), level), a, b, alpha))
             else:
                 comp = stats.compare_two(xa, xb, paired=True, alpha=alpha).as_dict()
-                if across and comp.get("test") is not None:
-                    comp["reason"] = ("paired across configurations (pairs = configurations, each arm's value the "
-                                      "median of the configuration's trials): " + comp["reason"])
-                elif across:
-                    comp["reason"] = (f"{len(xa)} configurations with both arms measured: "
-                                      f"fewer than {stats.MIN_N_FOR_TESTS} pairs, descriptives only")
                 row["comparison"] = comp
                 row["tested"] = comp.get("test") is not None
                 row["reason"] = comp.get("reason")
@@ -507,42 +560,54 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
                            reason=f"{refusal}: no hypothesis is decided on arms that ran on different devices"
                            + (f" (also: {row['reason']})" if row.get("reason") else ""))
             rows.append(row)
-    # Holm over the family of hypotheses that were tested
+    # Holm within each family (primary, secondary: stated in the spec) over the hypotheses that were tested
     pvals = [r["comparison"]["test"]["p"] if r["tested"] else None for r in rows]
-    adjusted = stats.holm(pvals)
-    family = sum(p is not None for p in pvals)
+    adjusted: list[float | None] = [None] * len(rows)
+    sizes: dict[str, int] = {}
+    for fam in sorted({r["family"] for r in rows}):
+        idx = [i for i, r in enumerate(rows) if r["family"] == fam]
+        for i, p_adj in zip(idx, stats.holm([pvals[i] for i in idx]), strict=True):
+            adjusted[i] = p_adj
+        sizes[fam] = sum(pvals[i] is not None for i in idx)
     for r, p, p_adj in zip(rows, pvals, adjusted, strict=True):
+        family = sizes[r["family"]]
         r["p"] = p
         r["p_adj"] = p_adj
-        r["p_adjust"] = {"method": "holm", "family_size": family}  # p_adj is recomputable from the family's p
+        # p_adj is recomputable from the family's p
+        r["p_adjust"] = {"method": "holm", "family": r["family"], "family_size": family}
         r["test_method"] = r["comparison"]["test"]["method"] if r["tested"] else None
         r.update(_decision(r, alpha))
         if r.get("rejected"):
             _mark_suspect(r, disturbance)
         if r["tested"] and id(r) in samples:
-            r["detectable"] = _detectable(*samples[id(r)], level=alpha / max(family, 1))
+            r["detectable"] = _detectable(*samples[id(r)], level=alpha / max(family, 1), alpha=alpha)
     return rows
 
 
 def _mark_suspect(r: dict[str, Any], table: dict[str, Any] | None) -> None:
     """A rejected H0 whose arms ran in different host conditions (kit.analysis.host_state) is "suspect"."""
-    from kit.analysis.host_state import side_state, suspect_cause
+    from kit.analysis.host_state import SideState, side_state, suspect_cause
 
     blocks = r.get("blocks") or None
-    a = side_state(table, r["arm_a"], r.get("config_id"), r["phase"], blocks=blocks)
-    b = side_state(table, r["arm_b"], r.get("config_id"), r["phase"], blocks=blocks)
+    if r.get("config_ids"):  # across configurations: the row's device's configurations only
+        sides = [[side_state(table, arm, c, r["phase"]) for c in r["config_ids"]] for arm in (r["arm_a"], r["arm_b"])]
+        a, b = (SideState(sum(s.trials for s in ss), sum(s.disturbed for s in ss)) for ss in sides)
+    else:
+        a = side_state(table, r["arm_a"], r.get("config_id"), r["phase"], blocks=blocks)
+        b = side_state(table, r["arm_b"], r.get("config_id"), r["phase"], blocks=blocks)
     cause = suspect_cause(a, b, r["arm_a"], r["arm_b"], r["phase"])
     if cause is not None:
         r["suspect"] = cause
         r["decision"] = f"suspect: {r['decision']}, but {cause}"
 
 
-def _detectable(xa: np.ndarray, xb: np.ndarray, level: float) -> dict[str, Any]:
-    """The smallest relative difference the row's test would have found (power 0.8 at alpha/m): a
-    "not rejected" is evidence of no difference only down to this size (kit.analysis.detectability)."""
+def _detectable(xa: np.ndarray, xb: np.ndarray, level: float, alpha: float) -> dict[str, Any]:
+    """The smallest relative difference the row's test would have found (power 0.8 at alpha/m, simulated against
+    the test's rejection region at its n and ties): a "not rejected" is evidence of no difference only down to
+    this size (kit.analysis.detectability)."""
     from kit.analysis.detectability import detectability
 
-    d = detectability(xa, xb, paired=True, level=level, threshold=0.05).as_dict()
+    d = detectability(xa, xb, paired=True, level=level, threshold=0.05, alpha=alpha).as_dict()
     return {k: d[k] for k in ("level", "noise", "mde", "decidable")}
 
 
@@ -577,10 +642,15 @@ def _measured(values: pd.DataFrame, manifest: Manifest) -> list[dict[str, Any]]:
             if m.kind in ("energy", "phase_power"):
                 src = "nvml" if m.domain_prefix.startswith("gpu") else "rapl"
                 probe = probes.get(src)
-            if probe is not None and not probe["ok"]:
+            if m.kind == "marker":
+                reason = "the trials' phase markers hold no CPU times (cpu_s): recorded by an older kit"
+            elif probe is not None and not probe["ok"]:
                 reason = f"{probe['name']}: {probe['detail']}" + (f" (fix: {probe['fix']})" if probe.get("fix") else "")
             elif probe is None and m.kind != "result":
                 reason = "collector not enabled in this run"
+            elif m.net_of_idle:
+                reason = ("no idle power of this counter in the run's baseline (telemetry.baseline_s = 0, or the "
+                          "counter was not sampled then): see the gross energy")
             elif m.kind == "phase_power":
                 reason = "no NVML energy counter on these GPUs (before Volta?): see the 1-s averaged GPU power"
             elif m.metric == "power_instant_w":

@@ -10,9 +10,10 @@ How the figures are computed (``analyze._hypotheses`` runs the tests they descri
 
 * unit ``trial``: one Wilcoxon signed-rank test per configuration, phase and arm pair, paired by
   block; n = the plan's measured repetitions of the configuration.
-* unit ``configuration``: one Wilcoxon signed-rank test per phase and arm pair across the
-  configurations that have the phase, each configuration summarised per arm by the median of its
-  trials' values; n = those configurations (an upper bound: oom/skipped ones drop out).
+* unit ``configuration``: one row per phase, arm pair and device across the configurations that
+  have the phase; the network is the unit (:mod:`kit.analysis.across`): n = the networks on the
+  device, decidable when 2/2^n (a distribution-free p of n networks) is below alpha/m, and the MDE
+  that of the t test across the networks' mean log ratios, in SDs of those means.
 * The Holm family is every planned test of the hypothesis' family: "primary" (the default) or
   "secondary", stated in the spec before the run, each with its own Holm procedure; its first
   (strictest) threshold is alpha/m. A hypothesis is decidable when n >= MIN_N_FOR_TESTS and the
@@ -123,11 +124,11 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
         unit = hypothesis_unit(spec, h)
         for phase in h["phases"]:
             with_phase = [cid for cid, cfg in configs.items() if phase in config_phases(spec, cfg)]
-            if unit == "configuration":
-                n, comparisons = len(with_phase), (1 if with_phase else 0) * n_pairs
-                test = ("Wilcoxon signed-rank across configurations: each configuration's trials summarised "
-                        "per arm by their median; pairs = configurations")
-                n_note = f"{n} configurations with a {phase} phase (at most: oom or skipped ones drop out)"
+            if unit == "configuration":  # one row per device, n = its networks (kit.analysis.across)
+                from kit.analysis.across import design_rows
+
+                rows += design_rows(spec, configs, h, phase, n_pairs, config_phases)
+                continue
             else:
                 n, comparisons = (reps if with_phase else 0), len(with_phase) * n_pairs
                 test = "Wilcoxon signed-rank per configuration, paired by block (one trial per arm per block)"
@@ -168,6 +169,10 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
             "cv": cv if r["unit"] == "trial" else None,
             "mde_ratio": mde_ratio(delta, cv) if r["unit"] == "trial" else None,
         })
+        if r["unit"] == "configuration":  # the t test across networks, judged by their number
+            from kit.analysis.across import design_fields
+
+            r.update(design_fields(r, threshold, power))
     return {
         "rows": rows, "alpha": alpha, "family_size": sum(sizes.values()), "family_sizes": sizes, "power": power, "cv": cv,
         "min_n_for_tests": MIN_N_FOR_TESTS, "all_decidable": bool(rows) and all(r["decidable"] for r in rows),
@@ -178,16 +183,25 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
                    "signed-rank test at alpha/m rejects with that power, simulated against its exact rejection "
                    "region at n (kit.analysis.power; the old normal-theory figure, efficiency 3/pi, is kept as "
                    "mde_sd_asymptotic; mde_sd_with_ties is the normal-approximation test coarse values get); "
-                   f"ratio for the trial unit assuming a between-trial CV of {cv:.0%} in each arm"),
+                   f"ratio for the trial unit assuming a between-trial CV of {cv:.0%} in each arm. Across "
+                   "configurations the unit is the network: a one-sample t test on the networks' mean log ratios "
+                   "(one row per device), decidable when 2/2^J < alpha/m for J networks, its MDE that t test's "
+                   "(kit.analysis.across)"),
     }
 
 
 def design_summary(row: dict[str, Any]) -> str:
     """One line per hypothesis and phase, for `kit list` and text reports."""
-    what = (f"across {row['n']} configurations" if row["unit"] == "configuration"
+    from kit.analysis.across import device_text
+
+    what = (f"across {row['n']} network(s) {device_text(row.get('device'))}" if row["unit"] == "configuration"
             else f"per configuration, n = {row['n']}")
     verdict = "testable" if row["decidable"] else f"NOT testable: {row['reason']}"
-    mde = "" if row["mde_sd"] is None else f"; MDE {row['mde_sd']:.2f} SD"
+    mde = "" if row["mde_sd"] is None else f"; MDE {row['mde_sd']:.2f} SD at power {row['power']:.0%}"
+    ties = row.get("mde_sd_with_ties")
+    if row["mde_sd"] is not None and row["decidable"] and ties != row["mde_sd"]:
+        mde += f" ({ties:.2f} SD with ties)" if ties is not None else " (undecidable with ties)"
     if row.get("mde_ratio") is not None:
         mde += f" (ratio {row['mde_ratio']:.3g} at CV {row['cv']:.0%})"
-    return f"{row['id']} {row['phase']}: {row['unit']} unit, {what}; {verdict}{mde}"
+    fam = f" [{row.get('family', 'primary')}, m = {row.get('family_size')}]" if row.get("family_size") else ""
+    return f"{row['id']} {row['phase']}{fam}: {row['unit']} unit, {what}; {verdict}{mde}"

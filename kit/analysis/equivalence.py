@@ -36,13 +36,15 @@ LOSS_EPS = {"fp32": 2.0**-23, "tf32": 2.0**-10, "fp16": 2.0**-10, "bf16": 2.0**-
 # The earlier figures (1 ulp: 2.0e-4 in 12 blocks; 1e-5: 1.8e-4; a different initialisation at least 9.4e-2;
 # a different batch order 6.7e-4 to 3.7e-3) came from a script not kept; the measured figures replace them.
 #
-# fp32 (CPU, or GPU with TF32 off or absent): 1e-3, the kit's figure before issue 15. It covers rounding-level
-# differences of plain SGD in 3 of 4 blocks (1 ulp reached 1.1e-3 in one), not of the momentum protocol, where
-# another kernel route, 1 ulp and 1e-5 each reach 1.5e-3 to 2.1e-3; the two frameworks themselves, on the CPU
-# in the LeNet quick profile (240 steps, momentum 0.5), differed by up to 4.3e-3 (13 blocks, 5 above 1e-3). The
-# figure is kept here until it is decided (issue 25 note): about 1e-2 would cover the measured cases twice over and
-# still catch a different initialisation of the momentum protocol (at least 8.0e-2).
-LOSS_TOL_FP32 = 1e-3
+# fp32 (CPU, or GPU with TF32 off or absent): 1e-2 since issue 25 (1e-3 before, which covered rounding-level
+# differences of plain SGD in 3 of 4 blocks only: 1 ulp reached 1.1e-3 in one). A model that learns amplifies
+# rounding more: in the momentum protocol another kernel route, 1 ulp and 1e-5 each reach 1.5e-3 to 2.1e-3, and the
+# two frameworks themselves, on the CPU in the LeNet quick profile (240 steps, momentum 0.5), differed by up to
+# 4.3e-3 (13 blocks, 5 above 1e-3: a false "not the same model" threat on every quick run). 1e-2 covers the largest
+# measured case 2.3 times over and stays 8 times below the smallest gap a different initialisation of the momentum
+# protocol caused (8.0e-2); a different batch order (2.4e-3 to 2.2e-2) overlaps it and cannot be told apart, which
+# the report says (CANNOT_DETECT below). It is also the floor of every other format's figure.
+LOSS_TOL_FP32 = 1e-2
 # TF32 (10-bit mantissa; tensor cores read the first 10 mantissa bits, i.e. may truncate, which biases every
 # product the same way): truncated, at most 3.0 eps (plain) and 2.2 eps (momentum); rounded to nearest, at most
 # 0.44 and 3.9 eps. 8 eps = 7.8e-3 leaves a factor 2.0 above the worst emulated case (the emulation adds TF32 to
@@ -93,14 +95,15 @@ def loss_tolerance(env_a: dict[str, Any], env_b: dict[str, Any]) -> dict[str, An
     fb, why_b = _trial_format(env_b)
     fmt = max((fa, fb), key=lambda f: LOSS_EPS[f])
     if fmt == "fp32":
-        tol, rule = LOSS_TOL_FP32, "fp32: 1e-3"
+        tol, rule = LOSS_TOL_FP32, f"fp32: {LOSS_TOL_FP32:g}"
     elif fmt == "tf32":
         tol = LOSS_TOL_FACTOR_TRUNCATING * LOSS_EPS[fmt]
         rule = f"tf32: {LOSS_TOL_FACTOR_TRUNCATING:g} x eps 2^-10 (TF32 may truncate: a systematic gap)"
     else:
         tol = LOSS_TOL_FACTOR_ROUNDING * LOSS_EPS[fmt]
         rule = f"{fmt}: {LOSS_TOL_FACTOR_ROUNDING:g} x eps 2^-{round(-math.log2(LOSS_EPS[fmt]))} (round to nearest)"
-    tol = max(tol, LOSS_TOL_FP32)
+    if tol < LOSS_TOL_FP32:  # the format's own figure is below fp32's: the fp32-level differences dominate
+        tol, rule = LOSS_TOL_FP32, f"{rule}, below the fp32 floor {LOSS_TOL_FP32:g}, which applies"
     gpu = "gpu" in (env_a.get("device_kind"), env_b.get("device_kind"))
     det = [e.get("deterministic") for e in (env_a, env_b)]
     if not gpu:

@@ -40,7 +40,7 @@ from kit.analysis.effects import EXACT_MAX_N, _signed_rank_pmf
 
 POWER = 0.8
 SIMS = 4000
-SIMS_LARGE = 2000  # n > 50: a simulation costs n^2/2 per draw; SE of a power of 0.8 is then 0.009
+SIMS_LARGE = 2000  # n > 150: a simulation costs n^2/2 per draw; SE of a power of 0.8 is then 0.009
 SIM_SEED = 20261126
 SIM_MAX_N = 400  # beyond: the normal-theory formula (ARE 3/pi), within 0.01 in power there
 SEARCH_SIM_MAX_N = 150  # n_for: beyond, the formula's n (a forecast, within a few % of the simulated one)
@@ -134,7 +134,7 @@ def _noise(rows: int, cols: int, seed: int) -> np.ndarray:
 
 
 def _sims(values_per_draw: int) -> int:
-    return SIMS if values_per_draw <= 50 * 51 // 2 else SIMS_LARGE
+    return SIMS if values_per_draw <= 150 * 151 // 2 else SIMS_LARGE
 
 
 def _paired_order_stats(n: int, ks: tuple[int, ...]) -> np.ndarray:

@@ -34,7 +34,8 @@ _RULE_MODULES = ("kit.analysis.validity", "kit.analysis.validity_telemetry", "ki
 
 @rule
 def small_n(c: Ctx) -> list[Threat]:
-    ns = [h["n_pairs"] for h in c.analysis.get("hypotheses", []) if h["n_pairs"]]
+    ns = [h["n_pairs"] for h in c.analysis.get("hypotheses", [])
+          if h["n_pairs"] and h.get("test_unit") != "configuration"]  # across configurations: few_networks
     if not ns:
         return []
     n = min(ns)
@@ -49,6 +50,14 @@ def small_n(c: Ctx) -> list[Threat]:
                        "use the paper profile for conclusions (the design table gives each hypothesis's n and minimum "
                        "detectable effect)", numbers={"min_pairs": n})]
     return []
+
+
+@rule
+def few_networks(c: Ctx) -> list[Threat]:
+    """Rows across configurations: the network is their unit (kit.analysis.across.network_threats)."""
+    from kit.analysis.across import network_threats
+
+    return network_threats(c.analysis.get("hypotheses", []))
 
 
 @rule

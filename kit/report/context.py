@@ -89,6 +89,7 @@ def finding_text(h: dict[str, Any]) -> str:
         return f"{h['id']} ({h['label']}, {phase}): {h.get('decision') or 'not tested'} — {h.get('reason') or 'no data'}."
     comp = h["comparison"]
     a, b = h["arm_a"], h["arm_b"]
+    across = h.get("test_unit") == "configuration"  # kit.analysis.across: networks as the unit, log ratios
     ma, mb = comp["a"]["median"], comp["b"]["median"]
     unit = h["unit"]
     ratio = comp.get("ratio") or {}
@@ -97,8 +98,10 @@ def finding_text(h: dict[str, Any]) -> str:
         ci = ""
         if ratio.get("low") is not None and ratio.get("high") is not None:
             ci = f", 95 % CI {ratio['low']:.3g}–{ratio['high']:.3g}"
-        rtxt = f" (ratio of medians {a}/{b} = {ratio['estimate']:.3g}{ci})"
-    nums = f"median {ma:.4g} {unit} for {a} vs {mb:.4g} {unit} for {b}{rtxt}"
+        what = "geometric-mean ratio over networks" if across else "ratio of medians"
+        rtxt = f" ({what} {a}/{b} = {ratio['estimate']:.3g}{ci})"
+    centre = "geometric-mean centre" if across else "median"
+    nums = f"{centre} {ma:.4g} {unit} for {a} vs {mb:.4g} {unit} for {b}{rtxt}"
     if h.get("rejected"):
         bigger = a if ma > mb else b
         smaller = b if bigger == a else a
