@@ -142,6 +142,13 @@ def test_degenerate_all_equal_paired_is_exactly_no_change() -> None:
     assert (r["ratio"], r["ratio_low"], r["ratio_high"], r["eq_low"], r["eq_high"]) == (1.0, 1.0, 1.0, 1.0, 1.0)
 
 
+def test_identical_pairs_that_vary_between_seeds_get_the_interval_1_1() -> None:
+    """Accuracy differs from seed to seed but each seed gives the same value in both runs: ratio 1, CI [1, 1]."""
+    a = np.linspace(0.93, 0.96, 12)
+    r = _row(a, a.copy(), paired=True)
+    assert (r["verdict"], r["ratio"], r["ratio_low"], r["ratio_high"]) == ("no change", 1.0, 1.0, 1.0)
+
+
 def test_degenerate_one_side_constant() -> None:
     """B constant 2 % above a noisy-free A: a certain 2 % change, below the threshold: equivalent, no change."""
     a = np.full(12, 0.90)

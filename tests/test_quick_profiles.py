@@ -110,7 +110,8 @@ def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
     for arm in ("pytorch", "tensorflow"):  # real digits, 64 steps of SGD: learning, not converged (chance: 0.1)
         assert rows[("mnist", arm)]["accuracy"]["mean"] > 0.2
     w = [x for x in d["wilcoxon"] if x["tested"]]
-    assert w and all(x["min_attainable_p"] is None or x["min_attainable_p"] >= 0.5 for x in w)  # 2 pairs: p >= 0.5
+    # 2 pairs: exact 2/2^2 = 0.5; with tied |d| the normal approximation's smallest p is 0.346; never below alpha
+    assert w and all(x["min_attainable_p"] is None or x["min_attainable_p"] >= 0.34 for x in w)
     text = _text(run_dir)
     assert "SYNTHETIC DATA" in text and "cifar100 (SYNTHETIC)" in text and "mnist (SYNTHETIC)" not in text
     for part in ("Peak of the mean curve", "Paired Wilcoxon signed-rank", "Not yet reproduced".lower(),

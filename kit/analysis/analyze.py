@@ -608,7 +608,8 @@ def _detectable(xa: np.ndarray, xb: np.ndarray, level: float, alpha: float) -> d
     from kit.analysis.detectability import detectability
 
     d = detectability(xa, xb, paired=True, level=level, threshold=0.05, alpha=alpha).as_dict()
-    return {k: d[k] for k in ("level", "noise", "mde", "decidable")}
+    return {k: d[k] for k in ("level", "noise", "mde", "decidable", "equivalent", "eq_low", "eq_high", "eq_conf",
+                              "deterministic")}
 
 
 def _decision(r: dict[str, Any], alpha: float) -> dict[str, Any]:

@@ -381,8 +381,8 @@ def ratio_of_medians(
 
     paired=True resamples blocks (a_i, b_i) jointly, keeping the pairing the
     design built; otherwise each arm is resampled on its own. Degenerate data
-    never raise: both arms constant gives the point as interval, an undefined
-    BCa interval gives NaN, each with the reason.
+    never raise: both arms constant, or (paired) every pair identical, gives the
+    point as interval, an undefined BCa interval gives NaN, each with the reason.
     """
     where = "stats.ratio_of_medians"
     conf = _check_level(conf, "conf", where)
@@ -406,6 +406,9 @@ def ratio_of_medians(
         return result(
             est, est, est, "both arms constant: every resample gives the same ratio, so the interval is the point"
         )
+    if paired and np.array_equal(x, y):
+        return result(est, est, est, "every pair identical (a deterministic metric under the same seeds): every "
+                      "resample of the pairs gives the ratio 1, so the interval is the point")
     if min(x.size, y.size) < 2:
         return result(est, math.nan, math.nan, "an arm has a single value: no bootstrap interval")
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings(record=True) as caught:
