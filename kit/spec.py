@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kit.disturbance import DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
+from kit.claim_spec import Claim, check_claims
 from kit.errors import SpecError
 from kit.metric_catalog import METRICS
+from kit.spec_invalid import Invalid as _Invalid
 from kit.workloads import FRAMEWORKS, MOVED_TO_STUDIES, WORKLOADS, WorkloadInfo
 
 # The workloads a parse may name: the kit's, plus the study folder's own while its spec is parsed. Set for the
@@ -63,12 +65,6 @@ TF32_MODES = ("native", "off", "on")  # kit.workloads.device.TF32_MODES (not imp
 COLLECTOR_NAMES = ("cpu", "memory", "hwmon", "nvml", "rapl")
 
 
-class _Invalid(Exception):
-    """Raised inside validation with a key path relative to the spec root."""
-
-    def __init__(self, path: str, expected: str, got: object = dataclasses.MISSING, fix: str | None = None) -> None:
-        self.path, self.expected, self.got, self.fix = path, expected, got, fix
-        super().__init__(path)
 
 
 @dataclass(frozen=True)
@@ -450,6 +446,7 @@ class Spec:
     grid: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     cases: dict[str, Case] = field(default_factory=dict)
     deviations: tuple[Deviation, ...] = ()
+    claims: tuple[Claim, ...] = ()  # what the paper found ([[claims]], kit.claim_spec); judged by kit.analysis.claims
     schema: int = SPEC_SCHEMA
     # Filled by the loader, not by the file:
     path: str = ""
@@ -594,7 +591,7 @@ def _plain(obj: Any) -> Any:
 _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(Workload)}
 
 _SECTIONS = {"experiment", "goal", "dataset", "workload", "design", "telemetry", "container", "slurm", "hypotheses", "grid",
-             "cases", "deviations", "schema"}
+             "cases", "deviations", "claims", "schema"}
 
 
 def _type_name(tp: Any) -> str:
@@ -659,6 +656,13 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if origin is dict and typing.get_args(tp)[1] is Any:  # a free table (checked by its owner)
         if not isinstance(value, dict):
             raise _Invalid(path, "a table", value)
+        return dict(value)
+    if origin is dict and typing.get_args(tp)[1] is str:  # a table of strings (a claim's versions)
+        if not isinstance(value, dict):
+            raise _Invalid(path, "a table of strings", value)
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise _Invalid(f"{path}.{k}", "a string", v)
         return dict(value)
     if origin is dict and dataclasses.is_dataclass(typing.get_args(tp)[1]):  # a table of tables
         if not isinstance(value, dict):
@@ -843,12 +847,21 @@ def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str,
         return spec
 
     base = validate(raw, "paper")
+    try:  # against the paper protocol's configurations: a profile that runs fewer leaves a claim not testable
+        check_claims(base.claims, base.experiment.frameworks, base.configurations())
+    except _Invalid as exc:
+        raise SpecError(f"expected {exc.expected}{_fmt(exc.got)}", where=f"{path}: {exc.path}",
+                        fix=exc.fix or f"set {exc.path} as described, or remove it if it is unknown") from None
     for name, prof in profiles_raw.items():  # an invalid profile fails the file, chosen or not
         over = {k: v for k, v in prof.items() if k != "description"}
         if "deviations" in over:
             raise SpecError("a profile cannot replace the experiment's deviations from the paper",
                             where=f"{path}: profiles.{name}.deviations",
                             fix="keep [[deviations]] at the top level; say how the profile differs in its description")
+        if "claims" in over:
+            raise SpecError("a profile cannot replace what the paper claimed",
+                            where=f"{path}: profiles.{name}.claims",
+                            fix="keep [[claims]] at the top level; a profile's configurations decide which are testable")
         unknown = set(over) - _SECTIONS
         if unknown:
             key = sorted(unknown)[0]
