@@ -144,13 +144,15 @@ class Claim:
         return True
 
 
-def check_claims(claims: Sequence[Claim], frameworks: Sequence[str], configs: Sequence[Mapping[str, Any]]) -> None:
-    """Checks that need the rest of the spec: unique ids, known arms, filters and factors the run can vary."""
+def check_claims(claims: Sequence[Claim], frameworks: Sequence[str],
+                 configs: Sequence[Mapping[str, Any]] | None) -> None:
+    """Checks that need the rest of the spec: unique ids, known arms, filters and factors the run can vary
+    (``configs`` None: a run's copy, whose profile may run fewer configurations; those checks are skipped)."""
     if len(claims) > MAX_CLAIMS:
         raise Invalid("claims", f"at most {MAX_CLAIMS} claims", len(claims))
     seen: set[str] = set()
     keys: dict[str, list[Any]] = {}
-    for cfg in configs:
+    for cfg in configs or ():
         for k, v in cfg.items():
             keys.setdefault(k, [])
             if v not in keys[k]:
@@ -168,6 +170,8 @@ def check_claims(claims: Sequence[Claim], frameworks: Sequence[str], configs: Se
         for j, arm in enumerate(c.arms):
             if arm not in frameworks:
                 raise Invalid(f"{p}.arms[{j}]", f"one of the experiment's frameworks ({', '.join(frameworks)})", arm)
+        if configs is None:
+            continue
         for key, want in c.where.items():
             if key not in keys:
                 known = ", ".join(sorted(keys)) or "none: the experiment has one configuration"

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.disturbance import DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
 from kit.claim_spec import Claim, check_claims
+from kit.disturbance import DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
 from kit.errors import SpecError
 from kit.metric_catalog import METRICS
 from kit.spec_invalid import Invalid as _Invalid
@@ -452,6 +452,9 @@ class Spec:
     path: str = ""
     profile: str = "paper"
     profile_description: str = ""
+    # How long the chosen profile is expected to run, in seconds (``estimate_s`` in its [profiles.NAME] table; the
+    # paper profile's at the top level), for `kit reproduce-all` to plan a budget; None: not stated.
+    profile_estimate_s: float | None = None
     profiles: tuple[str, ...] = ()
     # A study folder's [study] table (plain, validated; None for an experiment of the kit's workloads) and
     # the folder it was loaded from ("" when parsed from a copy: resume reads the run's own copy).
@@ -714,8 +717,8 @@ def _build(cls: Any, data: Any, path: str) -> Any:
     if not isinstance(data, dict):
         raise _Invalid(path, "a table", data)
     hints = typing.get_type_hints(cls)
-    loader_set = ("path", "profile", "profile_description", "profiles") + (("study", "study_dir", "info") if cls is Spec
-                                                                           else ())
+    loader_set = ("path", "profile", "profile_description", "profile_estimate_s", "profiles") + (
+        ("study", "study_dir", "info") if cls is Spec else ())
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in loader_set}
     if cls is Workload:
         if "params" in data:
@@ -820,15 +823,32 @@ def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:
         _PARSE_WORKLOADS.reset(token)
 
 
+_PROFILE_KEYS = ("description", "estimate_s")  # a profile's own keys, beside the sections it overrides
+MAX_ESTIMATE_S = 30 * 24 * 3600  # the longest budget `kit reproduce-all` takes (kit.sequential_run.parse_budget)
+
+
+def _estimate(value: Any, where: str) -> float | None:
+    """A profile's expected run time in seconds (None: not stated); where it was measured belongs in a comment."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_ESTIMATE_S:
+        raise SpecError(f"expected seconds between 1 and {MAX_ESTIMATE_S} (30 days), got {value!r}", where=where,
+                        fix="write the profile's expected run time in seconds, e.g. estimate_s = 240 "
+                            "(a comment beside it saying where it was measured)")
+    return float(value)
+
+
 def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str, Any] | None) -> Spec:
     profiles_raw = raw.pop("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise SpecError("expected a table of profiles", where=f"{path}: profiles", fix="write [profiles.NAME] tables")
     descriptions: dict[str, str] = {}
+    estimates = {"paper": _estimate(raw.pop("estimate_s", None), f"{path}: estimate_s")}
     for name, prof in profiles_raw.items():
         if not isinstance(prof, dict):
             raise SpecError("expected a table", where=f"{path}: profiles.{name}", fix=f"write [profiles.{name}] as a table")
         descriptions[name] = str(prof.get("description", ""))
+        estimates[name] = _estimate(prof.get("estimate_s"), f"{path}: profiles.{name}.estimate_s")
     chosen = profile or "paper"
     if chosen != "paper" and chosen not in profiles_raw:
         known = ", ".join(["paper", *profiles_raw])
@@ -853,7 +873,7 @@ def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str,
         raise SpecError(f"expected {exc.expected}{_fmt(exc.got)}", where=f"{path}: {exc.path}",
                         fix=exc.fix or f"set {exc.path} as described, or remove it if it is unknown") from None
     for name, prof in profiles_raw.items():  # an invalid profile fails the file, chosen or not
-        over = {k: v for k, v in prof.items() if k != "description"}
+        over = {k: v for k, v in prof.items() if k not in _PROFILE_KEYS}
         if "deviations" in over:
             raise SpecError("a profile cannot replace the experiment's deviations from the paper",
                             where=f"{path}: profiles.{name}.deviations",
@@ -874,14 +894,31 @@ def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str,
     if chosen == "paper":
         spec = base
     else:
-        over = {k: v for k, v in profiles_raw[chosen].items() if k != "description"}
+        over = {k: v for k, v in profiles_raw[chosen].items() if k not in _PROFILE_KEYS}
         spec = validate(_merge(raw, over), chosen)
     return dataclasses.replace(
         spec,
         path=path,
         profile=chosen,
         profile_description=descriptions.get(chosen, "the published protocol"),
+        profile_estimate_s=estimates.get(chosen),
         profiles=("paper", *profiles_raw),
         study=study,
         info=_workloads()[spec.workload.name],  # [workload].name, resolved in this parse (the study's, or the kit's)
     )
+
+
+def parse_claims(raw: Any, frameworks: Any, where: str) -> tuple[Claim, ...]:
+    """A list of claim tables (a manifest's copy of the spec) validated as at load, except against the paper
+    protocol's configurations, which a run of another profile does not record: a filter that matches none of
+    the run's configurations leaves the claim not testable."""
+    try:
+        if not isinstance(raw, list):
+            raise _Invalid("claims", "a list of claim tables", raw)
+        claims = tuple(_build(Claim, c, f"claims[{i}]") for i, c in enumerate(raw))
+        fws = [f for f in frameworks if isinstance(f, str)] if isinstance(frameworks, list | tuple) else []
+        check_claims(claims, fws, None)
+    except _Invalid as exc:
+        raise SpecError(f"expected {exc.expected}{_fmt(exc.got)}", where=f"{where}: {exc.path}",
+                        fix="the run's copy of the spec was edited; re-run the study from its experiment.toml") from None
+    return claims

@@ -238,9 +238,51 @@ def compute_analysis(manifest: Manifest, trials: list[dict[str, Any]], values: p
     analysis["extras"] = study_extras(hooks, manifest, trials, values)  # the study folder's analysis.py
     analysis["study_code"] = hooks.as_dict()  # whose analysis.py/report.py ran, or why none did
     analysis["validity"] = assess(manifest, trials, values, analysis)
+    analysis["claims"] = _claims(manifest, trials, use, configs, alpha, analysis)
     if manifest.sequential:
         analysis["sequential"] = _sequential(manifest, hypotheses, use)
     return _clean(analysis)
+
+
+def _claims(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame, configs: dict[str, Any],
+            alpha: float, analysis: dict[str, Any]) -> dict[str, Any]:
+    """The paper's claims judged on this run (kit.analysis.claims), under the conditions the run had."""
+    from kit.analysis.claims import RunContext, claims_of, judge
+
+    claims = claims_of(manifest.spec)
+    env = analysis.get("trial_env") or []
+    by_fw: dict[str, list[str]] = {}
+    versions: dict[str, str] = {}
+    for e in env:
+        fw, arm = e.get("framework"), e.get("arm")
+        if isinstance(fw, str) and isinstance(arm, str):
+            by_fw.setdefault(fw, []).append(arm)
+            if isinstance(e.get("framework_version"), str):
+                versions[fw] = e["framework_version"]
+    arm_of = {fw: arms[0] for fw, arms in by_fw.items() if len(set(arms)) == 1}
+    frameworks = (manifest.spec.get("experiment") or {}).get("frameworks") or []
+    for arm in manifest.arms:  # arms named by their framework, even where no trial reported its environment
+        if arm in frameworks and arm not in by_fw:
+            arm_of[arm] = arm
+    devices = analysis.get("devices") or {}
+    gpus = max((len(t.get("gpus") or ()) for t in trials if t.get("status") == "ok"), default=0)
+    host = manifest.host or {}
+    names = [g.get("name") for g in host.get("gpus") or [] if isinstance(g, dict) and isinstance(g.get("name"), str)]
+    kinds = tuple(str(k) for k in devices.get("kinds") or ())
+    hardware = ", ".join(sorted(set(names))) if "gpu" in kinds and names else str(host.get("cpu_model") or "")
+    ctx = RunContext(profile=manifest.profile or "paper", device_kinds=kinds, gpus_per_trial=gpus, hardware=hardware,
+                     versions=versions, arm_of=arm_of, refusal=devices.get("refusal"))
+    period = (manifest.spec.get("telemetry") or {}).get("period_s")
+    durations = _median_durations(trials)
+    shaken = analysis.get("disturbance")
+
+    def unresolvable(metric: str, phase: str, arms: tuple[str, ...], cid: str | None) -> str | None:
+        m = METRICS.get(metric)
+        if m is None or len(arms) != 2:
+            return None
+        return _unresolvable(m.kind, m.label, phase, (arms[0], arms[1]), cid, period, durations, shaken)
+
+    return judge(claims, use, configs, ctx, alpha, unresolvable).as_dict()
 
 
 def _sequential(manifest: Manifest, hypotheses: list[dict[str, Any]], use: pd.DataFrame) -> dict[str, Any]:
