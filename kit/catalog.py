@@ -51,4 +51,5 @@ def _entry(path: Path) -> dict[str, Any]:
                          "design": design_table(spec.to_dict(), plan.configs, list(plan.arms))})
     return {"file": label, "path": str(path), "id": base.experiment.id, "title": base.experiment.title,
             "profiles": profiles, "folder": bool(base.study_dir), "protocol_source": base.experiment.protocol_source,
-            "deviations": [dataclasses.asdict(d) for d in base.deviations]}
+            "deviations": [dataclasses.asdict(d) for d in base.deviations],
+            "claims": [dataclasses.asdict(c) for c in base.claims]}

@@ -162,6 +162,31 @@ def provenance_differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[st
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
+def claim_changes(an_a: Analysis, an_b: Analysis, diffs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paper's claims whose verdict differs between two runs of one study, each with the provenance
+    differences that could explain it (the CPU's ISA, the GPU class, versions, ...: may_explain), most
+    specific first. A claim only one run judged is listed as changed too."""
+    from kit.analysis.claims import Ledger
+
+    def rows(an: Analysis, side: str) -> dict[str, Any]:
+        raw = an.raw.get("claims")
+        return {} if raw is None else {r.id: r for r in Ledger.from_json(raw, f"analysis.json of run {side}").rows}
+
+    ra, rb = rows(an_a, "A"), rows(an_b, "B")
+    causes = [d for d in diffs if d.get("may_explain")]
+    out = []
+    for cid in list(ra) + [c for c in rb if c not in ra]:
+        a, b = ra.get(cid), rb.get(cid)
+        va, vb = (a.verdict if a else "not judged"), (b.verdict if b else "not judged")
+        if va == vb:
+            continue
+        out.append({"id": cid, "statement": (a or b).statement if (a or b) else "", "verdict_a": va,
+                    "verdict_b": vb, "value_a": a.value_text if a else "", "value_b": b.value_text if b else "",
+                    "reason_a": a.reason if a else "", "reason_b": b.reason if b else "",
+                    "could_explain": [f"{d['key']}: {d['a']} vs {d['b']} ({d['may_explain']})" for d in causes]})
+    return out
+
+
 def _groups(analysis: Analysis, metrics: tuple[str, ...],
             phases: tuple[str, ...] | None = None) -> dict[tuple[str, str, str, str], np.ndarray]:
     """(config label, metric, phase, arm) -> measured values (warm-ups and failed trials excluded)."""
@@ -254,6 +279,7 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
         "threshold": opts.threshold, "alpha": opts.alpha,
         "rows": rows, "counts": counts, "provenance_differences": diffs,
         "different_hosts_allowed": bool(hard),
+        "claims_changed": claim_changes(an_a, an_b, diffs) if man_a.experiment == man_b.experiment else [],
     }
 
 

@@ -51,6 +51,14 @@ def claims_of(analysis: dict[str, Any], profile: str) -> list[dict[str, Any]]:
     return out
 
 
+def paper_claims_of(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paper's claims as this run judged them (kit.analysis.claims): id, verdict and this run's value."""
+    rows = (analysis.get("claims") or {}).get("rows") or []
+    return [{"id": r["id"], "source": r["source"], "statement": r["statement"], "verdict": r["verdict"],
+             "value_text": r["value_text"], "estimate": r.get("estimate"), "low": r.get("low"), "high": r.get("high")}
+            for r in rows if isinstance(r, dict)]
+
+
 def _run_files(rd: RunDir) -> list[Path]:
     """The run's regular files to bundle, refusing any link or special file inside the run directory.
 
@@ -109,7 +117,8 @@ def _duration(man: Manifest) -> float | None:
     return None
 
 
-def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: str, spec_name: str) -> str:
+def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: str, spec_name: str,
+            analysis: dict[str, Any]) -> str:
     dur = _duration(man)
     dur_txt = f"{dur / 60:.0f} minutes" if dur else "unknown (the run did not record its end)"
     host = man.host
@@ -119,7 +128,12 @@ def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: 
         f"| {c['id']} | {c['phase']} | {c['metric']} | {'rejected' if c['rejected'] else ('not rejected' if c['tested'] else 'not tested')} "
         f"| {c['direction'] or '–'} | {('{:.3g}'.format(c['ratio'])) if c['ratio'] is not None else '–'} |"
         for c in claims)
+    ledger = analysis.get("claims") or {}
+    paper = "\n".join(f"| {c['id']} | {c['source']} | {c['statement']} | {c['value_text'] or '–'} | {c['verdict']} |"
+                      for c in paper_claims_of(analysis)) or "| – | – | the experiment lists no claims of a paper | – | – |"
     return f"""# Artifact: {man.title or man.experiment}
+
+**Did the paper's findings hold?** {ledger.get("headline") or "no claims recorded"}.
 
 Packed by the kit from run `{run_name}` (experiment `{man.experiment}`,
 profile `{man.profile}`), measured on {host.get('cpu_model', '?')} with {gpus}.
@@ -167,6 +181,14 @@ containers (network off, read-only) and `kit report` leaves its sections out unt
 
 A claim reproduces when the decision is the same and the ratio of medians is within the tolerance
 (default ±10 %) of the original.
+
+## The paper's findings, as this run judged them
+
+| claim | source | the paper found | this run | verdict |
+| --- | --- | --- | --- | --- |
+{paper}
+
+`kit verify` re-judges each of them on the re-run and lists those whose verdict changed.
 """
 
 
@@ -263,8 +285,9 @@ def _fill_bundle(rd: RunDir, man: Manifest, analysis: dict[str, Any], files: lis
     claims = claims_of(analysis, man.profile or "paper")
     atomic_write_json(out / "claims.json", {"experiment": man.experiment, "profile": man.profile,
                                             "spec": f"spec/{spec_name}", "tolerance": 0.10, "claims": claims,
+                                            "paper_claims": paper_claims_of(analysis),
                                             "packed": time.time(), "run_duration_s": _duration(man)})
-    (out / "README.md").write_text(_readme(man, rd.path.name, claims, source, spec_name),
+    (out / "README.md").write_text(_readme(man, rd.path.name, claims, source, spec_name, analysis),
                                    encoding="utf-8")
     write_sums(out)
 

@@ -620,6 +620,8 @@ def _type_name(tp: Any) -> str:
 def _convert(tp: Any, value: Any, path: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(tp):  # a manifest's copy writes unset options as null
+            return None
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:  # Optional[X]: X's own error is the useful one
             return _convert(args[0], value, path)

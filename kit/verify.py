@@ -39,7 +39,7 @@ from typing import Any
 
 from kit.errors import KitError, PlanError, StoreError
 from kit.manifest import Manifest
-from kit.pack import SUMS, claims_of, sha256
+from kit.pack import SUMS, claims_of, paper_claims_of, sha256
 from kit.safeio import parse_json, read_capped
 from kit.store import ANALYSIS, MAX_ANALYSIS_BYTES
 from kit.trust import StudyTrust
@@ -229,6 +229,38 @@ def _claim_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str |
     return None
 
 
+def _paper_difference(a: Any, b: list[dict[str, Any]]) -> str | None:
+    """The first way the bundle's paper-claim verdicts differ from the bundled raw data's, None when they agree."""
+    if not isinstance(a, list) or len(a) != len(b):
+        return f"{len(a) if isinstance(a, list) else 'no'} paper claims, the raw data give {len(b)}"
+    for x, y in zip(a, b, strict=True):
+        if not isinstance(x, dict):
+            return f"a paper claim is {type(x).__name__}, not a table"
+        for k in ("id", "verdict"):
+            if x.get(k) != y.get(k):
+                return f"paper claim {y['id']} {k}: {x.get(k)!r} claimed, {y.get(k)!r} from the raw data"
+        for k in ("estimate", "low", "high"):
+            u, v = x.get(k), y.get(k)
+            if u is None and v is None:
+                continue
+            if not (isinstance(u, (int, float)) and isinstance(v, (int, float)) and not isinstance(u, bool)
+                    and math.isclose(u, v, rel_tol=1e-6, abs_tol=1e-12)):
+                return f"paper claim {y['id']} {k}: {u!r} claimed, {v!r} from the raw data"
+    return None
+
+
+def compare_paper_claims(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each paper claim's verdict in the bundle beside the re-run's, and whether it changed."""
+    by_id = {c["id"]: c for c in new}
+    out = []
+    for c in old:
+        n = by_id.get(c["id"])
+        out.append({"id": c["id"], "statement": c["statement"], "verdict_original": c["verdict"],
+                    "value_original": c["value_text"], "verdict_rerun": n["verdict"] if n else "not in the re-run",
+                    "value_rerun": n["value_text"] if n else "", "changed": n is None or n["verdict"] != c["verdict"]})
+    return out
+
+
 def _bundled_claims(root: Path, meta: dict[str, Any], man: Manifest,
                     recomputed: dict[str, Any]) -> list[dict[str, Any]]:
     """The claims, checked against the bundled run: same experiment and profile, equal to its analysis.json,
@@ -247,6 +279,8 @@ def _bundled_claims(root: Path, meta: dict[str, Any], man: Manifest,
     profile = man.profile or "paper"
     fresh = claims_of(recomputed, profile)
     diff = _claim_difference(claims, fresh)
+    if diff is None and "paper_claims" in meta:  # bundles packed before paper claims existed have none
+        diff = _paper_difference(meta["paper_claims"], paper_claims_of(recomputed))
     if diff is not None:
         packed_by = man.kit.get("version")
         raise IntegrityError(f"claims.json is not what the bundled raw data give ({diff})", where=where,
@@ -404,6 +438,7 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         analysis = analyze_run(rd.path, trust=trust)
         write_report(rd.path, analysis, ("html",), trust)
         results = compare_claims(claims, claims_of(analysis, profile), float(tolerance))
+        paper = compare_paper_claims(paper_claims_of(recomputed), paper_claims_of(analysis))
     same_profile = profile == meta.get("profile") == man.profile
     # At least one tested claim: a bundle whose claims are all "not tested" has nothing to reproduce.
     reproduced = any(r["tested"] for r in results) and all(r["reproduced"] for r in results)
@@ -415,6 +450,8 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None) 
         "backend": backend, "code_ran": where_ran, "bundle_code": code,
         "study_code_notice": (analysis.get("study_code") or {}).get("notice"),
         "claims": results, "claims_reproduced": reproduced,
+        "paper_claims": paper, "paper_verdicts_changed": [p["id"] for p in paper if p["changed"]],
+        "paper_headline": (analysis.get("claims") or {}).get("headline"),
         "badges": {
             "available": True,
             "functional": status == "complete",

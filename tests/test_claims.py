@@ -224,34 +224,34 @@ def _spec_with(tmp_path: Path, block: str) -> Path:
 
 
 @pytest.mark.parametrize(("block", "where"), [
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "sideways"\nmetric = "time_s"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "sideways"\nmetric = "time_s"\n'
      'arms = ["tensorflow", "pytorch"]\n', "claims[0].kind"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\nmetric = "time_s"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\nmetric = "time_s"\n'
      'arms = ["tensorflow", "pytorch"]\n', "claims[0].direction"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "magnitude"\nmetric = "time_s"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "magnitude"\nmetric = "time_s"\n'
      'arms = ["tensorflow", "pytorch"]\npaper_value = 1.2\n', "claims[0].tolerance"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "speed"\narms = ["tensorflow", "pytorch"]\n', "claims[0].metric"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "time_s"\narms = ["tensorflow", "mxnet"]\n', "claims[0].arms[1]"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "time_s"\narms = ["tensorflow", "pytorch"]\nwhere = { batch_size = 64 }\n', "claims[0].where.batch_size"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "trend"\ntrend = "increasing"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "trend"\ntrend = "increasing"\n'
      'metric = "time_s"\narms = ["pytorch"]\nfactor = "batch_size"\n', "claims[0].factor"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "time_s"\narms = ["tensorflow", "pytorch"]\ndevice = "tpu"\n', "claims[0].device"),
-    ('[[claims]]\nid = "C9"\nsource = ""\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+    ('[[claims]]\nid = "X9"\nsource = ""\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "time_s"\narms = ["tensorflow", "pytorch"]\n', "claims[0].source"),
-    ('[[claims]]\nid = "C9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "time_s"\narms = ["tensorflow", "pytorch"]\nversions = { tensorflow = 1.12 }\n',
      "claims[0].versions.tensorflow"),
-    ('[profiles.quick.claims]\nid = "C9"\n', "profiles.quick.claims"),
+    ('[profiles.quick.claims]\nid = "X9"\n', "profiles.quick.claims"),
 ])
 def test_invalid_claims_are_refused_with_the_key_path(tmp_path: Path, block: str, where: str) -> None:
     text = LENET.read_text()
     if block.startswith("[profiles"):
         p = tmp_path / "experiment.toml"
-        p.write_text(text.replace("[profiles.quick.dataset]", '[[profiles.quick.claims]]\nid = "C9"\n'
+        p.write_text(text.replace("[profiles.quick.dataset]", '[[profiles.quick.claims]]\nid = "X9"\n'
                                                               '[profiles.quick.dataset]', 1))
         with pytest.raises(SpecError, match=r"profiles\.quick\.claims.*cannot replace what the paper claimed"):
             load_spec(p)
@@ -275,3 +275,109 @@ def test_duplicate_ids_and_the_manifest_copy_is_validated_again(tmp_path: Path) 
     huge = [dict(crafted[0], direction="less", statement="x" * 5000)]
     with pytest.raises(SpecError, match=r"claims\[0\].statement"):
         parse_claims(huge, ["tensorflow", "pytorch"], "manifest.json: spec.claims")
+
+
+# --------------------------------------------------------------------------- the report, the terminal, kit list
+
+GOLDEN_RUN = ROOT / "tests" / "data" / "golden" / "run"
+GOLDEN_CLAIMS = [
+    {"id": "P1", "source": "Fig. 4", "statement": "TensorFlow trains more slowly than PyTorch", "kind": "direction",
+     "metric": "time_s", "phase": "train", "arms": ["tensorflow", "pytorch"], "direction": "greater",
+     "paper_text": "TF 41.3 s, PT 35.2 s (Table 5) & 50% more", "device": "any"},
+    {"id": "P2", "source": "Table 3", "statement": "PyTorch's GPU use is lower", "kind": "direction",
+     "metric": "gpu_util_pct", "phase": "train", "arms": ["tensorflow", "pytorch"], "direction": "greater",
+     "device": "gpu", "hardware": "GTX 1050"},
+]
+
+
+def _golden_with_claims(tmp_path: Path) -> Path:
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(GOLDEN_RUN, run)
+    man = json.loads((run / "manifest.json").read_text())
+    man["spec"]["claims"] = GOLDEN_CLAIMS
+    (run / "manifest.json").write_text(json.dumps(man))
+    return run
+
+
+def test_the_report_opens_with_the_claims_and_latex_has_the_table(tmp_path: Path) -> None:
+    from kit.analysis.analyze import analyze_run
+    from kit.report import write_report
+
+    run = _golden_with_claims(tmp_path)
+    analysis = analyze_run(run)
+    ledger = analysis["claims"]
+    assert [r["verdict"] for r in ledger["rows"]] == ["inconclusive", "not testable"]
+    assert ledger["headline"] == "0 of 2 claims replicated, 1 inconclusive, 1 not testable on this host"
+    write_report(run, analysis, ("html", "latex"))
+    html = (run / "report" / "index.html").read_text()
+    body = html[html.index("<body>"):]
+    sections = [body.index(f'<section id="{s}">') for s in ("claims", "findings", "goal", "hypotheses")]
+    assert sections == sorted(sections)  # the paper's findings come before everything else
+    assert "Did the paper&#39;s findings hold?" in html or "Did the paper's findings hold?" in html
+    assert "0 of 2 claims replicated, 1 inconclusive, 1 not testable on this host" in html
+    assert "the paper measured this on a GPU (GTX 1050)" in html
+    latex = run / "report" / "latex"
+    tex = (latex / "report.tex").read_text()
+    assert tex.index("Did the paper's findings hold?") < tex.index(r"\section{Findings}")
+    table = (latex / "tables" / "claims.tex").read_text()
+    assert r"\label{tab:claims}" in table and r"50\% more" in table and r"TF 41.3 s, PT 35.2 s (Table 5) \&" in table
+
+
+def test_kit_report_prints_the_claims_first_and_kit_list_claims(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kit.cli import app
+
+    run = _golden_with_claims(tmp_path)
+    res = CliRunner().invoke(app, ["report", str(run), "--format", "html"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert res.output.index("Did the paper's findings hold?") < res.output.index("Hypotheses")
+    assert "not testable" in res.output and "P2 (Table 3)" in res.output
+    res = CliRunner().invoke(app, ["list", "--claims"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "what the paper claimed" in res.output
+
+
+# --------------------------------------------------------------------------- accuracy claims need the paper's training
+
+DLBENCH = ROOT / "experiments" / "elshawi_dlbench" / "experiment.toml"
+
+
+def _configs_of(path: Path, profile: str) -> dict[str, Any]:
+    return {f"c{i:02d}": cfg for i, cfg in enumerate(load_spec(path, profile).configurations())}
+
+
+@pytest.mark.parametrize(("path", "profile", "case", "why"), [
+    (DLBENCH, "quick", "cifar10", "trains on synthetic data: its accuracy means nothing"),
+    (DLBENCH, "quick", "mnist", "trains configuration case=mnist otherwise than the paper (batch_size, epochs"),
+    (LENET, "quick", None, "otherwise than the paper (epochs, steps_per_epoch"),
+])
+def test_accuracy_of_a_profile_that_trains_otherwise_is_not_the_papers(path: Path, profile: str, case: str | None,
+                                                                       why: str) -> None:
+    from _runs import bare_manifest
+
+    from kit.analysis.analyze import _untrained
+
+    configs = _configs_of(path, profile)
+    man = bare_manifest(profile=profile, spec_source={"path": str(path), "text": path.read_text()})
+    out = _untrained(man, configs)
+    cid = next(c for c, cfg in configs.items() if cfg.get("case") == case)
+    assert why in out[cid], out[cid]
+    assert _untrained(bare_manifest(profile="paper", spec_source={"path": str(path), "text": path.read_text()}),
+                      _configs_of(path, "paper")) == {}  # the paper protocol: every accuracy is the paper's
+
+
+def test_an_accuracy_claim_skips_untrained_configurations() -> None:
+    c = _claim(metric="accuracy", phase="infer", kind="no_difference", direction="", margin=0.01)
+    use = pd.concat([_values(1.0, sd=0.001, metric="accuracy", phase="infer", config_id="a"),
+                     _values(1.0, sd=0.001, metric="accuracy", phase="infer", config_id="b", seed=1)])
+    configs = {"a": {"case": "mnist"}, "b": {"case": "cifar10"}}
+    ctx = dataclasses.replace(CPU, untrained={"b": "configuration case=cifar10 trains on synthetic data"})
+    v = judge_claim(c, use, configs, ctx, 0.05)
+    assert v.verdict == "replicated" and [r["config_id"] for r in v.per_config] == ["a"]
+    only_b = judge_claim(_claim(metric="accuracy", phase="infer", kind="no_difference", direction="", margin=0.01,
+                                where={"case": "cifar10"}), use, configs, ctx, 0.05)
+    assert only_b.verdict == "not testable" and "synthetic data" in only_b.reason

@@ -19,13 +19,40 @@ from kit.verify import IntegrityError, check_integrity, compare_claims, verify
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 
 
+# What a paper would have claimed: TensorFlow trains more slowly (the planted 20 %: replicated), and a claim made
+# on a GPU, which this CPU run cannot test.
+PAPER_CLAIMS = """
+[[claims]]
+id = "P1"
+source = "Table 5"
+statement = "TensorFlow trains more slowly than PyTorch"
+kind = "direction"
+metric = "time_s"
+phase = "train"
+arms = ["tensorflow", "pytorch"]
+direction = "greater"
+
+[[claims]]
+id = "P2"
+source = "Fig. 7"
+statement = "TensorFlow's inference is slower on the GPU"
+kind = "direction"
+metric = "time_s"
+phase = "infer"
+arms = ["tensorflow", "pytorch"]
+direction = "greater"
+device = "gpu"
+hardware = "GTX 1050"
+"""
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("pack")
     spec = tmp / "calibrated.toml"
     # a real claim: tensorflow is planted 20 % slower, so H1 is rejected in both phases
     spec.write_text(CALIBRATED.read_text().replace(
-        "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.2\nslowdown_framework = "tensorflow"'))
+        "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.2\nslowdown_framework = "tensorflow"') + PAPER_CLAIMS)
     rd = start_run(load_spec(spec), RunOptions(runs_root=tmp / "runs"))
     return pack(rd.path)
 
@@ -43,6 +70,10 @@ def test_bundle_contents(bundle: Path) -> None:
     claims = json.loads((root / "claims.json").read_text())["claims"]
     assert {(c["id"], c["phase"]) for c in claims} == {("H1", "train"), ("H1", "infer")}
     assert all(c["rejected"] and c["direction"] == "tensorflow > pytorch" for c in claims)
+    paper = json.loads((root / "claims.json").read_text())["paper_claims"]
+    assert [(c["id"], c["verdict"]) for c in paper] == [("P1", "replicated"), ("P2", "not testable")]
+    assert 1.1 < paper[0]["estimate"] < 1.3
+    assert "1 of 2 claims replicated, 1 not testable on this host" in readme and "| P1 | Table 5 |" in readme
     assert check_integrity(root) > 10
     with tarfile.open(root / "kit-src.tar.gz") as tar:
         assert "kit/kit/harness.py" in tar.getnames()
@@ -54,6 +85,25 @@ def test_verify_round_trip(bundle: Path, tmp_path: Path) -> None:
     assert res["integrity"] == "ok" and res["same_profile"]
     assert res["claims_reproduced"], res["claims"]
     assert res["badges"] == {"available": True, "functional": True, "results_reproduced": True}
+    assert [(p["id"], p["verdict_original"], p["verdict_rerun"]) for p in res["paper_claims"]] == [
+        ("P1", "replicated", "replicated"), ("P2", "not testable", "not testable")]
+    assert res["paper_verdicts_changed"] == []
+
+
+@pytest.mark.slow
+def test_verify_refuses_a_forged_paper_verdict(bundle: Path, tmp_path: Path) -> None:
+    from kit.pack import write_sums
+
+    work = tmp_path / "copy"
+    with tarfile.open(bundle) as tar:
+        tar.extractall(work, filter="data")
+    root = next(work.iterdir())
+    meta = json.loads((root / "claims.json").read_text())
+    meta["paper_claims"][1]["verdict"] = "replicated"  # a GPU claim "replicated" on a CPU run
+    (root / "claims.json").write_text(json.dumps(meta))
+    write_sums(root)  # the forger re-signs: integrity holds, the raw data still say otherwise
+    with pytest.raises(IntegrityError, match=r"paper claim P2 verdict: 'replicated' claimed, 'not testable'"):
+        verify(root)
 
 
 @pytest.mark.slow

@@ -271,7 +271,8 @@ def _claims(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
     kinds = tuple(str(k) for k in devices.get("kinds") or ())
     hardware = ", ".join(sorted(set(names))) if "gpu" in kinds and names else str(host.get("cpu_model") or "")
     ctx = RunContext(profile=manifest.profile or "paper", device_kinds=kinds, gpus_per_trial=gpus, hardware=hardware,
-                     versions=versions, arm_of=arm_of, refusal=devices.get("refusal"))
+                     versions=versions, arm_of=arm_of, refusal=devices.get("refusal"),
+                     untrained=_untrained(manifest, configs))
     period = (manifest.spec.get("telemetry") or {}).get("period_s")
     durations = _median_durations(trials)
     shaken = analysis.get("disturbance")
@@ -283,6 +284,55 @@ def _claims(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
         return _unresolvable(m.kind, m.label, phase, (arms[0], arms[1]), cid, period, durations, shaken)
 
     return judge(claims, use, configs, ctx, alpha, unresolvable).as_dict()
+
+
+# What decides a model's accuracy: the data and the training protocol. A profile that changes any of them measures
+# another model's accuracy than the paper's.
+_TRAINING_KEYS = ("batch_size", "epochs", "steps_per_epoch", "learning_rate", "optimizer", "momentum", "input_norm")
+
+
+def _untrained(manifest: Manifest, configs: Mapping[str, Any]) -> dict[str, str]:
+    """Configurations whose accuracy is not the paper protocol's: synthetic or random data, or a profile that
+    trains otherwise than the paper profile (fewer epochs, a smaller split). Accuracy claims skip them."""
+    from kit.spec import parse_spec
+
+    text = manifest.spec_source.text if manifest.spec_source else None
+    out: dict[str, str] = {}
+    try:
+        run = parse_spec(text, "manifest.json: spec_source", manifest.profile) if text else None
+        paper = parse_spec(text, "manifest.json: spec_source", None) if text else None
+    except KitError:
+        run = paper = None
+    for cid, cfg in configs.items():
+        if run is None or paper is None:
+            out[cid] = "the run records no spec this kit can read, so whether it trains as the paper did is unknown"
+            continue
+        ds = run.dataset_for(dict(cfg))
+        if ds is None or ds.source in ("synthetic", "random"):
+            out[cid] = (f"configuration {run_config_label(cfg)} trains on "
+                        f"{'random inputs' if ds is None else ds.source + ' data'}: its accuracy means nothing")
+            continue
+        if (manifest.profile or "paper") == "paper":
+            continue
+        try:
+            mine, theirs = run.workload_for(dict(cfg)), paper.workload_for(dict(cfg))
+            pds = paper.dataset_for(dict(cfg))
+        except (KeyError, KitError):
+            out[cid] = f"the paper protocol has no configuration {run_config_label(cfg)}"
+            continue
+        changed = [k for k in _TRAINING_KEYS if getattr(mine, k, None) != getattr(theirs, k, None)
+                   and not (k in mine.params or k in theirs.params)]
+        changed += [k for k in _TRAINING_KEYS if k in mine.params and mine.params.get(k) != theirs.params.get(k)]
+        if pds is not None and (ds.source, ds.train_size, ds.test_size) != (pds.source, pds.train_size, pds.test_size):
+            changed.append("dataset split")
+        if changed:
+            out[cid] = (f"the {manifest.profile} profile trains configuration {run_config_label(cfg)} otherwise than "
+                        f"the paper ({', '.join(changed)}): its accuracy is not the paper protocol's")
+    return out
+
+
+def run_config_label(cfg: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "default"
 
 
 def _sequential(manifest: Manifest, hypotheses: list[dict[str, Any]], use: pd.DataFrame) -> dict[str, Any]:

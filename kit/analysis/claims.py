@@ -53,6 +53,7 @@ LEDGER_SCHEMA = 1
 VERDICTS = ("replicated", "contradicted", "inconclusive", "not testable")
 DEFAULT_DIFFERENCE_MARGIN = 0.05  # "they differ" is contradicted by equivalence within 5 % (the kit's practical threshold)
 N_BOOT = 2000
+TRAINED_METRICS = ("accuracy", "train_loss")  # what the data and the training protocol decide
 
 Unresolvable = Callable[[str, str, tuple[str, ...], str | None], str | None]
 
@@ -68,6 +69,8 @@ class RunContext:
     versions: Mapping[str, str]  # framework -> version reported from inside the trial
     arm_of: Mapping[str, str]  # framework -> the run's arm for it (one arm per framework)
     refusal: str | None = None  # the arms are not comparable (kit.analysis.devices)
+    # configuration id -> why its accuracy (and loss) is not the paper protocol's (synthetic data, fewer epochs)
+    untrained: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -369,20 +372,27 @@ def judge_claim(claim: Claim, use: pd.DataFrame, configs: Mapping[str, Mapping[s
     if claim.kind == "trend" and claim.up_to is not None:
         cids = [cid for cid in cids if float(configs[cid].get(claim.factor, math.inf)) <= claim.up_to]
     if not cids:
-        return _verdict(claim, base, "not testable", f"the {ctx.profile} profile runs no configuration with "
-                        f"{_where_text(claim)}", value_text="")
+        return _verdict(claim, base, "not testable", block or f"the {ctx.profile} profile runs no configuration "
+                        f"with {_where_text(claim)}", value_text="")
+    if claim.metric in TRAINED_METRICS:
+        skipped = [ctx.untrained[cid] for cid in cids if cid in ctx.untrained]
+        cids = [cid for cid in cids if cid not in ctx.untrained]
+        if not cids:
+            return _verdict(claim, base, "not testable", block or f"a claim about trained models: {skipped[0]}"
+                            + (f" (and {len(skipped) - 1} more configuration(s) alike)" if len(skipped) > 1 else ""),
+                            value_text="")
     sel = use[(use["metric"] == claim.metric) & (use["phase"] == claim.phase) & use["config_id"].isin(cids)
               & use["arm"].isin(arms)]
     absent = [a for a in arms if sel[sel["arm"] == a].empty]
     if absent:
-        return _verdict(claim, base, "not testable", f"this run has no {claim.metric} values of the {claim.phase} "
-                        f"phase for {', '.join(absent)} (not measured on this host, or its collector was off)",
-                        value_text="")
+        return _verdict(claim, base, "not testable", block or f"this run has no {claim.metric} values of the "
+                        f"{claim.phase} phase for {', '.join(absent)} (not measured on this host, or its collector "
+                        "was off)", value_text="")
     if unresolvable is not None:
         for cid in cids:
             why = unresolvable(claim.metric, claim.phase, arms, cid)
             if why:
-                return _verdict(claim, base, "not testable", why.replace("the hypothesis", "the claim"),
+                return _verdict(claim, base, "not testable", block or why.replace("the hypothesis", "the claim"),
                                 value_text="")
     if claim.kind == "trend":
         out = _judge_trend(claim, sel, configs, cids, arms, alpha)

@@ -353,6 +353,18 @@ def sequential_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
                           if opened else [])], "figures": []}]
 
 
+def claims_context(analysis: dict[str, Any], where: str = "analysis.json") -> dict[str, Any]:
+    """The paper-claims ledger the report opens with (kit.analysis.claims), checked; an analysis written
+    before claims existed shows that none were recorded."""
+    from kit.analysis.claims import Ledger
+
+    raw = analysis.get("claims")
+    if raw is None:
+        return {"headline": "no claims recorded (an analysis written before the kit judged papers' claims: "
+                            "`kit report RUN` recomputes it)", "rows": [], "counts": {}, "conditions": []}
+    return Ledger.from_json(raw, where).as_dict()
+
+
 def _design(manifest: Manifest, analysis: dict[str, Any]) -> dict[str, Any]:
     """The design check of analysis.json; for an analysis written before it existed, computed from the manifest."""
     if analysis.get("design"):
@@ -428,6 +440,7 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "hypotheses": hyps,
         "design": _design(manifest, analysis),
         "findings": [finding_text(h) for h in hyps],
+        "claims": claims_context(analysis),
         "figures": figs,
         "descriptives": analysis.get("descriptives", []),
         "measured": analysis.get("measured", []),

@@ -132,7 +132,7 @@ def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[
         if f["pdf"] is not None:
             atomic_write_bytes(root / "figures" / f"{f['id']}.pdf", f["pdf"])
             _write(root / "figures" / f"{f['id']}.tex", env.get_template("figure.tex.j2").render(fig=f))
-    for name in ("hypotheses", "design", "descriptives", "threats", "deviations", "environment", "devices", "selftest", "measured",
+    for name in ("claims", "hypotheses", "design", "descriptives", "threats", "deviations", "environment", "devices", "selftest", "measured",
                  "raw-data"):
         _write(root / "tables" / f"{name}.tex", env.get_template(f"table_{name}.tex.j2").render(**ctx))
     main = _write(root / "report.tex", env.get_template("report.tex.j2").render(
