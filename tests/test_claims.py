@@ -381,3 +381,28 @@ def test_an_accuracy_claim_skips_untrained_configurations() -> None:
     only_b = judge_claim(_claim(metric="accuracy", phase="infer", kind="no_difference", direction="", margin=0.01,
                                 where={"case": "cifar10"}), use, configs, ctx, 0.05)
     assert only_b.verdict == "not testable" and "synthetic data" in only_b.reason
+
+
+def test_compare_across_hosts_lists_claims_whose_verdict_changed(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from kit.compare import CompareOptions, compare_runs
+
+    a = _golden_with_claims(tmp_path)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    man = json.loads((b / "manifest.json").read_text())
+    man["host"].update(hostname="other", cpu_model="Intel Xeon Platinum 8480+",
+                       cpu={"isa": ["avx512f", "amx_tile"]})
+    (b / "manifest.json").write_text(json.dumps(man))
+    for f in (b / "trials").glob("*-tensorflow.json"):  # on host B TensorFlow trains 50 % more slowly
+        rec = json.loads(f.read_text())
+        rec["results"]["train_time_s"] *= 1.5
+        f.write_text(json.dumps(rec))
+    res = compare_runs(a, b, CompareOptions(allow_different_hosts=True))
+    (changed,) = res["claims_changed"]
+    assert (changed["id"], changed["verdict_a"], changed["verdict_b"]) == ("P1", "inconclusive", "replicated")
+    assert any(w.startswith("host.cpu.isa: None vs avx512f,amx_tile (CPU generation/ISA") for w in
+               changed["could_explain"]), changed["could_explain"]
+    assert not any(w.startswith("host.hostname") for w in changed["could_explain"])  # bookkeeping, not a cause
