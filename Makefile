@@ -1,10 +1,12 @@
 # kit: reproducible TensorFlow-vs-PyTorch benchmarks.
 #   make reproduce   set up .venv and run the main study (quick profile without a GPU), then its report
 #                    (HTML and LaTeX; PDF too where latexmk is installed, else a line says it was skipped)
+#   make reproduce-all  every study whose profile fits this host, one after another (resumable: run it again),
+#                    then one summary page, RUNS/reproduce-all/summary.html and .tex (BUDGET=2h skips what won't fit)
 #   make test        set up .venv and run the fast test suite (under 5 minutes on 2 cores; no engine, Slurm or TeX)
 #   make test-all    the whole suite: also the tests marked slow, engine, slurm, tex, browser, mount (CI runs it)
 #   make selftest    check that this host measures what the kit says (kit selftest) before a long study
-# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, DRIVER, TORCH_INDEX.
+# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, BUDGET, DRIVER, TORCH_INDEX.
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -26,7 +28,7 @@ TORCH_PAIR ?= torch==2.14.1 torchvision==0.29.1
 DRIVER ?= $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1))
 TORCH_INDEX ?= $(if $(DRIVER),$(shell $(PYTHON) -m kit.doctor torch-index $(DRIVER)))
 
-.PHONY: setup reproduce test test-all test-rest lint report images doctor selftest clean distclean
+.PHONY: setup reproduce reproduce-all test test-all test-rest lint report images doctor selftest clean distclean
 
 $(STAMP): pyproject.toml
 	$(if $(HAVE_GPU),$(PYTHON) -m kit.doctor driver-check $(DRIVER))
@@ -40,6 +42,13 @@ setup: $(STAMP)
 
 reproduce: setup
 	$(VENV)/bin/kit run $(SPEC) --profile $(PROFILE) --backend $(BACKEND) --build-images --runs-dir $(RUNS)
+
+# PROFILE as given on the command line or in the environment; otherwise auto (the kit's own GPU check picks paper
+# or quick per host, and skips a study this host cannot run as written, saying why).
+ALL_PROFILE := $(if $(filter command line environment,$(origin PROFILE)),$(PROFILE),auto)
+reproduce-all: setup
+	$(VENV)/bin/kit reproduce-all --profile $(ALL_PROFILE) --backend $(BACKEND) --build-images --runs-dir $(RUNS) \
+		$(if $(BUDGET),--budget $(BUDGET))
 
 # The fast default leaves out what starts the frameworks, renders whole reports or needs an engine, Slurm, TeX,
 # Chromium or root mounts (pyproject.toml lists the markers); test-rest is exactly those, so test + test-rest

@@ -300,6 +300,77 @@ def _wait_for_jobs(rd: RunDir) -> None:
     _print_status(rd.path)
 
 
+@app.command("reproduce-all")
+def reproduce_all_cmd(
+    budget: Annotated[str | None, typer.Option(help="The most time to spend, e.g. 2h or 45m: a study whose estimate does not fit what is left is skipped, never started.")] = None,
+    profile: Annotated[str, typer.Option("--profile", "-p", help="auto (paper where an NVIDIA GPU is present, quick elsewhere), quick, paper, or another profile name; a study without it is skipped.")] = "auto",
+    runs_dir: Annotated[Path, typer.Option(help="Where the run directories, the state file and the summary go; the same one again resumes.")] = Path("runs"),
+    backend: Annotated[str, typer.Option(help="local, docker, apptainer, or auto (containers when an engine with GPUs is present).")] = "local",
+    only: Annotated[list[str] | None, typer.Option("--only", help="Only this study (its id or folder name; repeatable).")] = None,
+    experiments: Annotated[Path | None, typer.Option("--experiments", help="The studies of this directory instead of the kit's experiments/.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
+    build_images: Annotated[bool, typer.Option(help="Container backends: build the images each run needs if they are missing.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
+) -> None:
+    """Run every study whose profile fits this host, one after another (resumable), and write one summary page."""
+    from kit.report import default_formats
+    from kit.reproduce_all import BUNDLED, KitRunner, reproduce_all
+    from kit.sequential_run import parse_budget
+    from kit.ui import RichEvents
+
+    budget_s = parse_budget(budget) if budget is not None else None
+    formats, note = default_formats()
+    chosen = _choose_backend(backend) if not dry_run else backend
+
+    def prepare(req: Any) -> None:
+        if build_images and req.opts.backend == "docker" and req.spec is not None:
+            _build_run_images(req.spec, req.opts.arms or req.spec.experiment.frameworks,
+                              req.opts.backend_options.get("images"))
+
+    runner = KitRunner(runs_dir, chosen, data_dir, events=lambda: RichEvents(console), prepare=prepare,
+                       on_new_run=_trust_what_ran, report=lambda path: _make_report(path, formats))
+    if note and not dry_run:
+        out.print(f"[yellow]{note}[/]")
+    res = reproduce_all(runs_dir, runner, profile=profile, budget_s=budget_s, only=only or (),
+                        experiments=experiments or BUNDLED, events=_ReproduceLines(), dry_run=dry_run)
+    for p in res.summary:
+        out.print(f"summary: [bold]{_esc(p)}[/]")
+    if res.interrupted:
+        console.print("[yellow]interrupted[/]: run the same command again to resume")
+        raise typer.Exit(130)
+
+
+class _ReproduceLines:
+    """The plan up front, then a line as each study starts and ends (kit.reproduce_all.ReproduceEvents)."""
+
+    def planned(self, plan: Any, host: Any, budget_s: float | None) -> None:
+        from kit.reproduce_summary import fmt_duration
+
+        budget = f", budget {fmt_duration(budget_s)}" if budget_s is not None else ""
+        table = Table(title=_esc(f"kit reproduce-all on this host ({host.describe()}{budget})"))
+        for col in ("study", "profile", "estimate", "plan"):
+            table.add_column(col, overflow="fold")
+        for e in plan:
+            est = "-" if e.estimate_s is None else fmt_duration(e.estimate_s) + (
+                "" if e.estimate_from in ("spec", "") else f" (measured: {e.estimate_from})")
+            what = {"run": "run", "resume": f"resume {e.run_dir}", "done": f"done ({e.run_dir})"}.get(
+                e.action, f"[yellow]skip[/]: {_esc(e.reason)}")
+            table.add_row(_esc(e.study), _esc(e.profile), _esc(est), what if e.action == "skip" else _esc(what))
+        out.print(table)
+
+    def study_started(self, entry: Any, index: int, total: int) -> None:
+        verb = "resuming" if entry.action == "resume" else "starting"
+        console.print(f"[bold]{verb} {_esc(entry.study)}[/] ({index}/{total}, profile {_esc(entry.profile)})")
+
+    def study_finished(self, result: Any) -> None:
+        from kit.reproduce_summary import fmt_duration
+
+        style = {"complete": "green", "failed": "red", "incomplete": "yellow"}.get(result.status, "blue")
+        wall = f" in {fmt_duration(result.wall_s)}" if result.wall_s is not None else ""
+        why = f": {_esc(result.reason)}" if result.reason else ""
+        console.print(f"[{style}]{result.status}[/] {_esc(result.entry.study)}{wall}{why}", highlight=False)
+
+
 @app.command()
 def status(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            trials: Annotated[bool, typer.Option(help="List every trial, not only the summary.")] = False) -> None:
