@@ -44,8 +44,9 @@ def list_cmd(
         help="Also list the experiments of this directory (study folders and TOML files) or this study folder; "
              "repeatable. Env: KIT_EXPERIMENTS (os.pathsep-separated).")] = None,
     deviations: Annotated[bool, typer.Option("--deviations", help="Also list where each experiment differs from its paper.")] = False,
+    claims: Annotated[bool, typer.Option("--claims", help="Also list what each paper claimed ([[claims]]: source, kind, quantity, the paper's value, conditions), which every run judges.")] = False,
 ) -> None:
-    """List the experiments and their profiles (and, with --deviations, how each differs from its paper)."""
+    """List the experiments and their profiles (and how each differs from its paper, and what the paper claimed)."""
     from rich.markup import escape
 
     from kit.catalog import list_experiments
@@ -75,10 +76,48 @@ def list_cmd(
             for d in e.get("deviations", []):
                 dev.add_row(*(escape(d[k]) for k in ("aspect", "paper", "kit", "why")))
             out.print(dev)
+    if claims:
+        for e in found:
+            _print_claims_of(e)
     invalid = [e["file"] for e in found if e.get("invalid")]
     if invalid:  # listed above with their error; a script or CI step must not read the listing as all well
         console.print(f"[red]error:[/] {len(invalid)} experiment(s) invalid: {escape(', '.join(invalid))} (the row says why)")
         raise typer.Exit(1)
+
+
+def _claim_quantity(c: dict[str, Any]) -> str:
+    if c.get("untestable"):
+        return f"not judged: {c['untestable']}"
+    arms = c.get("arms") or []
+    what = {"direction": f"{'/'.join(arms)} {'> 1' if c.get('direction') == 'greater' else '< 1'}",
+            "difference": f"{'/'.join(arms)} != 1",
+            "magnitude": f"{'/'.join(arms)} = {c.get('paper_value')} +- {(c.get('tolerance') or 0) + (c.get('uncertainty') or 0):.0%}"
+                         + (" (read from a figure)" if c.get("approximate") else ""),
+            "no_difference": f"{'/'.join(arms)} within {(c.get('margin') or 0):.0%} of 1",
+            "trend": f"{', '.join(arms)} {c.get('trend')} with {c.get('factor')}"
+                     + (f" up to {c.get('up_to'):g}" if c.get("up_to") is not None else "")}.get(c.get("kind", ""), "")
+    where = ", ".join(f"{k}={v}" for k, v in (c.get("where") or {}).items())
+    return f"{c.get('metric')} ({c.get('phase')}): {what}" + (f" [{where}]" if where else "") + \
+        (f"; {c.get('scope')}" if c.get("scope") == "overall" else "")
+
+
+def _print_claims_of(e: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    rows = e.get("claims", [])
+    table = Table(title=f"{e['id']}: what the paper claimed ({len(rows)})", show_lines=True)
+    for col in ("id", "source", "statement", "kind", "quantity", "paper's value", "conditions"):
+        table.add_column(col, overflow="fold")
+    for c in rows:
+        cond = ", ".join(x for x in (c.get("device") if c.get("device") != "any" else "",
+                                     f"{c['gpus']} GPUs" if c.get("gpus") else "", c.get("hardware") or "",
+                                     " ".join(f"{k} {v}" for k, v in (c.get("versions") or {}).items())) if x)
+        table.add_row(*(escape(str(v)) for v in (c["id"], c["source"], c["statement"], c["kind"], _claim_quantity(c),
+                                                   c.get("paper_text") or "-", cond or "any")))
+    if not rows:
+        out.print(escape(f"{e['id']}: no [[claims]] listed"))
+        return
+    out.print(table)
 
 
 @app.command()
@@ -459,6 +498,7 @@ def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> 
     out.print(f"analysis: [bold]{_esc(Path(run_dir) / 'analysis.json')}[/]")
     for p in paths:
         out.print(f"report: [bold]{_esc(p)}[/]")
+    _print_claims(analysis)
     _print_hypotheses(analysis)
     _print_study_notice(analysis)
 
@@ -475,6 +515,25 @@ def _esc(value: object) -> str:
     from rich.markup import escape
 
     return escape(str(value))
+
+
+def _print_claims(analysis: dict[str, Any]) -> None:
+    """The paper's findings first: the headline and one line per claim with this run's value and the verdict."""
+    from kit.report.context import claims_context
+
+    ledger = claims_context(analysis)
+    out.print(f"[bold]Did the paper's findings hold?[/] {_esc(ledger['headline'])}")
+    if not ledger["rows"]:
+        return
+    colour = {"replicated": "green", "contradicted": "red", "inconclusive": "yellow"}
+    table = Table(title=None)
+    for col in ("claim", "the paper found", "paper's value", "this run", "verdict"):
+        table.add_column(col, overflow="fold")
+    for c in ledger["rows"]:
+        style = colour.get(c["verdict"], "dim")
+        table.add_row(_esc(f"{c['id']} ({c['source']})"), _esc(c["statement"]), _esc(c["paper_text"] or "-"),
+                      _esc(c["value_text"] or "-"), f"[{style}]{_esc(c['verdict'])}[/]: {_esc(c['reason'])}")
+    out.print(table)
 
 
 def _print_hypotheses(analysis: dict[str, Any]) -> None:
@@ -581,6 +640,13 @@ def compare(
         out.print(pt)
     else:
         out.print("provenance: no differences")
+    for c in res.get("claims_changed") or []:
+        out.print(f"[yellow]paper claim {_esc(c['id'])} changed verdict[/]: {_esc(c['verdict_a'])} in A "
+                  f"({_esc(c['value_a'] or '-')}) -> {_esc(c['verdict_b'])} in B ({_esc(c['value_b'] or '-')}): "
+                  f"{_esc(c['statement'])}")
+        for why in c["could_explain"][:8] or ["no provenance difference that could explain it: noise, or the "
+                                               "host's state"]:
+            out.print(f"  could explain it: {_esc(why)}")
     if json_out:
         json_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
     if html_out:
@@ -738,6 +804,15 @@ def verify_cmd(
         table.add_row(_esc(c["id"]), _esc(c["phase"]), _esc(dec), new, _fmt_p(c["ratio"]), _fmt_p(c.get("new_ratio")),
                       "[green]yes[/]" if c["reproduced"] else f"[red]no[/] {_esc(c['why'])}")
     out.print(table)
+    if res.get("paper_claims"):
+        paper = Table(title=f"The paper's findings, re-judged on the re-run: {res.get('paper_headline') or ''}")
+        for col in ("claim", "the paper found", "verdict (bundle)", "verdict (re-run)", "changed"):
+            paper.add_column(col, overflow="fold")
+        for p in res["paper_claims"]:
+            paper.add_row(_esc(p["id"]), _esc(p["statement"]), _esc(f"{p['verdict_original']} {p['value_original']}"),
+                          _esc(f"{p['verdict_rerun']} {p['value_rerun']}"),
+                          "[yellow]changed[/]" if p["changed"] else "same")
+        out.print(paper)
     if res["note"]:
         out.print(f"[yellow]note:[/] {_esc(res['note'])}")
     if res.get("study_code_notice"):

@@ -180,7 +180,8 @@ def claim_changes(an_a: Analysis, an_b: Analysis, diffs: list[dict[str, Any]]) -
         va, vb = (a.verdict if a else "not judged"), (b.verdict if b else "not judged")
         if va == vb:
             continue
-        out.append({"id": cid, "statement": (a or b).statement if (a or b) else "", "verdict_a": va,
+        either = a if a is not None else b
+        out.append({"id": cid, "statement": either.statement if either is not None else "", "verdict_a": va,
                     "verdict_b": vb, "value_a": a.value_text if a else "", "value_b": b.value_text if b else "",
                     "reason_a": a.reason if a else "", "reason_b": b.reason if b else "",
                     "could_explain": [f"{d['key']}: {d['a']} vs {d['b']} ({d['may_explain']})" for d in causes]})

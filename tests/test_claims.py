@@ -236,6 +236,9 @@ def _spec_with(tmp_path: Path, block: str) -> Path:
      'metric = "time_s"\narms = ["tensorflow", "mxnet"]\n', "claims[0].arms[1]"),
     ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
      'metric = "time_s"\narms = ["tensorflow", "pytorch"]\nwhere = { batch_size = 64 }\n', "claims[0].where.batch_size"),
+    ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
+     'metric = "time_s"\narms = ["tensorflow", "pytorch"]\nwhere = { batch_size = { a = 1 } }\n',
+     "claims[0].where.batch_size"),
     ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "trend"\ntrend = "increasing"\n'
      'metric = "time_s"\narms = ["pytorch"]\nfactor = "batch_size"\n', "claims[0].factor"),
     ('[[claims]]\nid = "X9"\nsource = "Fig. 1"\nstatement = "x"\nkind = "direction"\ndirection = "less"\n'
@@ -261,6 +264,20 @@ def test_invalid_claims_are_refused_with_the_key_path(tmp_path: Path, block: str
     with pytest.raises(SpecError) as err:
         load_spec(_spec_with(tmp_path, block))
     assert where.replace("claims[0]", f"claims[{n}]") in str(err.value)
+
+
+def test_every_bundled_claim_filter_matches_a_configuration_of_the_paper_protocol() -> None:
+    """Filter values are not checked at load (a copy may run fewer cases), so a typo in a bundled experiment
+    would leave its claim not testable for good: each filter must select a configuration the paper profile runs."""
+    for path in sorted((ROOT / "experiments").glob("*/experiment.toml")):
+        spec = load_spec(path)
+        configs = spec.configurations()
+        for c in spec.claims:
+            if not c.untestable:
+                assert any(c.matches(cfg) for cfg in configs), (path.parent.name, c.id, c.where)
+                for key, want in c.where.items():
+                    for v in want if isinstance(want, list) else [want]:
+                        assert any(cfg.get(key) == v for cfg in configs), (path.parent.name, c.id, key, v)
 
 
 def test_duplicate_ids_and_the_manifest_copy_is_validated_again(tmp_path: Path) -> None:

@@ -267,7 +267,7 @@ def _claims(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
     devices = analysis.get("devices") or {}
     gpus = max((len(t.get("gpus") or ()) for t in trials if t.get("status") == "ok"), default=0)
     host = manifest.host or {}
-    names = [g.get("name") for g in host.get("gpus") or [] if isinstance(g, dict) and isinstance(g.get("name"), str)]
+    names = [str(g["name"]) for g in host.get("gpus") or [] if isinstance(g, dict) and isinstance(g.get("name"), str)]
     kinds = tuple(str(k) for k in devices.get("kinds") or ())
     hardware = ", ".join(sorted(set(names))) if "gpu" in kinds and names else str(host.get("cpu_model") or "")
     ctx = RunContext(profile=manifest.profile or "paper", device_kinds=kinds, gpus_per_trial=gpus, hardware=hardware,

@@ -502,7 +502,8 @@ def _judge_overall(claim: Claim, sel: pd.DataFrame, cids: list[str], arms: tuple
 def _judge_trend(claim: Claim, sel: pd.DataFrame, configs: Mapping[str, Mapping[str, Any]], cids: list[str],
                  arms: tuple[str, ...], alpha: float) -> tuple[str, str, dict[str, Any]]:
     want = "greater" if claim.trend == "increasing" else "less"
-    per, parts = [], []
+    per: list[dict[str, Any]] = []
+    parts: list[str] = []
     for arm in arms:
         strata: dict[str, tuple[list[float], list[float]]] = {}
         for cid in cids:
