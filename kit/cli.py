@@ -353,7 +353,8 @@ def reproduce_all_cmd(
 ) -> None:
     """Run every study whose profile fits this host, one after another (resumable), and write one summary page."""
     from kit.report import default_formats
-    from kit.reproduce_all import BUNDLED, KitRunner, reproduce_all
+    from kit.reproduce_all import BUNDLED, KitRunner
+    from kit.reproduce_summary import reproduce_all
     from kit.sequential_run import parse_budget
     from kit.ui import RichEvents
 

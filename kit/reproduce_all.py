@@ -458,23 +458,6 @@ def _run_one(entry: PlanEntry, runs_dir: Path, run_study: RunStudy,
         return record("failed", err.one_line()), False
 
 
-def reproduce_all(runs_dir: Path, run_study: RunStudy, *, profile: str = "auto", budget_s: float | None = None,
-                  only: Sequence[str] = (), experiments: Path = BUNDLED, host: Host | None = None,
-                  events: ReproduceEvents | None = None, dry_run: bool = False) -> Outcome:
-    """Discover, plan (printed through ``events.planned`` before anything runs), run, and write the summary."""
-    from kit.reproduce_summary import summarize, write_summary
-
-    events = events or QuietEvents()
-    host = host if host is not None else Host.detect()
-    plan = make_plan(discover(experiments, only), host, profile, runs_dir, load_state(runs_dir), budget_s)
-    events.planned(plan, host, budget_s)
-    if dry_run:
-        return Outcome(tuple(Result(e, "skipped", "dry run") for e in plan))
-    outcome = run_plan(plan, runs_dir, run_study, events, budget_s)
-    paths = write_summary(summarize(outcome.results, runs_dir, host, profile, budget_s), runs_dir)
-    return replace(outcome, summary=tuple(paths))
-
-
 # -- the real runner: the path `kit run` takes -----------------------------------------------------------------
 
 @dataclass(frozen=True)

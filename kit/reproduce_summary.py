@@ -20,7 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
-from kit.reproduce_all import STATE_DIR, Host, Result
+from kit.reproduce_all import (
+    BUNDLED,
+    STATE_DIR,
+    Host,
+    Outcome,
+    QuietEvents,
+    ReproduceEvents,
+    Result,
+    RunStudy,
+    discover,
+    load_state,
+    make_plan,
+    run_plan,
+)
 from kit.store import RunDir, atomic_write_bytes
 
 VERDICTS = ("replicated", "contradicted", "inconclusive", "not testable")
@@ -180,3 +193,18 @@ def write_summary(summary: Summary, runs_dir: Path) -> list[Path]:
         atomic_write_bytes(out_dir / name, env.get_template(template).render(**ctx).encode("utf-8"))
         paths.append(out_dir / name)
     return paths
+
+
+def reproduce_all(runs_dir: Path, run_study: RunStudy, *, profile: str = "auto", budget_s: float | None = None,
+                  only: Sequence[str] = (), experiments: Path = BUNDLED, host: Host | None = None,
+                  events: ReproduceEvents | None = None, dry_run: bool = False) -> Outcome:
+    """Discover, plan (printed through ``events.planned`` before anything runs), run, and write the summary."""
+    events = events or QuietEvents()
+    host = host if host is not None else Host.detect()
+    plan = make_plan(discover(experiments, only), host, profile, runs_dir, load_state(runs_dir), budget_s)
+    events.planned(plan, host, budget_s)
+    if dry_run:
+        return Outcome(tuple(Result(e, "skipped", "dry run") for e in plan))
+    outcome = run_plan(plan, runs_dir, run_study, events, budget_s)
+    paths = write_summary(summarize(outcome.results, runs_dir, host, profile, budget_s), runs_dir)
+    return replace(outcome, summary=tuple(paths))

@@ -25,7 +25,7 @@ KIT = ROOT / "kit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("container side", ("kit.harness", "kit.workloads")),
     ("base", ("kit", "kit.errors", "kit.fmt", "kit.safeio", "kit.nvml", "kit.metric_catalog", "kit.dataset_types",
-              "kit.disturbance",
+              "kit.disturbance", "kit.spec_invalid", "kit.claim_spec",
               "kit.records", "kit.manifest", "kit.study_api")),
     ("configuration", ("kit.dataset_registry", "kit.synthetic", "kit.datasets", "kit.trust", "kit.spec", "kit.plan",
                        "kit.studies", "kit.study_child")),
@@ -37,7 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("analysis", ("kit.analysis",)),
     ("report", ("kit.report",)),
     ("tools", ("kit.compare", "kit.history", "kit.history_cache", "kit.bisect", "kit.pack", "kit.verify",
-               "kit.bench", "kit.catalog", "kit.scaffold", "kit.sequential_run")),
+               "kit.bench", "kit.catalog", "kit.scaffold", "kit.sequential_run", "kit.reproduce_all",
+               "kit.reproduce_summary")),
     ("command line", ("kit.cli", "kit.cli_images", "kit.ui", "kit.__main__")),
 )
 

@@ -29,12 +29,11 @@ from kit.reproduce_all import (
     fits,
     load_state,
     make_plan,
-    reproduce_all,
     requirements,
     run_plan,
     state_path,
 )
-from kit.reproduce_summary import fmt_duration, headline, read_claims
+from kit.reproduce_summary import fmt_duration, headline, read_claims, reproduce_all
 from kit.spec import load_spec, parse_spec
 from kit.store import RunDir, atomic_write_json
 from tests._runs import manifest_of, record_of
