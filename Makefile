@@ -6,7 +6,8 @@
 #   make test        set up .venv and run the fast test suite (under 5 minutes on 2 cores; no engine, Slurm or TeX)
 #   make test-all    the whole suite: also the tests marked slow, engine, slurm, tex, browser, mount (CI runs it)
 #   make selftest    check that this host measures what the kit says (kit selftest) before a long study
-# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, BUDGET, DRIVER, TORCH_INDEX.
+# Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, BUDGET, DRIVER, TORCH_INDEX,
+# TORCH_PAIR, CPU_TORCH_PAIR.
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -24,9 +25,17 @@ FRAMEWORKS := $(if $(HAVE_GPU),gpu,cpu)
 TORCH_PAIR ?= torch==2.14.1 torchvision==0.29.1
 # On an NVIDIA host the driver decides which CUDA build of torch can run: PyPI's torch 2.14 wheel is built for
 # CUDA 13.0 (driver >= 580); older drivers get a CUDA 12 build from PyTorch's index. kit/doctor.py holds the
-# driver table (python3 -m kit.doctor driver-check says what it chose and why). Without a GPU nothing changes.
+# driver table (python3 -m kit.doctor driver-check says what it chose and why).
 DRIVER ?= $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1))
 TORCH_INDEX ?= $(if $(DRIVER),$(shell $(PYTHON) -m kit.doctor torch-index $(DRIVER)))
+# Without a GPU: the CPU builds (+cpu, no CUDA libraries: 0.8 GB in .venv instead of 5.3 GB) of the pair that
+# images/matrix.toml's CPU row runs (pytorch-2.13-cpu), so local trials and that image run the same torch.
+# kit.doctor torch-index --cpu picks them from PyTorch's CPU index (probed for a few seconds), else from this host's
+# pip configuration (find-links, extra indexes), else falls back to TORCH_PAIR, PyPI's CUDA build, printing what it
+# costs and how to avoid it. TORCH_INDEX=... on the command line skips the choice: TORCH_INDEX and TORCH_PAIR.
+CPU_TORCH_PAIR ?= torch==2.13.0 torchvision==0.28.0
+TORCH_ARGS = $(if $(HAVE_GPU)$(TORCH_INDEX),$(TORCH_INDEX) $(TORCH_PAIR),$$($(PY) -m kit.doctor torch-index \
+	--cpu "$(CPU_TORCH_PAIR)" --default "$(TORCH_PAIR)" || echo "$(TORCH_PAIR)"))
 
 .PHONY: setup reproduce reproduce-all test test-all test-rest lint report images doctor selftest clean distclean
 
@@ -34,7 +43,7 @@ $(STAMP): pyproject.toml
 	$(if $(HAVE_GPU),$(PYTHON) -m kit.doctor driver-check $(DRIVER))
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH_INDEX) $(TORCH_PAIR)
+	$(PY) -m pip install -q $(TORCH_ARGS)
 	$(PY) -m pip install -q -e ".[$(FRAMEWORKS),dev]"
 	touch $(STAMP)
 

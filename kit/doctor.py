@@ -18,6 +18,7 @@ import importlib.util
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,127 @@ def torch_choice(driver: str) -> dict[str, Any]:
     return {"flavour": f, "index_url": index, "ok": True, "reason": f"torch {f} ({where}): {how}"}
 
 
+# -- the torch build for a host without an NVIDIA GPU ----------------------------------------------------------------
+#
+# PyPI's Linux torch wheel is a CUDA build. torch 2.14.1's, measured on Linux x86_64 with Python 3.11 (issue 27): the
+# torch wheel (0.55 GB), its nvidia-* wheels (2.2 GB) and triton (0.25 GB), about 3.0 GB to download, and 5.3 GB in
+# .venv (torch 1.2, nvidia/ 3.2, triton 0.9); the +cpu wheels of the same pair: 0.2 GB to download, 0.8 GB in .venv.
+TORCH_CPU_INDEX = f"{TORCH_INDEX}/cpu"
+CUDA_BUILD_GB = {"download": 3.0, "venv": 5.3}
+CPU_BUILD_GB = {"download": 0.2, "venv": 0.8}
+PROBE_TIMEOUT_S = 5.0
+
+Pins = list[tuple[str, str]]
+
+
+def torch_pins(pair: str) -> Pins:
+    """'torch==2.13.0 torchvision==0.28.0' -> [('torch', '2.13.0'), ('torchvision', '0.28.0')] (local labels dropped)."""
+    pins = []
+    for req in pair.split():
+        name, sep, version = req.partition("==")
+        if not (sep and name and version) or "=" in version:
+            raise ValueError(f"not an exact pin: {req!r} (want NAME==VERSION)")
+        pins.append((name, version.split("+", 1)[0]))
+    if not pins:
+        raise ValueError("no pins given (want e.g. 'torch==2.13.0 torchvision==0.28.0')")
+    return pins
+
+
+def _cpu_wheel(name: str, version: str) -> re.Pattern[str]:
+    """A link to the +cpu wheel of ``name`` ``version`` for this Python and machine on a simple-index page."""
+    import platform
+
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return re.compile(rf"{re.escape(name.replace('-', '_'))}-{re.escape(version)}(?:\+|%2B)cpu-{tag}-"
+                      rf"[^\"'<>#\s]*{re.escape(platform.machine())}\.whl", re.IGNORECASE)
+
+
+def probe_cpu_index(pins: Pins, index: str = TORCH_CPU_INDEX, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """Does PyTorch's CPU index answer within ``timeout`` and list a +cpu wheel of every pin for this Python?
+    (ok, what was found or why not)."""
+    import urllib.request
+
+    for name, version in pins:
+        try:
+            with urllib.request.urlopen(f"{index}/{name}/", timeout=timeout) as resp:
+                page = resp.read().decode("utf-8", "replace")
+        except (OSError, ValueError) as exc:  # URLError (no DNS, refused, proxy), HTTPError, a timeout
+            return False, f"PyTorch's CPU index {index} is unreachable ({getattr(exc, 'reason', None) or exc})"
+        if not _cpu_wheel(name, version).search(page):
+            return False, f"PyTorch's CPU index {index} has no {name} {version}+cpu wheel for this Python"
+    return True, f"PyTorch's CPU index {index}"
+
+
+def pip_offers_cpu(pins: Pins, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """Do the indexes and find-links of this host's pip configuration offer the +cpu build of every pin? Asks this
+    Python's ``pip index versions`` (index pages only, nothing downloaded). (ok, what was found or why not)."""
+    import subprocess
+
+    offered: list[str] = []
+    missing: list[str] = []
+    for name, version in pins:
+        want = f"{name} {version}+cpu"
+        try:
+            p = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check",
+                                "--timeout", str(timeout), "--retries", "0"],
+                               capture_output=True, text=True, timeout=60, check=False)
+            m = re.search(r"^Available versions:(.*)$", p.stdout, re.MULTILINE)
+        except (OSError, subprocess.TimeoutExpired):
+            m = None
+        listed = {v.strip() for v in m.group(1).split(",")} if m else set()
+        (offered if f"{version}+cpu" in listed else missing).append(want)
+    if missing:
+        has = f" offers {' and '.join(offered)} but" if offered else ""
+        return False, f"this host's pip configuration{has} has no {' or '.join(missing)}"
+    return True, f"this host's pip configuration (its find-links or extra indexes offer {' and '.join(offered)})"
+
+
+def cpu_torch_choice(cpu_pair: str, default_pair: str | None = None, *, system: str | None = None,
+                     index_probe: Callable[[Pins], tuple[bool, str]] | None = None,
+                     pip_probe: Callable[[Pins], tuple[bool, str]] | None = None) -> dict[str, Any]:
+    """pip's arguments for torch on a host without an NVIDIA GPU: {"source", "args", "reason"}.
+
+    ``cpu_pair`` ('torch==2.13.0 torchvision==0.28.0', the CPU image row's torch) is installed as +cpu builds (no CUDA
+    libraries): from PyTorch's CPU index where it answers within a few seconds and lists both ("cpu-index"); else
+    where this host's pip configuration offers both ("pip-config"; a +cpu torch without its torchvision is no use:
+    PyPI's torchvision needs the CUDA torch); else ``default_pair`` from PyPI, a CUDA build, and the reason says what
+    that costs and how to avoid it ("default"). Off Linux PyPI's torch has no CUDA libraries: ``cpu_pair`` as given
+    ("pypi"). The probes default to ``probe_cpu_index`` and ``pip_offers_cpu``.
+    """
+    import platform
+
+    pins = torch_pins(cpu_pair)
+    default_pair = default_pair or cpu_pair
+    system = system or platform.system()
+    builds = " and ".join(f"{n} {v}+cpu" for n, v in pins)
+    if system != "Linux":
+        return {"source": "pypi", "args": cpu_pair.split(),
+                "reason": f"no NVIDIA GPU: {cpu_pair} from PyPI (its {system} wheels have no CUDA libraries)"}
+    cpu_args = [f"{n}=={v}+cpu" for n, v in pins]
+    saving = (f"no CUDA libraries: about {CPU_BUILD_GB['venv']:.1f} GB in .venv instead of "
+              f"{CUDA_BUILD_GB['venv']:.1f} GB")
+    index_ok, index_why = (index_probe or probe_cpu_index)(pins)
+    if index_ok:
+        return {"source": "cpu-index", "args": ["--extra-index-url", TORCH_CPU_INDEX, *cpu_args],
+                "reason": f"no NVIDIA GPU: {builds} from {index_why} ({saving})"}
+    pip_ok, pip_why = (pip_probe or pip_offers_cpu)(pins)
+    if pip_ok:
+        return {"source": "pip-config", "args": cpu_args,
+                "reason": f"no NVIDIA GPU: {index_why}; {builds} from {pip_why} ({saving})"}
+    default = dict(torch_pins(default_pair)).get("torch", "?")
+    differs = ("" if default == pins[0][1] else
+               f"; and this torch {default} is not the CPU pair's {pins[0][1]}, which the CPU image row runs")
+    return {"source": "default", "args": default_pair.split(), "reason": (
+        f"no NVIDIA GPU, but no CPU build of {cpu_pair} to be had: {index_why}, and {pip_why}.\n"
+        f"Installing {default_pair} from PyPI instead: a CUDA build, about {CUDA_BUILD_GB['download']:.1f} GB to "
+        f"download and {CUDA_BUILD_GB['venv']:.1f} GB in .venv (the CPU build: {CPU_BUILD_GB['download']:.1f} GB and "
+        f"{CPU_BUILD_GB['venv']:.1f} GB) for a GPU this host does not have{differs}.\n"
+        f"To avoid it: let this host reach {TORCH_CPU_INDEX} (https_proxy), or put the wheels "
+        f"{' '.join(cpu_args)} where pip looks (find-links or extra-index-url in pip's configuration; `pip download "
+        f"--no-deps --index-url {TORCH_CPU_INDEX} {' '.join(cpu_args)}` fetches them elsewhere), then "
+        "`make distclean setup`")}
+
+
 def nvidia_driver() -> tuple[str | None, str | None]:
     """(driver version, the CUDA version the driver supports) from NVML; (None, None) without a driver."""
     from kit.nvml import cuda_version, nvml_session, text
@@ -329,15 +451,22 @@ def _fit_fix(framework: str, driver: str) -> str:
 def _main(argv: list[str]) -> int:
     """``python3 -m kit.doctor torch-index [DRIVER]``: print pip's index option for torch (empty: PyPI).
 
+    ``python3 -m kit.doctor torch-index --cpu 'torch==A torchvision==B' [--default 'torch==C torchvision==D']``: for
+    a host without an NVIDIA GPU, print pip's arguments for torch (index option and pins: ``cpu_torch_choice``) and
+    say on stderr where they come from, or what the default build costs.
+
     ``python3 -m kit.doctor driver-check [DRIVER]``: say on stderr what was chosen and why; exit 1 when no torch
     CUDA build fits the driver. DRIVER defaults to NVML's, else ``nvidia-smi``'s.
     """
     if not argv or argv[0] not in ("torch-index", "driver-check"):
         print("usage: python3 -m kit.doctor torch-index|driver-check [DRIVER]", file=sys.stderr)
         return 2
+    if argv[0] == "torch-index" and argv[1:2] == ["--cpu"]:
+        return _cpu_index_main(argv[2:])
     driver = argv[1] if len(argv) > 1 else (nvidia_driver()[0] or _smi_driver())
     if not driver:
-        print("kit: no NVIDIA driver found (nvidia-smi); keeping the default torch wheel", file=sys.stderr)
+        print("kit: no NVIDIA driver found (nvidia-smi); keeping the default torch wheel (`torch-index --cpu PAIR` "
+              "picks a CPU build)", file=sys.stderr)
         return 0 if argv[0] == "torch-index" else 1
     choice = torch_choice(driver)
     if argv[0] == "torch-index":
@@ -349,6 +478,22 @@ def _main(argv: list[str]) -> int:
     print(f"kit: NVIDIA driver {driver}: tensorflow[and-cuda] 2.21 (CUDA {TF_CUDA}): "
           + (tf_why if tf_ok else f"cannot run: {tf_why}"), file=sys.stderr)
     return 0 if choice["ok"] and tf_ok else 1
+
+
+def _cpu_index_main(args: list[str]) -> int:
+    if len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--default"):
+        print("usage: python3 -m kit.doctor torch-index --cpu 'torch==A torchvision==B' "
+              "[--default 'torch==C torchvision==D']", file=sys.stderr)
+        return 2
+    try:
+        choice = cpu_torch_choice(args[0], args[2] if len(args) == 3 else None)
+    except ValueError as exc:
+        print(f"kit: torch-index --cpu: {exc}", file=sys.stderr)
+        return 2
+    for line in choice["reason"].splitlines():
+        print(f"kit: {line}", file=sys.stderr)
+    print(" ".join(choice["args"]))
+    return 0
 
 
 def _smi_driver() -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,7 +139,13 @@ def test_makefile_checks_the_driver_only_on_a_gpu_host() -> None:
                               text=True, cwd=ROOT, check=True).stdout
 
     cpu = dry("HAVE_GPU=")
-    assert "driver-check" not in cpu and "--index-url" not in cpu and "torch==2.14.1" in cpu
+    assert "driver-check" not in cpu and "--index-url" not in cpu
+    assert ('kit.doctor torch-index --cpu "torch==2.13.0 torchvision==0.28.0" '
+            '--default "torch==2.14.1 torchvision==0.29.1"') in cpu
     gpu = dry("HAVE_GPU=yes", "DRIVER=550.54.15")
-    assert "kit.doctor driver-check 550.54.15" in gpu
-    assert "--index-url https://download.pytorch.org/whl/cu126 torch==2.14.1" in gpu
+    assert "kit.doctor driver-check 550.54.15" in gpu and "--cpu" not in gpu
+    assert "--index-url https://download.pytorch.org/whl/cu126 torch==2.14.1 torchvision==0.29.1" in gpu
+    assert re.search(r"pip install -q +torch==2\.14\.1 torchvision==0\.29\.1\n", dry("HAVE_GPU=yes", "DRIVER=580.82.07"))
+    # TORCH_INDEX given: no choice made, the index and TORCH_PAIR as given
+    own = dry("HAVE_GPU=", "TORCH_INDEX=--index-url https://mirror.example/whl/cpu")
+    assert "--cpu" not in own and "--index-url https://mirror.example/whl/cpu torch==2.14.1" in own

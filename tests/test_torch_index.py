@@ -1,0 +1,166 @@
+"""The torch build `make setup` installs on a host without an NVIDIA GPU (kit.doctor torch-index --cpu): PyTorch's
+CPU index where it answers, else a +cpu pair this host's pip configuration offers, else the default CUDA build with a
+line on its cost. Probes are injected: no network here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kit import doctor
+from kit.doctor import TORCH_CPU_INDEX, Pins, cpu_torch_choice, pip_offers_cpu, probe_cpu_index, torch_pins
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_PAIR = "torch==2.13.0 torchvision==0.28.0"
+DEFAULT_PAIR = "torch==2.14.1 torchvision==0.29.1"
+
+
+class Probe:
+    def __init__(self, ok: bool, why: str) -> None:
+        self.ok, self.why, self.calls = ok, why, 0
+
+    def __call__(self, pins: Pins) -> tuple[bool, str]:
+        self.calls += 1
+        assert pins == [("torch", "2.13.0"), ("torchvision", "0.28.0")]
+        return self.ok, self.why
+
+
+def test_the_cpu_index_when_it_answers() -> None:
+    pip = Probe(True, "pip")
+    c = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Linux", index_probe=Probe(True, "the CPU index"),
+                         pip_probe=pip)
+    assert c["source"] == "cpu-index"
+    assert c["args"] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu",
+                         "torch==2.13.0+cpu", "torchvision==0.28.0+cpu"]
+    assert "torch 2.13.0+cpu and torchvision 0.28.0+cpu" in c["reason"] and "0.8 GB" in c["reason"]
+    assert pip.calls == 0  # not asked once the index answered
+
+
+def test_the_pip_configuration_when_the_index_is_unreachable() -> None:
+    c = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Linux",
+                         index_probe=Probe(False, "PyPI's CPU index is unreachable (timed out)"),
+                         pip_probe=Probe(True, "this host's pip configuration"))
+    assert c["source"] == "pip-config"
+    assert c["args"] == ["torch==2.13.0+cpu", "torchvision==0.28.0+cpu"]  # pinned +cpu: never the CUDA build
+    assert "unreachable (timed out)" in c["reason"] and "pip configuration" in c["reason"]
+
+
+def test_the_default_build_with_its_cost_when_no_cpu_pair_is_offered() -> None:
+    c = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Linux",
+                         index_probe=Probe(False, "PyTorch's CPU index is unreachable (no DNS)"),
+                         pip_probe=Probe(False, "this host's pip configuration offers torch 2.13.0+cpu but has no "
+                                                "torchvision 0.28.0+cpu"))
+    assert c["source"] == "default" and c["args"] == DEFAULT_PAIR.split()
+    reason = c["reason"]
+    assert "unreachable (no DNS)" in reason and "no torchvision 0.28.0+cpu" in reason
+    assert re.search(r"about \d\.\d GB to download and \d\.\d GB in \.venv", reason)  # what it costs
+    assert "To avoid it" in reason and TORCH_CPU_INDEX in reason and "make distclean setup" in reason
+    assert "not the CPU pair's 2.13.0" in reason  # the venv's torch then differs from the CPU image row's
+    same = cpu_torch_choice(CPU_PAIR, None, system="Linux", index_probe=Probe(False, "x"), pip_probe=Probe(False, "y"))
+    assert same["args"] == CPU_PAIR.split() and "not the CPU pair" not in same["reason"]
+
+
+def test_off_linux_pypi_has_no_cuda_build_to_avoid() -> None:
+    index = Probe(True, "x")
+    c = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Darwin", index_probe=index, pip_probe=Probe(True, "y"))
+    assert c["source"] == "pypi" and c["args"] == CPU_PAIR.split() and index.calls == 0
+
+
+def test_pins_must_be_exact() -> None:
+    assert torch_pins("torch==2.13.0+cpu  torchvision==0.28.0") == [("torch", "2.13.0"), ("torchvision", "0.28.0")]
+    for bad in ("torch>=2.13", "torch", "", "torch===2.13.0"):
+        with pytest.raises(ValueError):
+            torch_pins(bad)
+
+
+def test_the_index_probe_reads_the_simple_index_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    import platform
+    import urllib.request
+
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    machine = platform.machine()
+    pages = {
+        f"{TORCH_CPU_INDEX}/torch/": f'<a href="/whl/cpu/torch-2.13.0%2Bcpu-{tag}-{tag}-manylinux_2_28_{machine}.whl'
+                                     '#sha256=00">torch-2.13.0+cpu</a>',
+        f"{TORCH_CPU_INDEX}/torchvision/": f'<a href="torchvision-0.28.0+cpu-{tag}-{tag}-manylinux_2_28_{machine}.whl">',
+    }
+    seen: list[float] = []
+
+    class Page:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def __enter__(self) -> Page:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def read(self) -> bytes:
+            return self.text.encode()
+
+    def urlopen(url: str, timeout: float) -> Page:
+        seen.append(timeout)
+        if url not in pages:
+            raise urllib.error.URLError("[Errno -2] Name or service not known")
+        return Page(pages[url])
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    assert probe_cpu_index(torch_pins(CPU_PAIR))[0]
+    assert seen and max(seen) <= 10  # a short timeout, not pip's minutes
+    ok, why = probe_cpu_index(torch_pins("torch==2.13.0 torchvision==0.29.1"))
+    assert not ok and "no torchvision 0.29.1+cpu" in why
+    ok, why = probe_cpu_index(torch_pins(CPU_PAIR), index="https://unreachable.example/whl/cpu")
+    assert not ok and "unreachable (" in why and "Name or service not known" in why
+
+
+def test_the_pip_probe_reads_pip_index_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = {"torch": "torch (2.15.0)\nAvailable versions: 2.15.0, 2.14.1, 2.13.0+cpu, 2.13.0\n",
+              "torchvision": "torchvision (0.29.2)\nAvailable versions: 0.29.2, 0.29.1, 0.28.0\n"}
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], **kw: object) -> SimpleNamespace:
+        calls.append(cmd)
+        return SimpleNamespace(stdout=listed[cmd[cmd.index("versions") + 1]], returncode=0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    ok, why = pip_offers_cpu(torch_pins(CPU_PAIR))
+    assert not ok and "offers torch 2.13.0+cpu but has no torchvision 0.28.0+cpu" in why
+    assert calls[0][:5] == [sys.executable, "-m", "pip", "index", "versions"]  # this Python's pip and its config
+    listed["torchvision"] = "torchvision (0.29.2)\nAvailable versions: 0.29.2, 0.28.0+cpu, 0.28.0\n"
+    assert pip_offers_cpu(torch_pins(CPU_PAIR))[0]
+
+
+def test_the_makefile_cpu_pair_is_the_cpu_image_rows_torch() -> None:
+    """The venv's torch on a CPU host equals the default CPU image row's, so local and container trials agree."""
+    make = (ROOT / "Makefile").read_text()
+    pair = re.search(r"^CPU_TORCH_PAIR \?= (.+)$", make, re.MULTILINE)
+    assert pair is not None
+    matrix = tomllib.loads((ROOT / "images" / "matrix.toml").read_text())
+    (row,) = [r for r in matrix["image"] if r["framework"] == "pytorch" and r["device"] == "cpu" and r.get("default")]
+    assert dict(torch_pins(pair.group(1)))["torch"] == row["version"]
+    assert f"torch=={row['version']}+cpu" in row["requirements"]
+    # torchvision 0.N pairs with torch 2.(N-15) (0.28 with 2.13, 0.29 with 2.14)
+    for p in (pair.group(1), re.search(r"^TORCH_PAIR \?= (.+)$", make, re.MULTILINE).group(1)):  # type: ignore[union-attr]
+        v = dict(torch_pins(p))
+        assert int(v["torchvision"].split(".")[1]) == int(v["torch"].split(".")[1]) + 15
+
+
+def test_the_helper_prints_pip_arguments_and_the_line(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(doctor, "probe_cpu_index", Probe(False, "PyTorch's CPU index is unreachable (x)"))
+    monkeypatch.setattr(doctor, "pip_offers_cpu", Probe(False, "pip has none"))
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    assert doctor._main(["torch-index", "--cpu", CPU_PAIR, "--default", DEFAULT_PAIR]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == DEFAULT_PAIR
+    assert all(line.startswith("kit: ") for line in err.strip().splitlines()) and "GB to download" in err
+    assert doctor._main(["torch-index", "--cpu", "torch>=2"]) == 2
+    assert doctor._main(["torch-index", "--cpu"]) == 2
+    capsys.readouterr()
