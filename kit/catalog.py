@@ -13,14 +13,17 @@ from kit.spec import load_spec
 from kit.studies import experiment_dirs, experiment_paths
 
 
-def list_experiments(directories: Path | list[Path] | None = None) -> list[dict[str, Any]]:
+def list_experiments(directories: Path | list[Path] | None = None, *, mde: bool = True) -> list[dict[str, Any]]:
     """Every experiment (TOML file or study folder) with each profile's description, trial count and design check.
 
     ``directories``: where to look (a directory of experiments, or one study
     folder); None: the kit's bundled experiments, then ``KIT_EXPERIMENTS``.
     The design check says per hypothesis whether the profile can decide it
-    (kit/analysis/design.py). An invalid experiment is listed with its error
-    instead of hiding the others.
+    (kit/analysis/design.py); ``mde=False`` skips its simulated minimum detectable
+    effects (the compact `kit list`). Each profile also carries its ``estimate_s``
+    (the spec's) and the GPUs it needs (``needs_gpus``, ``needs_why``:
+    kit.reproduce_all.requirements). An invalid experiment is listed with its
+    error instead of hiding the others.
     """
     if directories is None:
         dirs = experiment_dirs()
@@ -32,11 +35,13 @@ def list_experiments(directories: Path | list[Path] | None = None) -> list[dict[
             raise KitError("experiments directory not found", where=str(directory),
                            fix="give a directory of experiments or a study folder (kit new study NAME writes one)")
         for path in experiment_paths(directory):
-            out.append(_entry(path))
+            out.append(_entry(path, mde))
     return out
 
 
-def _entry(path: Path) -> dict[str, Any]:
+def _entry(path: Path, mde: bool = True) -> dict[str, Any]:
+    from kit.reproduce_all import requirements
+
     label = f"{path.name}/" if path.is_dir() else path.name
     try:
         base = load_spec(path)
@@ -47,9 +52,58 @@ def _entry(path: Path) -> dict[str, Any]:
     for name in base.profiles:
         spec = load_spec(path, name)
         plan = make_plan(spec)
+        needs = requirements(spec)
         profiles.append({"name": name, "trials": len(plan.trials), "description": spec.profile_description,
-                         "design": design_table(spec.to_dict(), plan.configs, list(plan.arms))})
+                         "estimate_s": spec.profile_estimate_s, "needs_gpus": needs.gpus, "needs_why": needs.why,
+                         "design": design_table(spec.to_dict(), plan.configs, list(plan.arms), mde=mde)})
     return {"file": label, "path": str(path), "id": base.experiment.id, "title": base.experiment.title,
             "profiles": profiles, "folder": bool(base.study_dir), "protocol_source": base.experiment.protocol_source,
             "deviations": [dataclasses.asdict(d) for d in base.deviations],
             "claims": [dataclasses.asdict(c) for c in base.claims]}
+
+
+def _declared_id(path: Path) -> str | None:
+    """The experiment id a spec file declares, read without validating the spec (None: unreadable)."""
+    import tomllib
+
+    from kit.studies import STUDY_FILE
+
+    file = path / STUDY_FILE if path.is_dir() else path
+    try:
+        with open(file, "rb") as fh:
+            exp = tomllib.load(fh).get("experiment")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    return exp.get("id") if isinstance(exp, dict) and isinstance(exp.get("id"), str) else None
+
+
+def known_experiments(extra: list[Path] | None = None) -> dict[str, Path]:
+    """Experiment id -> its spec path (study folder or TOML file): the kit's own, KIT_EXPERIMENTS, ``extra``; the
+    first of a duplicated id wins (the order `kit list` shows)."""
+    out: dict[str, Path] = {}
+    for directory in experiment_dirs(extra or []):
+        if not directory.is_dir():
+            continue
+        for path in experiment_paths(directory):
+            for name in (_declared_id(path), path.stem if path.is_file() else path.name):
+                if name:
+                    out.setdefault(name, path)
+    return out
+
+
+def resolve_experiment(arg: str | Path, extra: list[Path] | None = None) -> Path:
+    """A spec path as given, or the experiment whose id (or folder/file name) ``arg`` is; for a bare name that is
+    neither, a KitError listing the ids."""
+    path = Path(arg)
+    if path.exists():
+        return path
+    text = str(arg)
+    if "/" not in text and not text.endswith(".toml"):
+        found = known_experiments(extra)
+        if text in found:
+            return found[text]
+        ids = sorted({_declared_id(p) or p.name for p in found.values()})
+        raise KitError(f"no experiment with the id {text!r} and no such file", where=text,
+                       fix=f"give one of the ids {', '.join(ids)} (kit list), or the path of an experiment TOML "
+                           "or study folder")
+    return path  # a path: load_spec says what is wrong with it

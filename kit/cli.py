@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,72 +18,291 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kit.errors import KitError
+from kit.errors import ExitCode, KitError
 from kit.records import Analysis
 
 if TYPE_CHECKING:
     from kit.store import RunDir
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Reproducible TensorFlow-vs-PyTorch benchmarks: run, analyse, report.")
-console = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: do not wrap tables at 80 columns
+# Help is plain text (rich_markup_mode=None): a literal [slurm] or [[claims]] in a help string is shown as written,
+# option names are never cut, and flags carry no <bool> metavar. -h is --help; choices are enums, listed by --help.
+CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 120,
+                           "terminal_width": None if sys.stdout.isatty() else 120}
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings=CONTEXT,
+                  help="Reproducible TensorFlow-vs-PyTorch benchmarks: run, analyse, report. Exit codes: 0 success, "
+                       "1 the answer is no (regression, claims not reproduced, a failed check), 2 usage error, "
+                       "3 inconclusive, 4 suspect, 5 input error (bad spec, run directory, bundle), 6 internal error.")
+
+
+def _console(stderr: bool = False) -> Console:
+    """A terminal gets rich's wrapping at its width; a pipe or CI log never wraps text (commands and paths stay
+    copy-pasteable) and draws tables at 160 columns, not 80."""
+    tty = (sys.stderr if stderr else sys.stdout).isatty()
+    return Console(stderr=stderr, width=None if tty else 160, soft_wrap=not tty)
+
+
+console = _console(stderr=True)
+out = _console()
 _STATE: dict[str, bool] = {"debug": False}
 
 
+class Backend(StrEnum):
+    """Where trials run (kit run, reproduce-all)."""
+
+    local = "local"
+    docker = "docker"
+    apptainer = "apptainer"
+    auto = "auto"
+
+
+class Executor(StrEnum):
+    local = "local"
+    slurm = "slurm"
+
+
+class ContainerBackend(StrEnum):
+    docker = "docker"
+    apptainer = "apptainer"
+
+
+class SelftestBackend(StrEnum):
+    local = "local"
+    docker = "docker"
+
+
+class FailOn(StrEnum):
+    regression = "regression"
+    improvement = "improvement"
+    change = "change"
+
+
+class Phase(StrEnum):
+    train = "train"
+    infer = "infer"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("dlbench-kit")
+        except PackageNotFoundError:
+            v = "unknown (not installed as a package)"
+        print(f"kit {v}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False) -> None:
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the kit's version and exit.")] = False) -> None:
     _STATE["debug"] = debug or bool(os.environ.get("KIT_DEBUG"))
+
+
+def _to_stderr() -> None:
+    """With --json: the human output (tables, lines) goes to stderr, so stdout holds the JSON document alone."""
+    global out
+    out = console
+
+
+def _run_summary(run_dir: Path) -> dict[str, Any]:
+    """A run directory's summary for --json: its status and counts, and where the analysis has been written, the
+    report files, the paper claims' verdicts and the hypotheses' decisions."""
+    import json
+
+    from kit.executors.status import run_status
+
+    st = run_status(run_dir)
+    res: dict[str, Any] = {"run_dir": str(run_dir), "experiment": st.get("experiment"), "status": st.get("status"),
+                           "trials": st.get("total"), "counts": st.get("counts")}
+    analysis_path = Path(run_dir) / "analysis.json"
+    if analysis_path.is_file():
+        try:
+            analysis = json.loads(analysis_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            analysis = {}
+        res["analysis"] = str(analysis_path)
+        res["reports"] = sorted(str(p) for p in (Path(run_dir) / "report").glob("*") if p.is_file()) \
+            if (Path(run_dir) / "report").is_dir() else []
+        claims = analysis.get("claims") if isinstance(analysis.get("claims"), dict) else {}
+        res["claims"] = {"headline": claims.get("headline"),
+                         "verdicts": [{k: c.get(k) for k in ("id", "statement", "verdict", "reason")}
+                                      for c in claims.get("rows") or [] if isinstance(c, dict)]}
+        res["hypotheses"] = [{k: h.get(k) for k in ("id", "phase", "metric", "config_label", "n_pairs", "p", "p_adj",
+                                                    "effect_text", "decision")}
+                             for h in analysis.get("hypotheses") or [] if isinstance(h, dict)]
+    return res
+
+
+def _print_json(data: Any) -> None:
+    """Machine-readable output of --json: one JSON document on stdout, nothing else there."""
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=1, default=str) + "\n")
+    sys.stdout.flush()
 
 
 # -- list / doctor ------------------------------------------------------------
 
+ExperimentsOpt = Annotated[list[Path] | None, typer.Option(
+    "--experiments", "--experiments-dir",
+    help="Also the experiments of this directory (study folders and TOML files) or this study folder; "
+         "repeatable. Env: KIT_EXPERIMENTS (os.pathsep-separated).")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (and nothing else there).")]
+
+
 @app.command("list")
 def list_cmd(
-    experiments: Annotated[list[Path] | None, typer.Option(
-        "--experiments", "--experiments-dir",
-        help="Also list the experiments of this directory (study folders and TOML files) or this study folder; "
-             "repeatable. Env: KIT_EXPERIMENTS (os.pathsep-separated).")] = None,
-    deviations: Annotated[bool, typer.Option("--deviations", help="Also list where each experiment differs from its paper.")] = False,
-    claims: Annotated[bool, typer.Option("--claims", help="Also list what each paper claimed ([[claims]]: source, kind, quantity, the paper's value, conditions), which every run judges.")] = False,
+    experiments: ExperimentsOpt = None,
+    deviations: Annotated[bool, typer.Option("--deviations", help="Also list where each experiment differs from its paper (kit show ID: one experiment's).")] = False,
+    claims: Annotated[bool, typer.Option("--claims", help="Also list what each paper claimed ([[claims]]: source, kind, quantity, the paper's value, conditions), which every run judges (kit show ID: one experiment's).")] = False,
+    runs_dir: Annotated[Path, typer.Option(help="Where earlier runs are: a complete run's measured wall time is the estimate.")] = Path("runs"),
+    json_out: JsonFlag = False,
 ) -> None:
-    """List the experiments and their profiles (and how each differs from its paper, and what the paper claimed)."""
+    """One line per experiment and profile: id, trials, estimated time on this host, whether it can decide its
+    hypotheses, and where it lives. `kit show ID` prints one experiment's design, deviations and claims."""
     from rich.markup import escape
 
     from kit.catalog import list_experiments
     from kit.studies import experiment_dirs
 
-    found = list_experiments(experiment_dirs(experiments or []))
-    from kit.analysis.design import design_summary
+    found = list_experiments(experiment_dirs(experiments or []), mde=False)
+    rows = _list_rows(found, runs_dir)
+    invalid = [e["file"] for e in found if e.get("invalid")]
+    if json_out:
+        _print_json({"experiments": rows, "invalid": invalid})
+    else:
+        table = Table(title=None, box=None, show_edge=False, pad_edge=False)
+        for col in ("experiment", "profile", "trials", "estimate here", "decidable", "where"):
+            table.add_column(col, no_wrap=col != "estimate here", overflow="fold")
+        for r in rows:
+            table.add_row(escape(r["id"]), escape(r["profile"]), str(r["trials"]), escape(r["estimate_text"]),
+                          escape(r["decidable_text"]), escape(r["where"]))
+        out.print(table)
+        if deviations or claims:
+            for e in found:
+                if deviations:
+                    _print_deviations_of(e)
+                if claims:
+                    _print_claims_of(e)
+        else:
+            out.print("[dim]details (design, deviations, claims): kit show ID · run: kit run ID --profile PROFILE[/]")
+    if invalid:  # a script or CI step must not read the listing as all well
+        for r in rows:
+            if r.get("error"):
+                console.print(f"[red]invalid:[/] {escape(r['where'])}: {escape(r['error'])}", highlight=False)
+        console.print(f"[red]error:[/] {len(invalid)} experiment(s) invalid: {escape(', '.join(invalid))}")
+        raise typer.Exit(ExitCode.INPUT)
 
-    table = Table(title="Experiments", show_lines=True)
-    for col in ("file", "experiment", "profile", "trials", "description", "hypotheses: can this profile decide them?"):
-        table.add_column(col, overflow="fold")
+
+def _where(path: str) -> str:
+    """A path relative to the working directory where it is below it (copy-pasteable), else as found."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve())) + ("/" if p.is_dir() else "")
+    except (ValueError, OSError):
+        return str(p) + ("/" if p.is_dir() else "")
+
+
+def _decidable_text(design: dict[str, Any] | None) -> str:
+    rows = (design or {}).get("rows") or []
+    if not rows:
+        return "-"
+    n = sum(1 for r in rows if r["decidable"])
+    return "yes" if n == len(rows) else ("no" if n == 0 else f"partly ({n}/{len(rows)})")
+
+
+def _list_rows(found: list[dict[str, Any]], runs_dir: Path) -> list[dict[str, Any]]:
+    """The compact listing's rows: the estimate is this host's (a complete earlier run's wall time, else the spec's
+    estimate_s), or what the host lacks for the profile."""
+    from kit.reproduce_all import Host, Needs, fits, measured_walls
+    from kit.reproduce_summary import fmt_duration
+
+    host = Host.detect()
+    walls = measured_walls(runs_dir, [e["id"] for e in found if not e.get("invalid")])
+    rows = []
     for e in found:
         for p in e["profiles"]:
-            desc = p["description"]
-            if p["name"] == "paper" and e.get("protocol_source"):
-                desc = f"{desc} (from {e['protocol_source']}; {len(e.get('deviations', []))} deviations listed)"
-            design = p.get("design") or {"rows": []}
-            hyps = "\n".join(design_summary(r) for r in design["rows"]) or "-"
-            table.add_row(escape(e["file"]), escape(e["id"]), escape(p["name"]), str(p["trials"]), escape(desc),
-                          escape(hyps))
+            if e.get("invalid"):
+                rows.append({"id": e["id"], "profile": "-", "trials": 0, "estimate_s": None, "estimate_from": "",
+                             "estimate_text": "-", "fits_here": None, "decidable": None,
+                             "decidable_text": "invalid", "where": _where(e["path"]), "error": p["description"]})
+                continue
+            lacks = fits(host, Needs(int(p.get("needs_gpus") or 0), str(p.get("needs_why") or "")))
+            est, source = p.get("estimate_s"), "spec" if p.get("estimate_s") else ""
+            if (e["id"], p["name"]) in walls:
+                est, source = walls[(e["id"], p["name"])][0], "measured"
+            text = ("~" + fmt_duration(est) + (" (measured)" if source == "measured" else "")) if est else "unknown"
+            if lacks:  # the spec's figure is for a host that has them
+                text = f"needs {p['needs_gpus']} GPU" + ("s" if p["needs_gpus"] > 1 else "") + (
+                    f" (~{fmt_duration(est)} there)" if est else "")
+            design = p.get("design") or {}
+            rows.append({"id": e["id"], "profile": p["name"], "trials": p["trials"], "estimate_s": est,
+                         "estimate_from": source, "estimate_text": text, "fits_here": lacks is None,
+                         "why_not_here": lacks, "decidable": design.get("all_decidable"),
+                         "decidable_text": _decidable_text(design), "where": _where(e["path"]),
+                         "description": p["description"]})
+    return rows
+
+
+@app.command("show")
+def show_cmd(
+    experiment: Annotated[str, typer.Argument(help="An experiment id (kit list) or the path of its TOML or study folder.")],
+    experiments: ExperimentsOpt = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """One experiment in full: its profiles (description, trials, estimate), what each can decide (the design),
+    where it differs from its paper (deviations) and what the paper claimed."""
+    from rich.markup import escape
+
+    from kit.catalog import list_experiments, resolve_experiment
+    from kit.studies import study_dir_of
+
+    path = resolve_experiment(experiment, experiments)
+    found = list_experiments([path.parent] if study_dir_of(path) is None else [study_dir_of(path) or path])
+    matches = [e for e in found if Path(e["path"]).resolve() == (study_dir_of(path) or path).resolve()] or found
+    e = matches[0]
+    if json_out:
+        _print_json(e)
+        return
+    if e.get("invalid"):
+        raise KitError(e["profiles"][0]["description"], where=str(path))
+    from kit.analysis.design import design_summary
+
+    out.print(f"[bold]{escape(e['id'])}[/]: {escape(e.get('title') or '')}")
+    out.print(escape(f"where: {_where(e['path'])}" + (f" · protocol from {e['protocol_source']}"
+                                                       if e.get("protocol_source") else "")
+                     + f" · {len(e.get('deviations', []))} deviations listed, {len(e.get('claims', []))} claims"))
+    rows = {r["profile"]: r for r in _list_rows([e], Path("runs"))}
+    table = Table(title="Profiles: what each runs and whether it can decide its hypotheses", show_lines=True)
+    for col in ("profile", "trials", "estimate here", "description", "hypotheses: can this profile decide them?"):
+        table.add_column(col, overflow="fold")
+    for p in e["profiles"]:
+        hyps = "\n".join(design_summary(r) for r in (p.get("design") or {}).get("rows", [])) or "-"
+        table.add_row(escape(p["name"]), str(p["trials"]), escape(rows[p["name"]]["estimate_text"]),
+                      escape(p["description"]), escape(hyps))
     out.print(table)
-    if deviations:
-        for e in found:
-            dev = Table(title=f"{e['id']}: deviations from the paper", show_lines=True)
-            for col in ("aspect", "paper", "kit", "why"):
-                dev.add_column(col, overflow="fold")
-            for d in e.get("deviations", []):
-                dev.add_row(*(escape(d[k]) for k in ("aspect", "paper", "kit", "why")))
-            out.print(dev)
-    if claims:
-        for e in found:
-            _print_claims_of(e)
-    invalid = [e["file"] for e in found if e.get("invalid")]
-    if invalid:  # listed above with their error; a script or CI step must not read the listing as all well
-        console.print(f"[red]error:[/] {len(invalid)} experiment(s) invalid: {escape(', '.join(invalid))} (the row says why)")
-        raise typer.Exit(1)
+    _print_deviations_of(e)
+    _print_claims_of(e)
+    names = [p["name"] for p in e["profiles"]]
+    out.print(escape(f"run it: kit run {e['id']} --profile {'quick' if 'quick' in names else names[-1]}"))
+
+
+def _print_deviations_of(e: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    rows = e.get("deviations", [])
+    if not rows:
+        out.print(escape(f"{e['id']}: no deviations from the paper listed"))
+        return
+    dev = Table(title=f"{escape(e['id'])}: deviations from the paper", show_lines=True)
+    for col in ("aspect", "paper", "kit", "why"):
+        dev.add_column(col, overflow="fold")
+    for d in rows:
+        dev.add_row(*(escape(d[k]) for k in ("aspect", "paper", "kit", "why")))
+    out.print(dev)
 
 
 def _claim_quantity(c: dict[str, Any]) -> str:
@@ -122,18 +342,55 @@ def _print_claims_of(e: dict[str, Any]) -> None:
 
 @app.command()
 def doctor(
-    data_dir: Annotated[Path | None, typer.Option(help="Dataset directory to check as well.")] = None,
+    study: Annotated[str | None, typer.Argument(help="An experiment id or path: also say whether this host has what "
+                                                     "its profile needs.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", "-p", help="With STUDY: the profile to check (default: "
+                                                "paper where an NVIDIA GPU is present, quick elsewhere).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Dataset directory to check as well. Env: KIT_DATA_DIR.")] = None,
+    download: Annotated[bool, typer.Option(help="Whether kit run will download missing datasets (it does by default), "
+                                                "so that they count as available.")] = True,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when something required is missing: the python and "
+                                                          "frameworks, and with STUDY whatever its profile needs.")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
-    """Say what this host offers (engine, GPUs, NVML, sensors, RAPL, datasets) and how to fix what is missing."""
-    from kit.doctor import run_checks
+    """Say what this host offers (engine, GPUs, NVML, sensors, RAPL, datasets) and how to fix what is missing; the
+    first line is the verdict: what this host is ready for and what is not available here, and why."""
+    from rich.markup import escape
 
-    table = Table(title="kit doctor", show_lines=True)
-    for col in ("check", "status", "detail", "fix"):
-        table.add_column(col, overflow="fold")
-    for f in run_checks(data_dir=data_dir):
-        status = "[green]ok[/]" if f["ok"] else ("[yellow]missing[/]" if f.get("optional", True) else "[red]FAIL[/]")
-        table.add_row(f["check"], status, f["detail"], f.get("fix") or "")
-    out.print(table)
+    from kit.doctor import run_checks, study_needs, verdict
+
+    study_path = None
+    if study is not None:
+        from kit.catalog import resolve_experiment
+
+        study_path = resolve_experiment(study)
+    findings = run_checks(data_dir=data_dir, download=download)
+    summary = verdict(findings)
+    needs = study_needs(study_path, profile, findings, download, data_dir) if study_path is not None else None
+    required = [f for f in findings if not f["ok"] and not f.get("optional", True)]
+    failed = bool(required) or bool(needs and needs["missing"])
+    if json_out:
+        _print_json({"verdict": summary, "downloads": download, "findings": findings, "study": needs,
+                     "strict_failed": strict and failed})
+    else:
+        out.print(("[green]" if not summary["unavailable"] else "[yellow]") + escape(summary["line"]) + "[/]")
+        out.print(f"downloads: {'on' if download else 'off'} (kit run downloads missing datasets unless --no-download)")
+        table = Table(title="kit doctor", show_lines=True)
+        for col in ("check", "status", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        for f in findings:
+            status = ("[green]ok[/]" if f["ok"] else f"[cyan]{escape(f['status'])}[/]" if f.get("status") else
+                      "[yellow]missing[/]" if f.get("optional", True) else "[red]FAIL[/]")
+            table.add_row(escape(f["check"]), status, escape(f["detail"]), escape(f.get("fix") or ""))
+        out.print(table)
+        if needs is not None:
+            if needs["missing"]:
+                out.print(escape(f"{needs['study']} ({needs['profile']} profile): missing here: "
+                                 + "; ".join(needs["missing"])))
+            else:
+                out.print(escape(f"{needs['study']} ({needs['profile']} profile): this host has what it needs"))
+    if strict and failed:
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @app.command()
@@ -178,7 +435,7 @@ def tune(
 def selftest(
     gpu: Annotated[int | None, typer.Option(help="NVML index of the GPU to test (default: the first; PCI bus order).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the record as JSON here.")] = None,
-    backend: Annotated[str, typer.Option(help="local (this venv's frameworks) or docker (each image, via the engine).")] = "local",
+    backend_: Annotated[SelftestBackend, typer.Option("--backend", help="local (this venv's frameworks) or docker (each image, via the engine).")] = SelftestBackend.local,
     images: Annotated[str | None, typer.Option(help="With --backend docker: matrix rows to test, e.g. pytorch-2.14-cu130,tensorflow-2.21-cu125 (default: the host's default rows).")] = None,
     period_s: Annotated[float, typer.Option(help="Sampling period whose rate the collectors must reach.")] = 0.1,
 ) -> None:
@@ -187,7 +444,7 @@ def selftest(
 
     from kit.selftest import run_selftest
 
-    res = run_selftest(gpu=gpu, backend=backend, images=images.split(",") if images else None, period_s=period_s,
+    res = run_selftest(gpu=gpu, backend=backend_.value, images=images.split(",") if images else None, period_s=period_s,
                        on_progress=lambda s: console.print(f"[dim]{s}[/]", highlight=False))
     style = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "skip": "[yellow]skip[/]", "info": "[cyan]info[/]"}
     table = Table(title=f"kit selftest ({res['backend']}, " + (f"GPU {res['gpu_index']})" if res["gpu"] else "no GPU)"))
@@ -210,9 +467,9 @@ def selftest(
 
 @app.command()
 def run(
-    spec: Annotated[Path | None, typer.Argument(help="Experiment TOML (omit with --resume).")] = None,
+    spec: Annotated[str | None, typer.Argument(help="An experiment id (kit list) or its TOML or study folder (omit with --resume).")] = None,
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
-    backend: Annotated[str, typer.Option(help="local, docker (Docker or Podman), apptainer, or auto (containers when an engine with GPUs is present).")] = "local",
+    backend: Annotated[Backend, typer.Option(help="local, docker (Docker or Podman), apptainer, or auto (containers when an engine with GPUs is present).")] = Backend.local,
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory: run only the missing trials.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="With --resume: also re-run the trials that failed (status error, which includes a kill by a signal, or timeout), each in its original plan position with its seed; every failed record is kept under attempts/ and listed in the report. Out-of-memory trials are not retried (in a batch-size sweep running out of memory is the result); add --retry-oom for them.")] = False,
     retry_oom: Annotated[bool, typer.Option("--retry-oom", help="With --resume: also re-run the trials whose status is oom (kept under attempts/ likewise).")] = False,
@@ -222,7 +479,7 @@ def run(
     seed: Annotated[int | None, typer.Option(help="Plan seed (default: the spec's).")] = None,
     report: Annotated[bool, typer.Option(help="Analyse and write the report when the run ends.")] = True,
     max_trials: Annotated[int | None, typer.Option(help="Stop after this many trials (resume later).")] = None,
-    executor: Annotated[str, typer.Option(help="Where trials run: local (this host) or slurm (jobs on a cluster).")] = "local",
+    executor: Annotated[Executor, typer.Option(help="Where trials run: local (this host) or slurm (jobs on a cluster).")] = Executor.local,
     partition: Annotated[str | None, typer.Option(help="Slurm partition (overrides the spec's [slurm]).")] = None,
     account: Annotated[str | None, typer.Option(help="Slurm account.")] = None,
     gpus_per_trial: Annotated[int | None, typer.Option(help="GPUs per job (--gres=gpu:N).")] = None,
@@ -238,14 +495,20 @@ def run(
     until_conclusive: Annotated[bool, typer.Option("--until-conclusive", help="Add interleaved blocks until every testable hypothesis is decided (a difference, or equivalence within 5 %), looking after the spec's repetitions and every as many more, with alpha spending so that the family-wise error stays at alpha; stops at --max-repetitions or when the next look would pass --budget.")] = False,
     budget: Annotated[str | None, typer.Option(help="With --until-conclusive: the most time to spend, e.g. 20m or 1h.")] = None,
     max_repetitions: Annotated[int | None, typer.Option(help="With --until-conclusive: the most repetitions per arm (default 4 x the spec's).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the run's summary as JSON on stdout (run directory, status, report); the progress and tables go to stderr.")] = False,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
+    from kit.catalog import resolve_experiment
+
+    spec_path = resolve_experiment(spec) if spec is not None else None  # before the heavy imports
+    if json_out:
+        _to_stderr()
     from kit.run_request import execute, run_request
     from kit.ui import RichEvents
 
     req = run_request(
-        spec=spec, profile=profile, resume=resume, backend=_choose_backend(backend), runs_dir=runs_dir,
-        data_dir=data_dir, download=download, seed=seed, max_trials=max_trials, executor=executor,
+        spec=spec_path, profile=profile, resume=resume, backend=_choose_backend(backend.value), runs_dir=runs_dir,
+        data_dir=data_dir, download=download, seed=seed, max_trials=max_trials, executor=executor.value,
         slurm={"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
                "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None},
         chunk=chunk, label=label, retry_failed=retry_failed, retry_oom=retry_oom, image=image, images=images)
@@ -277,6 +540,8 @@ def run(
         _make_report(rd.path, formats)
     elif status != "complete":
         out.print(f"[yellow]run is {_esc(status)}[/]: continue with `kit run --resume {_esc(rd.path)}`")
+    if json_out:
+        _print_json(_run_summary(rd.path))
 
 
 def _run_until_conclusive(req: Any, budget: str | None, max_repetitions: int | None, events: Any) -> RunDir:
@@ -344,7 +609,7 @@ def reproduce_all_cmd(
     budget: Annotated[str | None, typer.Option(help="The most time to spend, e.g. 2h or 45m: a study whose estimate does not fit what is left is skipped, never started.")] = None,
     profile: Annotated[str, typer.Option("--profile", "-p", help="auto (paper where an NVIDIA GPU is present, quick elsewhere), quick, paper, or another profile name; a study without it is skipped.")] = "auto",
     runs_dir: Annotated[Path, typer.Option(help="Where the run directories, the state file and the summary go; the same one again resumes.")] = Path("runs"),
-    backend: Annotated[str, typer.Option(help="local, docker, apptainer, or auto (containers when an engine with GPUs is present).")] = "local",
+    backend_: Annotated[Backend, typer.Option("--backend", help="local, docker, apptainer, or auto (containers when an engine with GPUs is present).")] = Backend.local,
     only: Annotated[list[str] | None, typer.Option("--only", help="Only this study (its id or folder name; repeatable).")] = None,
     experiments: Annotated[Path | None, typer.Option("--experiments", help="The studies of this directory instead of the kit's experiments/.")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
@@ -358,6 +623,7 @@ def reproduce_all_cmd(
     from kit.sequential_run import parse_budget
     from kit.ui import RichEvents
 
+    backend = backend_.value
     budget_s = parse_budget(budget) if budget is not None else None
     formats, note = default_formats()
     chosen = _choose_backend(backend) if not dry_run else backend
@@ -413,9 +679,25 @@ class _ReproduceLines:
 
 @app.command()
 def status(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
-           trials: Annotated[bool, typer.Option(help="List every trial, not only the summary.")] = False) -> None:
+           trials: Annotated[bool, typer.Option(help="List every trial, not only the summary.")] = False,
+           json_out: JsonFlag = False) -> None:
     """Queued, running, finished, failed and lost trials of a run, with Slurm job ids and reasons."""
+    _need_run_dir(run_dir)
+    if json_out:
+        from kit.executors.status import run_status
+
+        _print_json(run_status(run_dir))
+        return
     _print_status(run_dir, trials)
+
+
+def _need_run_dir(run_dir: Path) -> None:
+    """The argument check before the heavy imports (analysis, frameworks): a missing directory is said at once."""
+    if not run_dir.is_dir():
+        from kit.errors import StoreError
+
+        raise StoreError("run directory not found", where=str(run_dir),
+                         fix="give a directory made by `kit run` (ls runs/)")
 
 
 def _print_status(run_dir: Path, trials: bool = False) -> None:
@@ -479,15 +761,25 @@ STUDY_HELP = "Use this study folder's analysis.py/report.py instead of the run's
 @app.command("report")
 def report_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory made by `kit run`.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="Comma-separated: html, latex, pdf.")] = "html",
+    format: Annotated[str, typer.Option("--format", "-f", help="Comma-separated, any of: html, latex, pdf.")] = "html",
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
     study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout (analysis, report files, claims, hypotheses); the tables go to stderr.")] = False,
 ) -> None:
     """Analyse a run directory (no trial is run) and write its report."""
+    formats = tuple(f.strip() for f in format.split(",") if f.strip())
+    bad = [f for f in formats if f not in ("html", "latex", "pdf")]
+    if bad or not formats:
+        raise typer.BadParameter(f"{', '.join(bad) or 'nothing'}: give html, latex and/or pdf, comma-separated",
+                                 param_hint="--format")
+    _need_run_dir(run_dir)
+    if json_out:
+        _to_stderr()
     from kit.trust import StudyTrust
 
-    formats = tuple(f.strip() for f in format.split(",") if f.strip())
     _make_report(run_dir, formats, StudyTrust(trust_run_copy=trust_study_code, study_dir=study))
+    if json_out:
+        _print_json(_run_summary(run_dir))
 
 
 def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> None:
@@ -569,7 +861,7 @@ def compare(
     allow_different_hosts: Annotated[bool, typer.Option(help="Compare runs of different hosts or GPU models.")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the comparison as JSON here.")] = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the comparison as HTML here.")] = None,
-    fail_on: Annotated[str | None, typer.Option(help="Exit 1 on: regression, improvement or change (CI gating); exit 4 when none was found but a significant change is suspect (the runs' host conditions differ: re-run); exit 3 when a comparison was inconclusive.")] = None,
+    fail_on_: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 on: regression, improvement or change (CI gating); exit 4 when none was found but a significant change is suspect (the runs' host conditions differ: re-run); exit 3 when a comparison was inconclusive.")] = None,
     allow_inconclusive: Annotated[bool, typer.Option(help="With --fail-on: exit 0, not 3, when comparisons are inconclusive.")] = False,
     metric: Annotated[list[str] | None, typer.Option("--metric", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
 ) -> None:
@@ -588,6 +880,10 @@ def compare(
         render_html,
     )
 
+    fail_on = fail_on_.value if fail_on_ is not None else None
+    _need_run_dir(run_a)
+    if run_b is not None:
+        _need_run_dir(run_b)
     opts = CompareOptions(threshold=threshold, alpha=alpha, allow_different_hosts=allow_different_hosts)
     if metric:
         from kit.analysis.metrics import METRICS
@@ -670,11 +966,11 @@ def bisect_cmd(
     spec: Annotated[Path, typer.Argument(help="Experiment TOML.")],
     images: Annotated[str, typer.Option("--images", help="Image rows of one framework in release order, known good first, known bad last, e.g. tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu.")],
     metric: Annotated[str, typer.Option(help="Metric that changed, e.g. time_s.")] = "time_s",
-    phase: Annotated[str, typer.Option(help="Phase of the metric: train or infer.")] = "train",
+    phase_: Annotated[Phase, typer.Option("--phase", help="Phase of the metric.")] = Phase.train,
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
     threshold: Annotated[float, typer.Option(help="Practical threshold: |B/A - 1| a change needs (0.05 = 5 %).")] = 0.05,
     alpha: Annotated[float, typer.Option(help="Significance level after Holm's correction.")] = 0.05,
-    backend: Annotated[str, typer.Option(help="Container backend that runs the images: docker (Docker or Podman) or apptainer.")] = "docker",
+    backend_: Annotated[ContainerBackend, typer.Option("--backend", help="Container backend that runs the images: docker (Docker or Podman) or apptainer.")] = ContainerBackend.docker,
     runs_dir: Annotated[Path, typer.Option(help="Where the comparison runs are created.")] = Path("runs"),
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the bisection as JSON here.")] = None,
@@ -685,9 +981,7 @@ def bisect_cmd(
     from kit.spec import load_spec
     from kit.ui import RichEvents
 
-    if backend not in ("docker", "apptainer"):
-        raise KitError(f"kit bisect runs releases in images, not on the {backend!r} backend", where="--backend",
-                       fix="use --backend docker (Docker or Podman) or apptainer")
+    backend, phase = backend_.value, phase_.value
     loaded = load_spec(spec, profile)
     opts = BisectOptions(metric=metric, phase=phase, threshold=threshold, alpha=alpha)
     run_opts = RunOptions(runs_root=runs_dir, backend=backend, data_dir=data_dir)
@@ -714,7 +1008,7 @@ def bisect_cmd(
 def history_cmd(
     runs_dir: Annotated[Path, typer.Argument(help="Directory holding many run directories.")],
     metric: Annotated[str, typer.Option(help="Metric to follow, e.g. time_s.")] = "time_s",
-    phase: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    phase_: Annotated[Phase, typer.Option("--phase", help="Phase of the metric.")] = Phase.train,
     arm: Annotated[str | None, typer.Option(help="Arm (framework) to follow; default the first.")] = None,
     experiment: Annotated[str | None, typer.Option(help="Only runs of this experiment.")] = None,
     threshold: Annotated[float, typer.Option(help="Practical threshold for a step (0.05 = 5 %).")] = 0.05,
@@ -725,6 +1019,10 @@ def history_cmd(
 ) -> None:
     """A metric across runs of successive versions, with the steps where it changed."""
     import json
+
+    phase = phase_.value
+    if not runs_dir.is_dir():
+        raise KitError("runs directory not found", where=str(runs_dir), fix="give the directory holding the run directories")
 
     from rich.progress import Progress
 
@@ -763,6 +1061,7 @@ def pack_cmd(
     study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
 ) -> None:
     """Bundle a run for artifact evaluation: raw data, report, recipes, source, claims, SHA256SUMS, README."""
+    _need_run_dir(run_dir)
     from kit.analysis.analyze import current_analysis
     from kit.pack import pack
     from kit.trust import StudyTrust
@@ -779,19 +1078,24 @@ def verify_cmd(
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="Re-run this profile (default: the bundle's).")] = None,
     tolerance: Annotated[float | None, typer.Option(help="Allowed relative change of each ratio (default: the bundle's).")] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="Where the re-run goes (default: beside the bundle).")] = None,
-    backend: Annotated[str, typer.Option(help="Backend of the re-run: auto (containers when the bundle carries study "
-                                              "code, else local), docker, apptainer or local.")] = "auto",
+    backend_: Annotated[Backend, typer.Option("--backend", help="Backend of the re-run: auto (containers when the bundle "
+                                                           "carries study code, else local), docker, apptainer or local.")] = Backend.auto,
     trust_bundle_code: Annotated[bool, typer.Option("--trust-bundle-code", help=(
         "The bundle's study code may run unsandboxed on this host (the local backend) and its analysis/report "
         "hooks may run (in a child process). Read run/study/ first."))] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset directory for the re-run.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the verification as JSON on stdout; the tables go to stderr.")] = False,
 ) -> None:
     """Check a bundle's integrity, re-run it, and say whether its claims reproduce (exit 1 if not)."""
+    if not bundle.exists():
+        raise KitError("bundle not found", where=str(bundle), fix="give a bundle made by `kit pack` (.tar.gz or directory)")
+    if json_out:
+        _to_stderr()
     from kit.ui import RichEvents
     from kit.verify import VerifyOptions, verify
 
     with RichEvents(console) as events:
-        res = verify(bundle, VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend,
+        res = verify(bundle, VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend_.value,
                                            data_dir=data_dir, trust_bundle_code=trust_bundle_code), events)
     out.print(f"integrity: ok ({res['files_verified']} files match SHA256SUMS: {res['integrity_means']})")
     out.print(_esc(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']}); "
@@ -820,8 +1124,10 @@ def verify_cmd(
         out.print(f"[yellow]note:[/] {_esc(res['study_code_notice'])}")
     badges = ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'no'}" for k, v in res["badges"].items())
     out.print(f"badges: {badges}")
+    if json_out:
+        _print_json(res)
     if not res["claims_reproduced"]:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @app.command("trust")
@@ -866,14 +1172,14 @@ from kit.cli_images import images_app  # noqa: E402  (kit images ...)
 
 app.add_typer(images_app, name="images")
 
-new_app = typer.Typer(no_args_is_help=True, help="Start something new from a working template.")
+new_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Start something new from a working template.")
 app.add_typer(new_app, name="new")
 
 
 @new_app.command("study")
 def new_study_cmd(
     name: Annotated[str, typer.Argument(help="The study's name (also its workload's and experiment's).")],
-    directory: Annotated[Path, typer.Option("--dir", help="Where the study folder is created.")] = Path("."),
+    directory: Annotated[Path, typer.Option("--dir", help="Where the study folder is created (missing parents are created).")] = Path("."),
 ) -> None:
     """Write a working study folder (an MLP on MNIST in both frameworks) that `kit run` executes at once."""
     from kit.scaffold import new_study
@@ -884,7 +1190,8 @@ def new_study_cmd(
     out.print(f"run it: kit run {_esc(dest)} --profile quick   (guide: docs/writing-a-study.md)")
 
 
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the kit itself (collector overhead).")
+bench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Benchmarks of the kit itself (collector overhead).")
 app.add_typer(bench_app, name="bench")
 
 
@@ -930,7 +1237,8 @@ def _is_usage_error(err: BaseException) -> bool:
 
 
 def main() -> None:
-    """Entry point: run the app, translate KitError into one line and an exit code."""
+    """Entry point: run the app, translate KitError into one line and an exit code (kit.errors.ExitCode: 0 success,
+    1 the answer is no, 2 usage, 3 inconclusive, 4 suspect, 5 input error, 6 internal error, 130 interrupted)."""
     try:
         rc = app(standalone_mode=False)  # click returns the code of typer.Exit instead of raising
         if isinstance(rc, int) and rc:
@@ -945,7 +1253,7 @@ def main() -> None:
         sys.exit(err.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         console.print("[yellow]aborted[/]")
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except SystemExit:
@@ -966,7 +1274,7 @@ def main() -> None:
                       "the traceback and report it.", highlight=False, soft_wrap=True)
         if _STATE["debug"]:
             console.print_exception()
-        sys.exit(1)
+        sys.exit(ExitCode.INTERNAL)  # never 1: a CI gate must not read a crash as "regression found"
 
 
 if __name__ == "__main__":

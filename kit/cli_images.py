@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -10,22 +11,47 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-images_app = typer.Typer(no_args_is_help=True, help="Pinned framework images: list, lock, fetch, render, build, verify.")
-console = Console(stderr=True)
-out = Console(width=None if sys.stdout.isatty() else 160)  # logs and CI: no wrapping at 80 columns
+images_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="Pinned framework images: list, lock, fetch, render, build, verify.")
+# a pipe or CI log: no wrapping (commands and paths stay copy-pasteable), tables at 160 columns
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160, soft_wrap=not sys.stderr.isatty())
+out = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=not sys.stdout.isatty())
+
+
+class ImageFormat(StrEnum):
+    dockerfile = "dockerfile"
+    apptainer = "apptainer"
+    both = "both"
+
+
+class BuildFormat(StrEnum):
+    docker = "docker"
+    sif = "sif"
+
+
+class FrameworkChoice(StrEnum):
+    pytorch = "pytorch"
+    tensorflow = "tensorflow"
+
+
+class DeviceChoice(StrEnum):
+    cpu = "cpu"
+    cuda = "cuda"
 
 Names = Annotated[list[str] | None, typer.Argument(help="Matrix rows (default: the rows this host needs).")]
 AllRows = Annotated[bool, typer.Option("--all", help="Every row of the matrix.")]
-Framework = Annotated[str | None, typer.Option(help="Only rows of this framework (pytorch, tensorflow).")]
-Device = Annotated[str | None, typer.Option(help="Only rows for this device (cpu, cuda).")]
+Framework = Annotated[FrameworkChoice | None, typer.Option(help="Only rows of this framework.")]
+Device = Annotated[DeviceChoice | None, typer.Option(help="Only rows for this device.")]
 Index = Annotated[list[str] | None, typer.Option("--index", help="Index URL replacing the row's (repeatable; first is the main one).")]
 
 
-def _rows(names: list[str] | None, all_: bool, framework: str | None, device: str | None, engine: object = None) -> list:
+def _rows(names: list[str] | None, all_: bool, framework: FrameworkChoice | None, device: DeviceChoice | None,
+          engine: object = None) -> list:
     from kit.images.commands import Selection, select
     from kit.images.matrix import load_matrix
 
-    return select(load_matrix(), Selection(names, all_, framework, device), engine)  # type: ignore[arg-type]
+    fw, dev = (framework.value if framework else None), (device.value if device else None)
+    return select(load_matrix(), Selection(names, all_, fw, dev), engine)  # type: ignore[arg-type]
 
 
 @images_app.command("list")
@@ -73,13 +99,11 @@ def fetch_cmd(names: Names = None, all_: AllRows = False, framework: Framework =
 def render_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
                out_dir: Annotated[Path, typer.Option("--out", help="Where recipes are written (one directory per row).")] = Path("build/images"),
                base: Annotated[str | None, typer.Option(help="Base image replacing the pinned one (default $KIT_BASE_IMAGE).")] = None,
-               format: Annotated[str, typer.Option("--format", help="dockerfile, apptainer or both.")] = "both") -> None:
+               format: Annotated[ImageFormat, typer.Option("--format", help="Which recipes to write.")] = ImageFormat.both) -> None:
     """Render the Dockerfile and Apptainer definition of each row."""
     from kit.images.commands import render_rows
 
-    kinds = ("dockerfile", "apptainer") if format == "both" else (format,)
-    if any(k not in ("dockerfile", "apptainer") for k in kinds):
-        raise typer.BadParameter("dockerfile, apptainer or both", param_hint="--format")
+    kinds = ("dockerfile", "apptainer") if format is ImageFormat.both else (format.value,)
     for tag, path in render_rows(_rows(names, all_ or not (names or framework or device), framework, device),
                                  out_dir, base, kinds):
         out.print(f"{path}  ({tag})")
@@ -90,10 +114,12 @@ def build_cmd(names: Names = None, all_: AllRows = False, framework: Framework =
               base: Annotated[str | None, typer.Option(help="Base image on the engine replacing the pinned one (offline hosts; default $KIT_BASE_IMAGE).")] = None,
               wheelhouse: Annotated[Path | None, typer.Option(help="Install from these wheels (kit images fetch) instead of an index.")] = None,
               no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild even when the recipe is built.")] = False,
-              format: Annotated[str, typer.Option("--format", help="docker (Docker/Podman image) or sif (Apptainer).")] = "docker",
+              format_: Annotated[BuildFormat, typer.Option("--format", help="docker (Docker/Podman image) or sif (Apptainer).")] = BuildFormat.docker,
               from_docker: Annotated[bool, typer.Option(help="With --format sif: convert the built Docker image.")] = False) -> None:
     """Build images through the engine's API (log streamed), tagged by recipe hash, recorded in images/images.lock.json."""
     from kit.images.commands import build_rows, try_engine
+
+    format = format_.value
 
     eng = try_engine() if format == "docker" or from_docker or not names else None
     rows = _rows(names, all_, framework, device, eng)

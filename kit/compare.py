@@ -37,14 +37,14 @@ from kit.analysis import stats
 from kit.analysis.detectability import detectability
 from kit.analysis.host_state import SideState, busy_baseline, side_state, suspect_cause
 from kit.analysis.metrics import METRICS
-from kit.errors import AnalysisError, KitError
+from kit.errors import AnalysisError, ExitCode, KitError
 from kit.manifest import Manifest
 from kit.records import Analysis, counted
 from kit.store import RunDir
 
 VERDICTS = ("regression", "improvement", "suspect", "no change", "inconclusive", "not tested")
-EXIT_INCONCLUSIVE = 3  # --fail-on given, nothing it names found, but some comparison could not have seen it
-EXIT_SUSPECT = 4  # --fail-on given, nothing it names found, but a significant change is suspect: re-run, do not ship
+EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # --fail-on given, nothing it names found, but some comparison could not have seen it
+EXIT_SUSPECT = ExitCode.SUSPECT  # --fail-on given, nothing it names found, but a significant change is suspect: re-run, do not ship
 
 
 @dataclass(frozen=True)
@@ -413,7 +413,7 @@ def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: b
     if bad is None:
         raise KitError(f"unknown --fail-on value {fail_on!r}", where="--fail-on", fix="use regression, improvement or change")
     if bad:
-        return 1
+        return ExitCode.FAILED
     if c.get("suspect"):
         return EXIT_SUSPECT
     return EXIT_INCONCLUSIVE if c.get("inconclusive") and not allow_inconclusive else 0

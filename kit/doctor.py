@@ -88,7 +88,9 @@ def check_controls() -> list[Finding]:
                      "in the README") for what, ok, detail in controls()]
 
 
-def check_datasets(data_dir: Path | None) -> list[Finding]:
+def check_datasets(data_dir: Path | None, download: bool = True) -> list[Finding]:
+    """Each dataset source: here and verified, or fetched on first use (``download``: `kit run` downloads by
+    default; ``--no-download`` turns it off), or missing with how to supply it."""
     from kit.datasets import DATASETS, SYNTHETIC, resolve
 
     out = []
@@ -96,13 +98,62 @@ def check_datasets(data_dir: Path | None) -> list[Finding]:
         for source in info.sources:
             if source == SYNTHETIC:  # written on first use (kit.synthetic), nothing to check here
                 continue
+            check = f"dataset {name} ({source})"
             try:
                 r = resolve(name, source, data_dir=data_dir, download=False)
-                out.append(_finding(f"dataset {name} ({source})", True, f"{r.directory} ({r.origin}), checksums ok"))
+                out.append(_finding(check, True, f"{r.directory} ({r.origin}), checksums ok"))
+                continue
             except KitError as err:
-                out.append(_finding(f"dataset {name} ({source})", False, err.cause,
-                                    err.fix or "", optional=True))
+                missing = _finding(check, False, err.cause, err.fix or "", optional=True)
+            files = [info.file(f) for f in info.sources[source]]
+            if download and "not found" in missing["detail"] and all(f.urls for f in files):
+                size = sum(f.size or 0 for f in files)
+                host = files[0].urls[0].split("/")[2] if "//" in files[0].urls[0] else files[0].urls[0]
+                missing = dict(missing, status="on first use", detail=(
+                    f"not cached yet: kit run downloads it on first use ({size / 1e6:.0f} MB from {host}, "
+                    f"checksums verified); downloads are on (kit run --no-download turns them off)"),
+                    fix=f"offline: fetch {', '.join(f.name for f in files)} elsewhere and pass --data-dir or set "
+                        "KIT_DATA_DIR")
+            out.append(missing)
     return out
+
+
+def check_cpu_builds(driver: str | None = None, cudas: dict[str, str | None] | None = None,
+                     versions: dict[str, str] | None = None) -> list[Finding]:
+    """On a host without an NVIDIA driver: a CUDA build of a framework carries gigabytes of GPU libraries it
+    cannot use (and may be another release than the CPU image row's); the fix is the CPU wheel."""
+    if driver is None:
+        driver = nvidia_driver()[0]
+    if driver is not None:
+        return []  # a GPU host: check_driver says whether the builds fit its driver
+    return cpu_host_builds(framework_cuda() if cudas is None else cudas, versions)
+
+
+def cpu_host_builds(cudas: dict[str, str | None], versions: dict[str, str] | None = None) -> list[Finding]:
+    """The rows of :func:`check_cpu_builds` for a host known to have no NVIDIA GPU (pure: tests pass the builds)."""
+    out = []
+    for fw, cuda in cudas.items():
+        if cuda is None:
+            out.append(_finding(f"{fw} build (no NVIDIA GPU here)", True, f"{fw} is a CPU build"))
+            continue
+        v = (versions or {}).get(fw) or _dist_version(fw)
+        base = v.split("+", 1)[0] if v else "<version>"
+        fix = (f"pip install --index-url {TORCH_INDEX}/cpu 'torch=={base}' (PyTorch's CPU wheel index; "
+               "torchvision likewise)" if fw == "pytorch" else
+               f"pip uninstall -y tensorflow && pip install 'tensorflow-cpu=={base}' (the kit's cpu extra)")
+        out.append(_finding(f"{fw} build (no NVIDIA GPU here)", False,
+                            f"{fw} {v or '?'} is a CUDA {cuda} build on a host without an NVIDIA GPU: its GPU "
+                            "libraries (gigabytes) are never used", fix))
+    return out
+
+
+def _dist_version(framework: str) -> str | None:
+    for dist in (("torch",) if framework == "pytorch" else ("tensorflow", "tensorflow-cpu")):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def check_tex() -> list[Finding]:
@@ -111,14 +162,94 @@ def check_tex() -> list[Finding]:
                      "apt-get install texlive-latex-base texlive-latex-recommended texlive-latex-extra latexmk")]
 
 
-def run_checks(data_dir: Path | None = None) -> list[Finding]:
+def run_checks(data_dir: Path | None = None, download: bool = True) -> list[Finding]:
     findings = [_finding("python", sys.version_info >= (3, 11), sys.version.split()[0], "use Python 3.11 or newer",
                          optional=False)]
-    for check in (check_frameworks, check_driver, check_engine, check_collectors, check_governor, check_controls,
-                  check_tex):
+    for check in (check_frameworks, check_driver, check_cpu_builds, check_engine, check_collectors, check_governor,
+                  check_controls, check_tex):
         findings += check()
-    findings += check_datasets(data_dir)
+    findings += check_datasets(data_dir, download)
     return findings
+
+
+# -- the verdict: what this host can run, and what a study needs -----------------------------------------------------
+
+def _named(findings: list[Finding], prefix: str) -> list[Finding]:
+    return [f for f in findings if f["check"].startswith(prefix)]
+
+
+def _short(detail: str) -> str:
+    """A finding's detail up to its first clause: the reason in a verdict line (the table has the rest)."""
+    return re.split(r";| \(|: CPU", detail, maxsplit=1)[0].strip()
+
+
+def verdict(findings: list[Finding]) -> dict[str, Any]:
+    """What the findings mean for a user: ``ready`` (what this host can run) and ``unavailable`` (what it cannot,
+    each with the reason), from the same rows the table shows."""
+    ready: list[str] = []
+    unavailable: list[dict[str, str]] = []
+
+    def judge(what: str, rows: list[Finding], any_ok: bool = False) -> None:
+        if not rows:
+            return
+        good = any(f["ok"] for f in rows) if any_ok else all(f["ok"] for f in rows)
+        if good:
+            ready.append(what)
+        else:
+            bad = [f for f in rows if not f["ok"]]
+            unavailable.append({"what": what, "because": " and ".join(_short(f["detail"]) for f in bad[:2])})
+
+    judge("local runs (PyTorch and TensorFlow)", _named(findings, "framework "))
+    judge("quick profiles (CPU)", _named(findings, "python") + _named(findings, "framework "))
+    judge("GPU profiles (the papers' protocols)", _named(findings, "NVIDIA driver"))
+    judge("container backends", _named(findings, "container engine") + _named(findings, "apptainer"), any_ok=True)
+    judge("energy measurement (RAPL or NVML)", _named(findings, "sensor rapl") + _named(findings, "sensor nvml"),
+          any_ok=True)
+    judge("PDF reports", _named(findings, "LaTeX"))
+    datasets = _named(findings, "dataset ")
+    if datasets and all(f["ok"] or f.get("status") == "on first use" for f in datasets):
+        ready.append("every dataset" + ("" if all(f["ok"] for f in datasets) else " (some downloaded on first use)"))
+    else:
+        judge("every dataset", datasets)
+    line = "Ready for: " + (", ".join(ready) or "nothing yet")
+    if unavailable:
+        line += "; not available here: " + "; ".join(f"{u['what']}, because {u['because']}" for u in unavailable)
+    return {"ready": ready, "unavailable": unavailable, "line": line}
+
+
+def study_needs(study: Path, profile: str | None, findings: list[Finding], download: bool = True,
+                data_dir: Path | None = None) -> dict[str, Any]:
+    """What one study's profile needs from this host and which of it is missing (``kit doctor --strict STUDY``):
+    the frameworks of its arms (local backend), the GPUs its profile is written for, its datasets."""
+    from kit.datasets import SYNTHETIC, resolve
+    from kit.reproduce_all import Host, choose_profile, fits, requirements
+    from kit.spec import load_spec
+
+    host = Host.detect()
+    chosen = choose_profile(profile or "auto", host)
+    base = load_spec(study)
+    if chosen not in base.profiles and chosen != "paper":
+        chosen = "paper"
+    spec = load_spec(study, None if chosen == "paper" else chosen)
+    missing: list[str] = []
+    by = {f["check"]: f for f in findings}
+    for fw in spec.experiment.frameworks:
+        f = by.get(f"framework {fw} (local backend)")
+        if f is not None and not f["ok"]:
+            missing.append(f"{fw}: {f['detail']} (fix: {f['fix']})")
+    lacks = fits(host, requirements(spec))
+    if lacks:
+        missing.append(lacks)
+    for ds in spec.datasets():
+        if ds.source == SYNTHETIC:
+            continue
+        try:
+            resolve(ds.name, ds.source, data_dir=data_dir, download=False)
+        except KitError as err:
+            if download and "not found" in err.cause:
+                continue  # kit run fetches it (a failed download then says why)
+            missing.append(f"dataset {ds.name} ({ds.source}): {err.cause}")
+    return {"study": spec.experiment.id, "profile": chosen, "missing": missing, "ready": not missing}
 
 
 # -- NVIDIA driver vs the CUDA the frameworks were built for ---------------------------------------------------------

@@ -8,11 +8,40 @@ library errors (NVML, docker, OS) are translated into this tree at the edge.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit status of every `kit` command (README, "Commands"); a CI step can tell each case apart."""
+
+    OK = 0  # success: the command did what was asked and the answer, if any, is yes
+    FAILED = 1  # the answer is no: a regression (compare/bisect --fail-on), claims not reproduced (verify), a failed
+    #             self-test or tune step, something a study needs is missing (doctor --strict)
+    USAGE = 2  # the command line is wrong (click's: unknown option, missing argument, bad choice)
+    INCONCLUSIVE = 3  # the data cannot decide (compare --fail-on, bisect): more repetitions
+    SUSPECT = 4  # a significant change whose sides ran in different host conditions (compare --fail-on): re-run
+    INPUT = 5  # a KitError: bad spec, run directory, bundle, dataset, host state, each with its fix
+    INTERNAL = 6  # an unexpected exception: a bug in the kit (--debug shows the traceback)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+EXIT_CODE_TABLE: tuple[tuple[int, str], ...] = (
+    (ExitCode.OK, "success"),
+    (ExitCode.FAILED, "the answer is no: regression found, claims not reproduced, a self-test check or what a study "
+                      "needs failed"),
+    (ExitCode.USAGE, "usage error (unknown option, missing argument, bad choice)"),
+    (ExitCode.INCONCLUSIVE, "inconclusive: the data cannot decide"),
+    (ExitCode.SUSPECT, "suspect: a change whose runs had different host conditions"),
+    (ExitCode.INPUT, "input error: a bad spec, run directory, bundle or dataset (the message says the fix)"),
+    (ExitCode.INTERNAL, "internal error: a bug in the kit (re-run with --debug and report it)"),
+    (ExitCode.INTERRUPTED, "interrupted"),
+)
+
 
 class KitError(Exception):
     """Base of every error the kit raises on purpose."""
 
-    exit_code: int = 2
+    exit_code: int = ExitCode.INPUT
 
     def __init__(self, cause: str, *, where: str | None = None, fix: str | None = None,
                  detail: str | None = None) -> None:

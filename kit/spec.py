@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import math
 import tomllib
@@ -689,7 +690,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
 
 def _case_overrides(info: Any, raw: dict[str, Any], path: str) -> dict[str, Any]:
     """A case's workload keys, type-checked like [workload] (common keys and the workload's own)."""
-    hints = typing.get_type_hints(Workload)
+    hints = _hints(Workload)
     out = {}
     for key, val in raw.items():
         if key in _WORKLOAD_FIELDS - {"name", "params"}:
@@ -715,10 +716,16 @@ def _convert_params(info: Any, raw: dict[str, Any], path: str) -> dict[str, Any]
     return out
 
 
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    """A dataclass' resolved field types (resolving them is most of a spec's load time: computed once per class)."""
+    return typing.get_type_hints(cls)
+
+
 def _build(cls: Any, data: Any, path: str) -> Any:
     if not isinstance(data, dict):
         raise _Invalid(path, "a table", data)
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     loader_set = ("path", "profile", "profile_description", "profile_estimate_s", "profiles") + (
         ("study", "study_dir", "info") if cls is Spec else ())
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in loader_set}

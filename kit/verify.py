@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError, PlanError, StoreError
+from kit.errors import ExitCode, KitError, PlanError, StoreError
 from kit.manifest import Manifest
 from kit.pack import SUMS, claims_of, paper_claims_of, sha256
 from kit.safeio import parse_json, read_capped
@@ -59,7 +59,7 @@ FIX_UNMODIFIED = "obtain an unmodified bundle made by `kit pack`"
 class IntegrityError(KitError):
     """A bundle file was changed, removed or added after packing, or the bundle contradicts itself."""
 
-    exit_code = 2
+    exit_code = ExitCode.INPUT
 
 
 @dataclass(frozen=True)

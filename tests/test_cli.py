@@ -7,6 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from kit.cli import app
+from kit.errors import ExitCode
 
 runner = CliRunner()
 
@@ -23,7 +24,7 @@ def test_list_shows_experiments_and_profiles() -> None:
 def test_list_exits_non_zero_when_an_experiment_is_invalid(tmp_path: Path) -> None:
     (tmp_path / "broken.toml").write_text("schema = 1\n[experiment]\nid = 'broken'\n", encoding="utf-8")
     res = runner.invoke(app, ["list", "--experiments", str(tmp_path)])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == ExitCode.INPUT, res.output  # a bad spec: an input error, not "the answer is no"
     assert "(invalid)" in res.output and "florencio2019_lenet" in res.output  # the row stays, the others too
     assert "1 experiment(s) invalid: broken.toml" in res.output
 
@@ -54,7 +55,7 @@ def test_report_on_missing_run_dir_is_one_line(tmp_path: Path) -> None:
 
     proc = subprocess.run([sys.executable, "-m", "kit", "report", str(tmp_path / "nope")], capture_output=True,
                           text=True, timeout=120)
-    assert proc.returncode == 2
+    assert proc.returncode == ExitCode.INPUT
     assert "run directory not found" in proc.stderr and "Fix:" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -299,7 +299,14 @@ def test_kit_list_states_per_hypothesis_whether_the_profile_can_test_it(monkeypa
     assert {p["name"]: p for p in found["dai_single_gpu_factors"]["profiles"]}["paper"]["design"]["all_decidable"]
     res = CliRunner().invoke(app, ["list", "--experiments-dir", str(EXPERIMENTS)])
     assert res.exit_code == 0, res.output
-    flat = " ".join(res.output.split())
+    rows = {tuple(line.split()[:2]): line.split() for line in res.output.splitlines() if line.strip()}
+    assert rows[("dai_single_gpu_factors", "paper")][-2] == "yes"  # the compact view: decidable yes/no per profile
+    assert rows[("patel_models_sweep", "paper")][-2] == "no" and rows[("patel_models_sweep", "quick")][-2] == "no"
+    flat = ""
+    for experiment in ("dai_single_gpu_factors", "patel_models_sweep"):  # the details: kit show ID
+        res = CliRunner().invoke(app, ["show", experiment, "--experiments-dir", str(EXPERIMENTS)])
+        assert res.exit_code == 0, res.output
+        flat += " ".join(res.output.split())
     assert "configuration unit, across 7 network(s) on device auto (the GPU where the host has one); testable; MDE" in flat
     assert "across 5 network(s) on the CPU; NOT testable: 5 networks on the CPU cannot support a population-level p" in flat
     assert "NOT testable" in flat  # the quick profiles' 2 trials per cell

@@ -81,8 +81,12 @@ def test_kit_list_shows_the_paper_source_and_the_deviations() -> None:
     res = CliRunner().invoke(app, ["list", "--experiments-dir", str(ROOT / "experiments"), "--deviations"])
     assert res.exit_code == 0, res.output
     flat = " ".join(res.output.replace("│", " ").split())
-    assert "deviations listed" in flat and "patel_distributed: deviations from the paper" in flat
-    assert "ResNet50" in flat
+    assert "patel_distributed: deviations from the paper" in flat and "ResNet50" in flat
+    res = CliRunner().invoke(app, ["show", "patel_distributed"])
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.replace("│", " ").split())
+    assert "deviations listed" in flat and "protocol from Section VI-E" in flat
+    assert "patel_distributed: deviations from the paper" in flat and "ResNet50" in flat
 
 
 def test_the_report_shows_the_deviations_escaped(tmp_path: Path) -> None:

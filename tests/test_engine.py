@@ -20,7 +20,7 @@ from kit.engine import (
     find_engine,
     gpu_support,
 )
-from kit.errors import EngineError
+from kit.errors import EngineError, ExitCode
 from kit.images.doctor import doctor_engine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_cli_run_docker_without_engine_fails_cleanly(tmp_path: Path) -> None:
                           "--backend", "docker", "--runs-dir", str(tmp_path / "runs"), "--data-dir",
                           str(ROOT / "data" / "mnist-t10k")], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
-    assert out.returncode == 2, out.stderr
+    assert out.returncode == ExitCode.INPUT, out.stderr
     assert "backend docker is not usable here" in out.stderr and "Fix:" in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # nothing half-written

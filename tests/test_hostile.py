@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from kit import verify as packmod
+from kit.errors import ExitCode
 from kit.pack import pack, write_sums
 from kit.runner import RunOptions, start_run
 from kit.spec import load_spec
@@ -75,7 +76,7 @@ def test_a_bundle_without_claims_is_refused_not_reproduced(bundle_dir: Path, tmp
         verify(root, packmod.VerifyOptions(runs_root=runs))
     assert not runs.exists()  # nothing was re-run
     proc = _cli_verify(root, runs)
-    assert proc.returncode == 2 and "no claims" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "no claims" in proc.stderr and "Traceback" not in proc.stderr
     assert "results reproduced" not in proc.stdout.lower()
 
 
@@ -198,7 +199,7 @@ def test_a_link_member_is_an_integrity_error_with_exit_2(tmp_path: Path) -> None
     with pytest.raises(IntegrityError, match="'bundle/escape' is a link or special file"):
         verify(evil)
     proc = _cli_verify(evil, tmp_path / "runs")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == ExitCode.INPUT, proc.stderr
     assert "link or special file" in proc.stderr and "internal error" not in proc.stderr.lower()
     assert "Traceback" not in proc.stderr
 
@@ -302,7 +303,7 @@ def test_trial_files_outside_the_plan_are_refused(small_run: Path, tmp_path: Pat
         analyze_run(run)
     assert str(bad) in str(info.value)
     proc = _status_cli(run)
-    assert proc.returncode == 2 and bad.name in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == ExitCode.INPUT and bad.name in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def _procs_mentioning(text: str) -> dict[int, str]:
@@ -411,7 +412,7 @@ def test_a_fifo_or_huge_file_as_spec_is_refused_without_hanging(tmp_path: Path) 
     os.mkfifo(fifo)
     proc = subprocess.run([sys.executable, "-m", "kit", "run", str(fifo), "--runs-dir", str(tmp_path / "runs")],
                           capture_output=True, text=True, timeout=60)  # a read() on the FIFO would block forever
-    assert proc.returncode == 2 and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "runs").exists()
     big = tmp_path / "big.toml"
     big.write_text(LENET.read_text() + "#" * (2 << 20))
@@ -511,7 +512,7 @@ def test_disk_full_mid_run_fails_cleanly_and_resumes(small_fs: Path, tmp_path: P
         except OSError as exc:
             assert exc.errno == 28
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 2, (out, err)
+    assert proc.returncode == ExitCode.INPUT, (out, err)
     text = " ".join((out + err).split())
     assert "no space left on the device" in text and "Fix: free space on the file system holding" in text, text
     assert str(small_fs) in text and "Traceback" not in text and "internal error" not in text
@@ -534,7 +535,7 @@ def test_a_read_only_runs_dir_is_refused_with_the_path(small_fs: Path, tmp_path:
     spec = _slow_calibrated(tmp_path)
     _remount(small_fs, "ro")
     res = _kit("run", str(spec), "--runs-dir", str(small_fs / "runs"))
-    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.returncode == ExitCode.INPUT, res.stdout + res.stderr
     text = " ".join(res.stderr.split())
     assert "the file system is read-only" in text and str(small_fs / "runs") in text and "remount" in text, text
     assert "Traceback" not in text and "internal error" not in text
@@ -550,7 +551,7 @@ def test_resume_on_a_read_only_file_system_changes_nothing(small_fs: Path, tmp_p
     assert json.loads((rd.path / "manifest.json").read_text())["status"] == "partial"
     _remount(small_fs, "ro")
     res = _kit("run", "--resume", str(rd.path))
-    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.returncode == ExitCode.INPUT, res.stdout + res.stderr
     text = " ".join(res.stderr.split())
     assert "read-only" in text and str(rd.path) in text and "Traceback" not in text, text
     assert {p: p.read_bytes() for p in rd.path.rglob("*") if p.is_file()} == before
@@ -572,7 +573,7 @@ def test_a_data_dir_that_does_not_exist_is_an_error(tmp_path: Path, monkeypatch:
     res = subprocess.run([sys.executable, "-m", "kit", "run", str(lenet), "--profile", "quick", "--runs-dir",
                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "KIT_DATA_DIR": str(missing)})
-    assert res.returncode == 2 and "KIT_DATA_DIR does not exist" in " ".join(res.stderr.split()), res.stderr
+    assert res.returncode == ExitCode.INPUT and "KIT_DATA_DIR does not exist" in " ".join(res.stderr.split()), res.stderr
     assert not (tmp_path / "runs").exists()
 
 
@@ -597,7 +598,7 @@ def test_pack_never_reads_a_link_or_fifo_planted_in_the_run(small_run: Path, tmp
     assert str(bad) in str(info.value)
     assert not (tmp_path / "bundle").exists() and not (tmp_path / "bundle.tar.gz").exists()
     res = _kit("pack", str(run), "--out", str(tmp_path / "b2"))
-    assert res.returncode == 2 and "planted" in res.stderr and not (tmp_path / "b2").exists(), res.stderr
+    assert res.returncode == ExitCode.INPUT and "planted" in res.stderr and not (tmp_path / "b2").exists(), res.stderr
 
 
 @pytest.mark.slow

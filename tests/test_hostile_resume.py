@@ -24,7 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kit.cli import app
-from kit.errors import KitError, StoreError
+from kit.errors import ExitCode, KitError, StoreError
 from kit.plan import make_plan
 from kit.runner import RETRY_FAILED, RunEvents, RunOptions, resume_run, start_run, trial_record
 from kit.spec import load_spec
@@ -206,7 +206,7 @@ def test_a_resume_refused_by_the_lock_writes_nothing(failed_run: dict[str, Any],
             resume_run(run, RunOptions(retry=RETRY_FAILED))
         proc = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(run), "--retry-failed"],
                               capture_output=True, text=True, timeout=120, cwd=REPO)
-        assert proc.returncode == 2 and "another `kit run`" in proc.stderr, proc.stderr
+        assert proc.returncode == ExitCode.INPUT and "another `kit run`" in proc.stderr, proc.stderr
         after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
         assert after[Path("events.jsonl")] == snapshot[Path("events.jsonl")]
         assert after[Path("manifest.json")] == snapshot[Path("manifest.json")]
@@ -235,7 +235,7 @@ def test_an_edited_spec_copy_is_refused_and_an_old_manifest_is_resumed_with_a_wa
     assert "manifest.json: spec_source.text" in msg and "edited" in msg and "Fix:" in msg and "kit run SPEC" in msg
     proc = subprocess.run([sys.executable, "-m", "kit", "run", "--resume", str(run)], capture_output=True, text=True,
                           timeout=120, cwd=REPO)
-    assert proc.returncode == 2 and "spec_source.text" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "spec_source.text" in proc.stderr and "Traceback" not in proc.stderr
     assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == snapshot
     assert man["spec_source"]["sha256"] == hashlib.sha256(text.encode()).hexdigest()  # stored at the start
 

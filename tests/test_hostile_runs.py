@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from kit.analysis.analyze import analyze_run, current_analysis
 from kit.cli import app
-from kit.errors import KitError, StoreError
+from kit.errors import ExitCode, KitError, StoreError
 from kit.studies import StudyError
 from kit.trust import StudyTrust
 
@@ -153,9 +153,9 @@ def test_an_exception_in_a_study_hook_is_the_studys_error(planted: tuple[Path, P
         analyze_run(run, trust=StudyTrust(trust_run_copy=True))
     assert "Traceback" in (info.value.detail or "") and "broken study" in info.value.detail
     proc = _main(capsys, "report", str(run), "--trust-study-code")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "broken study" in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "Traceback" not in proc.stderr and "broken study" in proc.stderr
     proc = _main(capsys, "--debug", "report", str(run), "--trust-study-code")
-    assert proc.returncode == 2 and "raise ValueError('broken study')" in proc.stderr  # the study's traceback
+    assert proc.returncode == ExitCode.INPUT and "raise ValueError('broken study')" in proc.stderr  # the study's traceback
 
 
 # -- 2. verify's verdict cannot be forged; the recorded protocol is the one re-run --------------------------
@@ -401,7 +401,7 @@ def test_fifos_and_device_links_are_refused_within_seconds(tmp_path: Path, plant
     os.mkfifo(target) if plant == "fifo" else os.symlink("/dev/zero", target)
     t0 = time.monotonic()
     proc = _main(capsys, "report", str(run))
-    assert proc.returncode == 2 and time.monotonic() - t0 < 30, proc.stderr
+    assert proc.returncode == ExitCode.INPUT and time.monotonic() - t0 < 30, proc.stderr
     assert ("FIFO" if plant == "fifo" else "symbolic link") in proc.stderr and "Traceback" not in proc.stderr
     assert name.split("/")[-1] in proc.stderr
 
@@ -413,7 +413,7 @@ def test_history_over_a_directory_with_one_fifo_manifest_ends_with_an_error(
     (bad / "manifest.json").unlink()
     os.mkfifo(bad / "manifest.json")
     proc = _main(capsys, "history", str(tmp_path / "runs"), "--no-cache")
-    assert proc.returncode == 2 and "FIFO" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "FIFO" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_planted_links_for_lock_events_and_report_leave_their_targets_untouched(tmp_path: Path) -> None:
@@ -492,7 +492,7 @@ def test_markup_in_a_manifest_value_is_shown_as_written(tmp_path: Path, capsys: 
     run = golden_copy(tmp_path / "run")
     edit_manifest(run, lambda m: m["spec"]["design"].update(alpha="[/x] [bold]loud"))
     proc = _main(capsys, "report", str(run))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "Traceback" not in proc.stderr, proc.stderr
     assert "'[/x] [bold]loud'" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 3
 
 
@@ -509,7 +509,7 @@ def test_malformed_manifests_are_one_line_errors(tmp_path: Path, content: str, m
     with pytest.raises(StoreError, match=match):
         analyze_run(run)
     proc = _main(capsys, "report", str(run))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
 
 
 def _edit_trial(run: Path, fn: object) -> str:
@@ -560,7 +560,7 @@ def test_thresholds_are_validated(tmp_path: Path, threshold: str) -> None:
     a, b = golden_copy(tmp_path / "runs" / "a"), golden_copy(tmp_path / "runs" / "b")
     for args in (("compare", str(a), str(b)), ("history", str(tmp_path / "runs"), "--no-cache")):
         code, text = _cli(*args, "--threshold", threshold)
-        assert code == 2 and "is not a relative change in (0, 10)" in text, text
+        assert code == ExitCode.INPUT and "is not a relative change in (0, 10)" in text, text
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kit.errors import KitError
+from kit.errors import ExitCode, KitError
 from kit.pack import pack
 from kit.runner import RunOptions, start_run
 from kit.spec import load_spec
@@ -119,7 +119,7 @@ def test_verify_fails_on_a_tampered_file(bundle: Path, tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match=r"changed run/trials/"):
         verify(root)
     proc = subprocess.run([sys.executable, "-m", "kit", "verify", str(root)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "integrity check failed" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == ExitCode.INPUT and "integrity check failed" in proc.stderr and "Traceback" not in proc.stderr
     (root / "run" / "trials" / "extra.json").write_text("{}")
     with pytest.raises(KitError, match=r"extra run/trials/extra.json"):
         check_integrity(root)

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kit.cli import app
-from kit.errors import KitError, SpecError, StoreError
+from kit.errors import ExitCode, KitError, SpecError, StoreError
 from kit.scaffold import new_study
 from kit.spec import load_spec
 from kit.studies import StudyError, checked_copy, study_files
@@ -225,7 +225,8 @@ def test_kit_new_study_and_kit_list_experiments(tmp_path: Path, monkeypatch: pyt
     res = CliRunner().invoke(app, ["list", "--experiments", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "my_mlp/" in res.output and "florencio2019_lenet" in res.output  # the kit's own, then the folder's
-    assert "NOT testable" not in res.output.split("my_mlp/", 1)[1]  # its quick profile can decide H1
+    quick_row = [line.split() for line in res.output.splitlines() if line.split()[:2] == ["my_mlp", "quick"]]
+    assert quick_row and quick_row[0][-2] == "yes", res.output  # its quick profile can decide H1 (decidable: yes)
     monkeypatch.setenv("KIT_EXPERIMENTS", str(tmp_path))
     res = CliRunner().invoke(app, ["list"])
     assert res.exit_code == 0 and "my_mlp/" in res.output
@@ -281,7 +282,7 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     # evaluator says so (the output then says it ran unsandboxed)
     refused = kit("verify", str(bundle), "--data-dir", str(MNIST), "--runs-dir", str(tmp_path / "verify"),
                   "--backend", "local", cwd=tmp_path)
-    assert refused.returncode == 2 and "--trust-bundle-code" in refused.stderr, refused.stderr[-2000:]
+    assert refused.returncode == ExitCode.INPUT and "--trust-bundle-code" in refused.stderr, refused.stderr[-2000:]
     out = kit("verify", str(bundle), "--data-dir", str(MNIST), "--runs-dir", str(tmp_path / "verify"),
               "--backend", "local", "--trust-bundle-code", cwd=tmp_path)
     # Exit 1 means a claim did not reproduce: a timing decision near its threshold (the infer ratio is about

@@ -110,10 +110,12 @@ def config_phases(spec: Mapping[str, Any], config: dict[str, Any]) -> tuple[str,
 
 
 def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], arms: list[str] | tuple[str, ...],
-                 *, power: float = POWER, cv: float = DEFAULT_CV) -> dict[str, Any]:
+                 *, power: float = POWER, cv: float = DEFAULT_CV, mde: bool = True) -> dict[str, Any]:
     """Per hypothesis and phase: unit, test, n per comparison, Holm family, smallest p, decidable, MDE.
 
-    ``spec`` is the plain spec (``Spec.to_dict()``, the manifest's), ``configs`` the plan's.
+    ``spec`` is the plain spec (``Spec.to_dict()``, the manifest's), ``configs`` the plan's. ``mde=False``: skip
+    the simulated minimum detectable effects (most of the cost; `kit list` shows only whether rows are decidable,
+    which the smallest attainable p settles), leaving the trial unit's MDE fields None.
     """
     design = spec.get("design") or {}
     alpha = float(design.get("alpha", 0.05))
@@ -151,11 +153,11 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
         if p_min >= threshold:
             reasons.append(f"the smallest attainable p ({p_min:.3g}, all differences of one sign) is not below "
                            f"alpha/m = {alpha:g}/{family} = {threshold:.3g}, Holm's first threshold")
-        delta = mde_sd(n, threshold, power) if n >= MIN_N_FOR_TESTS else None
+        delta = mde_sd(n, threshold, power) if n >= MIN_N_FOR_TESTS and mde else None
         if delta is not None and not math.isfinite(delta) and not reasons:
             reasons.append(f"no outcome of {n} differences reaches p < {threshold:.3g}: no change is detectable")
         decidable = not reasons
-        delta_ties = mde_sd(n, threshold, power, ties=True) if decidable else None
+        delta_ties = mde_sd(n, threshold, power, ties=True) if decidable and mde else None
         r.update({
             "family_size": family, "alpha": alpha, "holm_first_threshold": threshold,
             "min_p": p_min, "min_p_with_ties": p_ties, "decidable": decidable,

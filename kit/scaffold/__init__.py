@@ -29,7 +29,11 @@ def new_study(name: str, parent: Path) -> Path:
     if os.path.lexists(dest):
         raise KitError("the folder exists already", where=str(dest), fix="choose another name or --dir, or remove it")
     if not parent.is_dir():
-        raise KitError("the parent directory does not exist", where=str(parent), fix="create it or give another --dir")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KitError(f"cannot create the parent directory ({exc.strerror or exc})", where=str(parent),
+                           fix="give a writable --dir") from exc
     files = sorted(TEMPLATES.glob("*.tmpl"))
     if not any(f.name == STUDY_FILE + ".tmpl" for f in files):
         raise KitError("the kit's study templates are missing", where=str(TEMPLATES), fix="reinstall the kit")

@@ -1,0 +1,258 @@
+"""The command line follows the conventions (issue 27, items 4 and 5): short first contact (`kit list`, `kit show`,
+`kit run ID`, `--json`, `kit doctor`'s verdict), help that shows its source text, one exit-code table, consoles that
+never wrap in a pipe, argument checks before the heavy imports."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kit import cli
+from kit.cli import app
+from kit.errors import EXIT_CODE_TABLE, ExitCode, KitError
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN_RUN = ROOT / "tests" / "data" / "golden" / "run"
+runner = CliRunner()
+WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
+
+
+def _commands(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command and group under ``cmd`` (click's objects, from the copy typer vendors)."""
+    out = [(path, cmd)]
+    if hasattr(cmd, "commands"):
+        for name, sub in cmd.commands.items():
+            out += _commands(sub, (*path, name))
+    return out
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# -- help: every command's, as written ------------------------------------------------------------------------------
+
+def test_every_help_shows_its_source_text_with_brackets_and_no_bool_metavar() -> None:
+    """Rich markup used to eat a literal [slurm] ("overrides the spec's )"); every bracketed word of every help
+    string must reach the rendered help, flags carry no <bool>, and -h is --help."""
+    commands = _commands(typer.main.get_command(app))
+    assert len(commands) > 20
+    checked = 0
+    for path, cmd in commands:
+        res = runner.invoke(app, [*path, "-h"], env=WIDE)
+        assert res.exit_code == 0, (path, res.output)
+        shown = _flat(res.output)
+        assert "<bool>" not in shown, path
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params if not getattr(p, "hidden", False)]
+        for text in texts:
+            for word in re.findall(r"\[[^\]\s][^\]]*\]", text):
+                assert _flat(word) in shown, (path, word)
+                checked += 1
+    assert checked >= 2  # [slurm] and [[claims]] at least are there to check
+    run_help = _flat(runner.invoke(app, ["run", "--help"], env=WIDE).output)
+    assert "(overrides the spec's [slurm])" in run_help
+    assert "--backend <local|docker|apptainer|auto>" in run_help and "--executor <local|slurm>" in run_help
+    assert "--download / --no-download" in run_help
+    assert "<regression|improvement|change>" in _flat(runner.invoke(app, ["compare", "-h"], env=WIDE).output)
+
+
+def test_version_and_completion() -> None:
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.startswith("kit "), res.output
+    top = _flat(runner.invoke(app, ["-h"], env=WIDE).output)
+    assert "--install-completion" in top and "--show-completion" in top
+
+
+# -- the exit-code table --------------------------------------------------------------------------------------------
+
+def _main(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    monkeypatch.setattr(sys, "argv", ["kit", *args])
+    with pytest.raises(SystemExit) as info:
+        cli.main()
+        raise SystemExit(0)
+    return int(info.value.code or 0)
+
+
+def test_every_exit_code_is_distinct_and_documented() -> None:
+    codes = [int(c) for c, _ in EXIT_CODE_TABLE]
+    assert len(set(codes)) == len(codes) == len(ExitCode)
+    assert ExitCode.INPUT not in (ExitCode.USAGE, ExitCode.FAILED) and ExitCode.INTERNAL != ExitCode.FAILED
+    assert KitError("x").exit_code == ExitCode.INPUT
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = readme[readme.index("## Commands"):readme.index("## Experiments")]
+    for code, _ in EXIT_CODE_TABLE:
+        assert re.search(rf"^\| {int(code)} \|", commands, re.M), f"exit code {int(code)} not in README's table"
+
+
+def test_exit_codes_of_the_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kit import compare, doctor
+
+    assert _main(monkeypatch, "list") == ExitCode.OK
+    assert _main(monkeypatch, "run", "experiments/florencio2019_lenet", "--bogus") == ExitCode.USAGE
+    assert _main(monkeypatch, "run", "florencio2019_lenet", "--backend", "nope") == ExitCode.USAGE
+    assert _main(monkeypatch, "report", str(tmp_path / "nope")) == ExitCode.INPUT
+    assert _main(monkeypatch, "run", "no_such_experiment") == ExitCode.INPUT
+    # the answer is no: doctor --strict with a required check failing
+    monkeypatch.setattr(doctor, "run_checks", lambda **kw: [doctor._finding("python", False, "2.7", "upgrade",
+                                                                             optional=False)])
+    assert _main(monkeypatch, "doctor", "--strict") == ExitCode.FAILED
+    assert _main(monkeypatch, "doctor") == ExitCode.OK  # without --strict it reports, exit 0
+    # compare's gate: regression 1, suspect 4, inconclusive 3
+    counts = {"regression": 0, "improvement": 0, "suspect": 0, "inconclusive": 0}
+    assert compare.exit_code({"counts": dict(counts, regression=1)}, "regression") == ExitCode.FAILED
+    assert compare.exit_code({"counts": dict(counts, suspect=1)}, "regression") == ExitCode.SUSPECT
+    assert compare.exit_code({"counts": dict(counts, inconclusive=1)}, "regression") == ExitCode.INCONCLUSIVE
+
+    # an unexpected exception is an internal error, never 1 ("regression found")
+    def boom(**kw: Any) -> list[Any]:
+        raise RuntimeError("planted bug")
+
+    monkeypatch.setattr(doctor, "run_checks", boom)
+    assert _main(monkeypatch, "doctor") == ExitCode.INTERNAL
+
+    def interrupted(**kw: Any) -> list[Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(doctor, "run_checks", interrupted)
+    assert _main(monkeypatch, "doctor") == ExitCode.INTERRUPTED
+
+
+def test_a_missing_run_dir_is_said_before_the_heavy_imports(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", "import sys; from kit.cli import main; sys.argv = ['kit', 'report', "
+                           f"{str(tmp_path / 'nope')!r}]; main()"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.INPUT and "run directory not found" in proc.stderr
+    assert time.monotonic() - t0 < 4, "kit report imported the analysis before checking its argument"
+    probe = subprocess.run([sys.executable, "-c", "import sys\nfrom kit.cli import main\nsys.argv = ['kit', 'report', "
+                            f"{str(tmp_path / 'nope')!r}]\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+                            "print('scipy' in sys.modules, 'pandas' in sys.modules)"],
+                           capture_output=True, text=True, timeout=120)
+    assert probe.stdout.strip() == "False False", probe.stdout + probe.stderr
+
+
+def test_error_lines_do_not_wrap_in_a_pipe() -> None:
+    """stderr is not a terminal: the one-line error stays one line at any length (copy-pasteable)."""
+    name = "no_such_experiment_" + "x" * 100
+    proc = subprocess.run([sys.executable, "-m", "kit", "run", name], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**__import__("os").environ, "COLUMNS": "80"})
+    assert proc.returncode == ExitCode.INPUT
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and len(lines[0]) > 200 and name in lines[0], proc.stderr
+    assert "florencio2019_lenet" in lines[0]  # the ids it could have been
+
+
+# -- first contact --------------------------------------------------------------------------------------------------
+
+def test_kit_list_is_one_line_per_experiment_and_profile() -> None:
+    from kit.catalog import list_experiments
+
+    found = list_experiments(mde=False)
+    n_profiles = sum(len(e["profiles"]) for e in found)
+    t0 = time.monotonic()
+    res = runner.invoke(app, ["list"], env=WIDE)
+    assert res.exit_code == 0, res.output
+    assert time.monotonic() - t0 < 4  # no minimum-detectable-effect simulation for a column it does not show
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 + n_profiles + 1, res.output  # header, the rows, the pointer to kit show
+    rows = {tuple(ln.split()[:2]): ln for ln in lines[1:-1]}
+    lenet = rows[("florencio2019_lenet", "quick")]
+    assert " 26 " in lenet and "~3 min 40 s" in lenet and "experiments/florencio2019_lenet/" in lenet
+    assert lenet.split()[-2] == "yes"
+    data = json.loads(runner.invoke(app, ["list", "--json"]).output)
+    by = {(r["id"], r["profile"]): r for r in data["experiments"]}
+    assert by[("florencio2019_lenet", "quick")]["estimate_s"] == 220 and by[("florencio2019_lenet", "quick")]["decidable"]
+    assert data["invalid"] == []
+
+
+def test_kit_show_and_kit_run_take_an_id(tmp_path: Path) -> None:
+    from kit.catalog import resolve_experiment
+
+    assert resolve_experiment("florencio2019_lenet") == ROOT / "experiments" / "florencio2019_lenet"
+    with pytest.raises(KitError, match="dai_single_gpu_factors, elshawi_dlbench, florencio2019_lenet"):
+        resolve_experiment("lenet")
+    res = runner.invoke(app, ["show", "florencio2019_lenet"], env=WIDE)
+    assert res.exit_code == 0, res.output
+    flat = _flat(res.output)
+    for part in ("hypotheses: can this profile decide them?", "deviations from the paper", "what the paper claimed",
+                 "kit run florencio2019_lenet --profile quick"):
+        assert part in flat, part
+    shown = json.loads(runner.invoke(app, ["show", "florencio2019_lenet", "--json"]).output)
+    assert shown["id"] == "florencio2019_lenet" and shown["profiles"][0]["design"]["rows"][0]["mde_sd"]
+    # kit run ID reaches the spec (a dry stop: --max-trials 0 is refused by the request, after resolving the id)
+    res = runner.invoke(app, ["run", "no_such_id", "--runs-dir", str(tmp_path)])
+    assert isinstance(res.exception, KitError) and "kit list" in str(res.exception)
+
+
+def test_status_and_doctor_print_json(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["status", str(GOLDEN_RUN), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["total"] > 0
+    res = runner.invoke(app, ["doctor", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["verdict"]["line"].startswith("Ready for: ") and doc["downloads"] is True
+    assert {"check", "ok", "detail", "fix"} <= set(doc["findings"][0])
+
+
+def test_doctor_opens_with_the_verdict_and_says_downloads_as_they_are() -> None:
+    res = runner.invoke(app, ["doctor"], env=WIDE)
+    lines = res.output.splitlines()
+    assert lines[0].startswith("Ready for: ") and "downloads: on" in lines[1], res.output[:500]
+    assert "downloads are off" not in res.output  # kit run downloads by default
+    res = runner.invoke(app, ["doctor", "--no-download"], env=WIDE)
+    assert "downloads: off" in res.output
+
+
+def test_doctor_flags_a_cuda_build_on_a_host_without_a_gpu() -> None:
+    from kit.doctor import check_cpu_builds, cpu_host_builds, verdict
+
+    rows = cpu_host_builds({"pytorch": "13.0", "tensorflow": None}, {"pytorch": "2.14.1+cu130"})
+    bad = [r for r in rows if not r["ok"]]
+    assert len(bad) == 1 and "CUDA 13.0 build" in bad[0]["detail"]
+    assert "download.pytorch.org/whl/cpu" in bad[0]["fix"] and "torch==2.14.1'" in bad[0]["fix"]
+    assert check_cpu_builds(driver="580.65.06") == []  # a GPU host: check_driver's business
+    v = verdict([{"check": "NVIDIA driver", "ok": False, "detail": "no NVIDIA driver (NVML) on this host: CPU trials only",
+                  "fix": "x"}, {"check": "LaTeX (PDF reports)", "ok": True, "detail": "latexmk", "fix": ""}])
+    assert v["line"] == ("Ready for: PDF reports; not available here: GPU profiles (the papers' protocols), "
+                         "because no NVIDIA driver")
+
+
+def test_doctor_strict_study_says_what_its_profile_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit import reproduce_all
+
+    monkeypatch.setattr(reproduce_all.Host, "detect", classmethod(lambda cls: reproduce_all.Host(0, (), "test")))
+    res = runner.invoke(app, ["doctor", "--strict", "florencio2019_lenet", "--profile", "paper", "--json"])
+    assert res.exit_code == ExitCode.FAILED, res.output
+    study = json.loads(res.output)["study"]
+    assert study["profile"] == "paper" and any("lacks a GPU" in m for m in study["missing"])
+
+
+# -- scaffold and descriptions --------------------------------------------------------------------------------------
+
+def test_new_study_creates_missing_parents(tmp_path: Path) -> None:
+    from kit.spec import load_spec
+
+    parent = tmp_path / "a" / "b"
+    res = runner.invoke(app, ["new", "study", "my_mlp", "--dir", str(parent)])
+    assert res.exit_code == 0, res.output
+    spec = load_spec(parent / "my_mlp")
+    for name in spec.profiles[1:]:  # the named profiles; the top-level one is still "the published protocol"
+        assert "published" not in load_spec(parent / "my_mlp", name).profile_description
+
+
+def test_profile_descriptions_are_host_neutral() -> None:
+    from kit.catalog import list_experiments
+
+    for e in list_experiments(mde=False):
+        for p in e["profiles"]:
+            d = p["description"]
+            assert not re.search(r"\bhere\)|on this \d+-core|this host|downloaded here", d), (e["id"], p["name"], d)
