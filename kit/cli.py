@@ -785,14 +785,16 @@ def report_cmd(
 def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> None:
     from kit.analysis.analyze import analyze_run
     from kit.report import write_report
+    from kit.report.answer import answer
 
     analysis = analyze_run(run_dir, trust=trust)
     paths = write_report(run_dir, analysis, formats, trust)
+    out.print(f"[bold]Answer:[/] {_esc(answer(analysis)['headline'])}", soft_wrap=True)
+    _print_claims(analysis)
+    _print_hypotheses(analysis)
     out.print(f"analysis: [bold]{_esc(Path(run_dir) / 'analysis.json')}[/]")
     for p in paths:
         out.print(f"report: [bold]{_esc(p)}[/]")
-    _print_claims(analysis)
-    _print_hypotheses(analysis)
     _print_study_notice(analysis)
 
 
@@ -830,13 +832,27 @@ def _print_claims(analysis: dict[str, Any]) -> None:
 
 
 def _print_hypotheses(analysis: dict[str, Any]) -> None:
-    table = Table(title="Hypotheses")
-    for col in ("id", "phase", "metric", "n", "test", "p", "p (Holm)", "effect", "decision"):
+    """This run's answer in sentences (kit.report.answer: the faster side named, r >= 1, with its interval and
+    basis), the warnings that qualify it, one line for what was not testable here; then the tested rows."""
+    from kit.report.answer import answer
+
+    ans = answer(analysis)
+    for line in ans["decided"] + ans["open"]:
+        out.print(f"  {_esc(line)}", soft_wrap=True)
+    for w in ans["warnings"]:
+        out.print(f"[yellow]warning:[/] {_esc(w)}", soft_wrap=True)
+    if ans["untestable"]:
+        out.print(f"[dim]{_esc(ans['untestable'])}[/]", soft_wrap=True)
+    tested = [h for h in analysis.get("hypotheses", []) if h.get("tested")]
+    if not tested:
+        return
+    table = Table(title="Hypotheses tested")
+    for col in ("id", "phase", "metric", "n", "test", "p (Holm)", "effect", "decision"):
         table.add_column(col, overflow="fold")
-    for h in analysis.get("hypotheses", []):
+    for h in tested:
         metric = h["metric"] + (f" [{h['config_label']}]" if h.get("config_label") else "")
         table.add_row(*(_esc(v) for v in (h["id"], h["phase"], metric, str(h.get("n_pairs", "")),
-                                           h.get("test_method") or "-", _fmt_p(h.get("p")), _fmt_p(h.get("p_adj")),
+                                           h.get("test_method") or "-", _fmt_p(h.get("p_adj")),
                                            h.get("effect_text") or "-", h["decision"])))
     out.print(table)
 
@@ -902,6 +918,12 @@ def compare(
         raise KitError("no candidate run given", where="kit compare", fix="kit compare RUN_A RUN_B, or kit compare RUN --arms A,B")
     else:
         res = compare_runs(run_a, run_b, opts)
+    from kit.report.answer import compare_answer, human_value
+
+    said = compare_answer(res)
+    out.print(f"[bold]Answer:[/] {_esc(said['headline'])}", soft_wrap=True)
+    for line in said["changed"][1:]:
+        out.print(f"  {_esc(line)}", soft_wrap=True)
     table = Table(title=_esc(f"{res['experiment_b']}: B vs A (threshold {threshold:.0%}, α {alpha})"))
     for col in ("config", "metric", "phase", "arm", "n", "median A", "median B", "B/A [95% CI]", "p (Holm)",
                 "detectable", "verdict"):
@@ -910,8 +932,9 @@ def compare(
     for r in res["rows"]:
         ci = "" if r["ratio_low"] is None else f" [{r['ratio_low']:.3f}, {r['ratio_high']:.3f}]"
         table.add_row(_esc(r["config"]), _esc(r["metric"]), _esc(r["phase"]), _esc(r["arm"]),
-                      str(min(r["n_a"], r["n_b"])), f"{r['median_a']:.4g}",
-                      f"{r['median_b']:.4g}", _esc(("-" if r["ratio"] is None else f"{r['ratio']:.3f}") + ci),
+                      str(min(r["n_a"], r["n_b"])), _esc(human_value(r["median_a"], r["unit"])),
+                      _esc(human_value(r["median_b"], r["unit"])),
+                      _esc(("-" if r["ratio"] is None else f"{r['ratio']:.3f}") + ci),
                       _fmt_p(r["p_adj"]), _fmt_mde(r),
                       f"[{style.get(r['verdict'], 'white')}]{r['verdict']}[/]")
     out.print(table)

@@ -39,3 +39,36 @@ def fmt_p(p: Any) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return DASH
     return "< 1e-300" if p == 0 else f"{p:.3g}"
+
+
+def fmt_bytes(n: Any) -> str:
+    """A byte count in binary units: 1.268e+09 reads "1.18 GiB"."""
+    if n is None or (isinstance(n, float) and math.isnan(n)) or isinstance(n, bool):
+        return DASH
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.3g} {unit}"
+        x /= 1024
+    return DASH  # unreachable
+
+
+def fmt_value(x: Any, unit: str | None = None, digits: int = 4) -> str:
+    """A measured value in its unit's reading: bytes in KiB/MiB/GiB, anything else as :func:`fmt_num`."""
+    if unit == "B" and isinstance(x, int | float) and not isinstance(x, bool):
+        return fmt_bytes(x)
+    return fmt_num(x, digits)
+
+
+def fmt_counts(by_arm: Any) -> str:
+    """Per-arm lists of counts for a reader ({"tensorflow": [61706], "pytorch": [61706]} reads
+    "61,706 in both arms"; different ones "tensorflow 61,706, pytorch 61,802")."""
+    if not isinstance(by_arm, dict) or not by_arm:
+        return DASH
+    def one(v: Any) -> str:
+        vals = sorted({int(n) for n in v}) if isinstance(v, list | tuple | set) else [v]
+        return " or ".join(f"{n:,}" if isinstance(n, int) else str(n) for n in vals) or DASH
+    shown = {arm: one(v) for arm, v in by_arm.items()}
+    if len(set(shown.values())) == 1 and len(shown) > 1:
+        return f"{next(iter(shown.values()))} in every arm"
+    return ", ".join(f"{arm} {v}" for arm, v in shown.items())

@@ -331,7 +331,7 @@ def test_the_report_opens_with_the_claims_and_latex_has_the_table(tmp_path: Path
     write_report(run, analysis, ("html", "latex"))
     html = (run / "report" / "index.html").read_text()
     body = html[html.index("<body>"):]
-    sections = [body.index(f'<section id="{s}">') for s in ("claims", "findings", "goal", "hypotheses")]
+    sections = [body.index(f'<section id="{s}">') for s in ("claims", "findings", "figures", "hypotheses", "threats", "goal")]
     assert sections == sorted(sections)  # the paper's findings come before everything else
     assert "Did the paper&#39;s findings hold?" in html or "Did the paper's findings hold?" in html
     assert "0 of 2 claims replicated, 1 inconclusive, 1 not testable on this host" in html

@@ -207,3 +207,27 @@ def design_summary(row: dict[str, Any]) -> str:
         mde += f" (ratio {row['mde_ratio']:.3g} at CV {row['cv']:.0%})"
     fam = f" [{row.get('family', 'primary')}, m = {row.get('family_size')}]" if row.get("family_size") else ""
     return f"{row['id']} {row['phase']}{fam}: {row['unit']} unit, {what}; {verdict}{mde}"
+
+
+def on_this_host(design: Mapping[str, Any], hypotheses: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The design table as this run could use it: a row the design calls decidable whose hypotheses were all
+    left untested here (a metric this host cannot measure, phases the telemetry cannot resolve) reads
+    decidable "no, not on this host" with the reason, so the table agrees with the findings. The profile's
+    own verdict is kept in ``by_design`` (pure: a copy; rows without a matching hypothesis are unchanged)."""
+    out = dict(design)
+    rows = []
+    for r in design.get("rows") or []:
+        row = dict(r)
+        row["by_design"] = bool(r.get("decidable"))
+        row["host_note"] = None
+        same = [h for h in hypotheses if h.get("id") == r.get("id") and h.get("phase") == r.get("phase")]
+        if r.get("decidable") and same and not any(h.get("tested") for h in same):
+            why = str(same[0].get("reason") or same[0].get("decision") or "not tested")
+            row["decidable"] = False
+            row["host_note"] = why.split(" (fix:")[0]
+            row["reason"] = f"not on this host: {row['host_note']}"
+        rows.append(row)
+    out["rows"] = rows
+    out["all_decidable"] = bool(rows) and all(r["decidable"] for r in rows)
+    out["host_limited"] = sum(1 for r in rows if r["host_note"])
+    return out

@@ -22,6 +22,7 @@ from kit.analysis import nodes as _nodes  # noqa: F401  (registers its rule)
 from kit.analysis import stats
 from kit.analysis import validity_telemetry as _validity_telemetry  # noqa: F401  (registers its rules)
 from kit.analysis.threats import RULES, SEVERITIES, Ctx, Threat, rule
+from kit.fmt import fmt_counts, fmt_num
 from kit.manifest import Manifest
 from kit.spec import cpuset_size
 
@@ -144,6 +145,13 @@ def _accuracy_gap_per_config(c: Ctx) -> list[Threat]:
                    f"gap in mean test accuracy above 0.02 in: {gaps}", "compare time at equal accuracy", numbers=gaps)]
 
 
+def _counts_by_config(eq: dict[str, Any]) -> str:
+    by_cfg = eq.get("param_counts_by_config") or {}
+    if len(by_cfg) > 1:
+        return "; ".join(f"{cid}: {fmt_counts(counts)}" for cid, counts in by_cfg.items())
+    return fmt_counts(eq.get("param_counts"))
+
+
 @rule
 def equivalence(c: Ctx) -> list[Threat]:
     """The cross-framework check (kit.analysis.equivalence): "consistent with the same model" where it applied and
@@ -154,7 +162,7 @@ def equivalence(c: Ctx) -> list[Threat]:
         moved = (f"; the loss moved ({moves['basis']}: at least {moves['min_rel_change']:.1e} relative)"
                  if moves.get("min_rel_change") is not None else "")
         return [Threat("equivalence", "internal", "info", "Consistent with the same model in both frameworks",
-                       f"parameter counts {eq['param_counts']}; identical initial weights and batches; training losses "
+                       f"parameter counts {fmt_counts(eq['param_counts'])}; identical initial weights and batches; training losses "
                        f"agree within {eq['max_rel_loss_gap']:.1e} (relative) over {eq['loss_pairs']} blocks"
                        + (f"; tolerance {eq['loss_tolerance']:.1e} ("
                           + "; ".join(b.get("rule", "") for b in eq.get("loss_tolerance_basis") or []) + ")"
@@ -163,8 +171,8 @@ def equivalence(c: Ctx) -> list[Threat]:
                        "shared initial weights and data order, checked per block", status="mitigated")]
     if (c.manifest.spec["workload"].get("params") or {}).get("defaults") == "framework":
         return [Threat("equivalence", "internal", "medium", "Each framework's own defaults, by design",
-                       f"parameter counts {eq.get('param_counts_by_config') or eq.get('param_counts')}; loss agreement "
-                       f"{eq.get('max_rel_loss_gap')}: the frameworks start from their own initialisers and layer "
+                       f"parameter counts {_counts_by_config(eq)}; loss agreement "
+                       f"{fmt_num(eq.get('max_rel_loss_gap'))}: the frameworks start from their own initialisers and layer "
                        "constants (workload.defaults = \"framework\", the study's question), so their training "
                        "differs by design", "set workload.defaults = \"shared\" to compare identical models")]
     if eq.get("not_applicable") and (eq.get("param_counts_equal") or not eq.get("param_counts_by_config")):
@@ -174,12 +182,12 @@ def equivalence(c: Ctx) -> list[Threat]:
                            f"the same-model check does not apply: {eq['not_applicable']}",
                            "none needed: nothing is trained", numbers={"param_counts": eq.get("param_counts")})]
         return [Threat("equivalence", "internal", "medium", "Same model not checked",
-                       f"parameter counts {eq.get('param_counts')}; the same-model check does not apply: "
+                       f"parameter counts {fmt_counts(eq.get('param_counts'))}; the same-model check does not apply: "
                        f"{eq['not_applicable']}",
                        "record the training loss before and after training (train_loss_initial, or "
                        "epoch_train_loss over two or more epochs) from shared initial weights and batches")]
     return [Threat("equivalence", "internal", "high", "Models not verified equivalent",
-                   f"parameter counts {eq.get('param_counts')}; loss agreement {eq.get('max_rel_loss_gap')}"
+                   f"parameter counts {fmt_counts(eq.get('param_counts'))}; loss agreement {fmt_num(eq.get('max_rel_loss_gap'))}"
                    + (f" against the tolerance {eq['loss_tolerance']:.1e} for the recorded precision"
                       if eq.get("loss_tolerance") else ""),
                    "use the same architecture, initial weights and data order in both frameworks")]

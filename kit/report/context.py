@@ -13,12 +13,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kit.analysis.design import on_this_host
 from kit.analysis.metrics import METRICS
+from kit.fmt import fmt_counts, fmt_value
 from kit.manifest import Manifest
 from kit.plan import config_label
 from kit.records import counts
 from kit.report import figures
+from kit.report.answer import answer, profile_warning
 from kit.report.sections import extra_sections, study_code_section
+from kit.report.threats import ranked as ranked_threats
 from kit.studies import Hooks, resolve_hooks
 
 PHASE_WORD = {"train": "learning (training)", "infer": "inference"}
@@ -80,8 +84,11 @@ def _bytes(n: float | None) -> str:
     return f"{n:.1f} PiB"
 
 
-def finding_text(h: dict[str, Any]) -> str:
-    """One sentence per hypothesis outcome, with the numbers behind it."""
+def finding_text(h: dict[str, Any], analysis: dict[str, Any] | None = None) -> str:
+    """One sentence per hypothesis outcome (kit.report.answer's words: the faster side named, r >= 1), then
+    the numbers behind it once: the centres, the test and Holm's p, Cliff's delta."""
+    from kit.report.answer import name, sentence
+
     phase = PHASE_WORD.get(h["phase"], h["phase"])
     if h.get("config_label"):
         phase = f"{phase}, {h['config_label']}"
@@ -92,24 +99,17 @@ def finding_text(h: dict[str, Any]) -> str:
     across = h.get("test_unit") == "configuration"  # kit.analysis.across: networks as the unit, log ratios
     ma, mb = comp["a"]["median"], comp["b"]["median"]
     unit = h["unit"]
-    ratio = comp.get("ratio") or {}
-    rtxt = ""
-    if ratio.get("estimate") is not None:
-        ci = ""
-        if ratio.get("low") is not None and ratio.get("high") is not None:
-            ci = f", 95 % CI {ratio['low']:.3g}–{ratio['high']:.3g}"
-        what = "geometric-mean ratio over networks" if across else "ratio of medians"
-        rtxt = f" ({what} {a}/{b} = {ratio['estimate']:.3g}{ci})"
+    said = sentence(h, analysis or {}) or ""
     centre = "geometric-mean centre" if across else "median"
-    nums = f"{centre} {ma:.4g} {unit} for {a} vs {mb:.4g} {unit} for {b}{rtxt}"
-    if h.get("rejected"):
-        bigger = a if ma > mb else b
-        smaller = b if bigger == a else a
-        suspect = f" SUSPECT: {h['suspect']}." if h.get("suspect") else ""
-        return (f"{h['id']}, {phase}: {h['label']} is higher with {bigger} than with {smaller} — {nums}; "
-                f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}, {h['effect_text']}.{suspect}")
-    return (f"{h['id']}, {phase}: no significant difference in {h['label']} — {nums}; "
-            f"{h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}{detectable_text(h)}.")
+    over = ", geometric-mean ratio over the networks" if across else ""
+    nums = f"{centre} {fmt_value(ma, unit)} {'' if unit == 'B' else unit} for {name(a)} vs {fmt_value(mb, unit)} " \
+           f"{'' if unit == 'B' else unit} for {name(b)}{over}".replace("  ", " ")
+    delta = (comp.get("cliffs_delta") or {}).get("value")
+    dtxt = f", Cliff's δ = {delta:+.2f} ({comp['cliffs_delta'].get('magnitude')})" if delta is not None else ""
+    suspect = f" SUSPECT: {h['suspect']}." if h.get("suspect") and h.get("rejected") else ""
+    more = "" if h.get("rejected") else detectable_text(h)
+    return (f"{h['id']}: {said.rstrip('.')} — {nums}; {h['test_method']}, Holm-adjusted p = {h['p_adj']:.3g}"
+            f"{dtxt}{more}.{suspect}")
 
 
 def detectable_text(h: dict[str, Any]) -> str:
@@ -365,6 +365,20 @@ def claims_context(analysis: dict[str, Any], where: str = "analysis.json") -> di
     return Ledger.from_json(raw, where).as_dict()
 
 
+def descriptive_rows(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The descriptives as a reader reads them: values in their unit (bytes in KiB/MiB/GiB), the unit shown
+    once in the metric cell (none for bytes: each value carries it)."""
+    out = []
+    for d in analysis.get("descriptives", []):
+        unit = d.get("unit") or ""
+        row = dict(d)
+        row["unit_shown"] = "" if unit == "B" else unit
+        for k in ("mean", "sd", "median", "iqr", "min", "max"):
+            row[f"{k}_text"] = fmt_value(d.get(k), unit)
+        out.append(row)
+    return out
+
+
 def _design(manifest: Manifest, analysis: dict[str, Any]) -> dict[str, Any]:
     """The design check of analysis.json; for an analysis written before it existed, computed from the manifest."""
     if analysis.get("design"):
@@ -415,6 +429,7 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
                  + (f" --backend {manifest.backend['backend']}" if manifest.backend.get("backend") not in (None, "local") else ""),
                  f"kit report {run_path} --format html,latex,pdf"]
     hyps = analysis.get("hypotheses", [])
+    threat_rows = ranked_threats(analysis)
     images = [{"framework": fw, "tag": img.get("tag", "?"), "digest": img.get("digest") or img.get("id") or "?"}
               for fw, img in (manifest.backend.get("images") or {}).items()]
     argv = manifest.command
@@ -438,14 +453,17 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "alpha": analysis["alpha"],
         "arms": arms,
         "hypotheses": hyps,
-        "design": _design(manifest, analysis),
-        "findings": [finding_text(h) for h in hyps],
+        "design": on_this_host(_design(manifest, analysis), hyps),
+        "findings": [finding_text(h, analysis) for h in hyps if h.get("tested")],
+        "answer": answer(analysis, threat_rows),
+        "profile_warning": profile_warning(analysis).split("; ", 1)[-1] if profile != "paper" else None,
+        "param_counts": fmt_counts(analysis.get("equivalence", {}).get("param_counts")),
         "claims": claims_context(analysis),
         "figures": figs,
-        "descriptives": analysis.get("descriptives", []),
+        "descriptives": descriptive_rows(analysis),
         "measured": analysis.get("measured", []),
         "equivalence": analysis.get("equivalence", {}),
-        "threats": analysis.get("validity", []),
+        "threats": [t for t in threat_rows if not t["folded"]],
         "environment": environment_rows(manifest, analysis),
         "devices": {"columns": DEVICE_COLUMNS, "rows": device_rows(analysis),
                     "refusal": (analysis.get("devices") or {}).get("refusal")},

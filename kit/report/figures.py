@@ -25,6 +25,20 @@ FALLBACK = ["#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#000000"]
 PHASE_LABEL = {"train": "learning", "infer": "inference"}
 
 
+TIME_UNITS = ("s", "ms")
+
+
+def axis_scale(unit: str) -> tuple[float, str]:
+    """What a value axis plots: bytes in MiB (1.268e+09 B reads 1,209 MiB), anything else as it is."""
+    return (1 / 2**20, "MiB") if unit == "B" else (1.0, unit)
+
+
+def from_zero(ax: Any, unit: str) -> None:
+    """A time axis starts at zero (a box 5 % above another must not look twice as tall); log axes cannot."""
+    if unit in TIME_UNITS and ax.get_yscale() == "linear":
+        ax.set_ylim(bottom=0)
+
+
 def arm_color(arm: str, i: int) -> str:
     """A framework arm keeps its colour; image-version arms (``pytorch@2.6``) get one each by position."""
     return PALETTE.get(arm, FALLBACK[i % len(FALLBACK)])
@@ -87,6 +101,7 @@ def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[st
     import numpy as np
 
     m = METRICS[metric]
+    scale, unit = axis_scale(m.unit)
     groups = list(configs) if configs else [None]
     rng = np.random.default_rng(0)
     fig, ax = plt.subplots(figsize=(4.2 if configs is None else max(4.2, 1.6 * len(groups)), 3.2))
@@ -94,7 +109,7 @@ def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[st
     for i, a in enumerate(arms):
         data, pos = [], []
         for k, cid in enumerate(groups):
-            d = [v["value"] for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a
+            d = [v["value"] * scale for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a
                  and (cid is None or v["config_id"] == cid)]
             if d or cid is None:
                 data.append(d)
@@ -113,7 +128,8 @@ def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[st
         ax.legend(fontsize=7)
     else:
         ax.set_xticks(range(1, len(arms) + 1), arms)
-    ax.set_ylabel(f"{m.label} ({m.unit})")
+    ax.set_ylabel(f"{m.label} ({unit})")
+    from_zero(ax, m.unit)
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     return to_svg(fig)
@@ -126,6 +142,7 @@ def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: l
     With ``configs`` each configuration gets its own line (and marker) per arm, on a log scale.
     """
     m = METRICS[metric]
+    scale, unit = axis_scale(m.unit)
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
     markers = "os^vDP*X"
     for i, a in enumerate(arms):
@@ -135,15 +152,16 @@ def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: l
         warm = [p for p in pts if p["warmup"]]
         for k, cid in enumerate(configs or [None]):
             sel = [p for p in meas if cid is None or p["config_id"] == cid]
-            ax.plot([p["position"] for p in sel], [p["value"] for p in sel], f"{markers[k % len(markers)]}-", ms=3,
+            ax.plot([p["position"] for p in sel], [p["value"] * scale for p in sel], f"{markers[k % len(markers)]}-", ms=3,
                     lw=0.8, color=arm_color(a, i), label=a if cid is None else f"{a} · {configs[cid]}")  # type: ignore[index]
         if warm:
-            ax.plot([p["position"] for p in warm], [p["value"] for p in warm], "x", color=arm_color(a, i),
+            ax.plot([p["position"] for p in warm], [p["value"] * scale for p in warm], "x", color=arm_color(a, i),
                     label=f"{a} (warm-up, excluded)")
     ax.set_xlabel("position in the schedule")
     if configs:
         ax.set_yscale("log")
-    ax.set_ylabel(f"{m.label} ({m.unit})")
+    ax.set_ylabel(f"{m.label} ({unit})" + (", log scale" if configs else ""))
+    from_zero(ax, m.unit)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

@@ -1,0 +1,336 @@
+"""The answer first: one sentence per decided comparison, in the words a reader uses.
+
+hyperfine ends with "A ran 1.28 ± 0.05 times faster than B"; a report that says "ratio of medians
+tensorflow/pytorch = 0.78" leaves the reader to invert 0.78. Here every decided comparison names the
+faster (or larger) side with a factor r >= 1 and its interval, then what it was decided on:
+"TensorFlow was 1.28× faster than PyTorch in training [95 % CI 1.21–1.35], decided (n = 12 pairs,
+quick profile, CPU)". Metrics on an interval scale (temperatures, accuracy) are stated as a
+difference, not a ratio. The warnings that qualify the sentences (a busy host, a reduced profile)
+follow them, and everything this host could not test is one line with its reasons grouped.
+
+Pure functions over the analysis dict (analysis.json) and over a ``kit compare`` result: the report's
+HTML and LaTeX and the command line's summary all print these same sentences.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kit.fmt import fmt_bytes
+from kit.metric_catalog import METRICS
+
+NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX", "keras": "Keras", "mxnet": "MXNet",
+         "onnxruntime": "ONNX Runtime"}
+PHASE_IN = {"train": "in training", "infer": "in inference"}
+# metric -> what "X used r× more ..." says (ratio metrics that are neither a time nor a throughput)
+NOUN = {"trial_cpu_util_pct": "CPU", "cpu_util_pct": "host CPU (all processes)", "gpu_util_pct": "GPU time",
+        "trial_rss_bytes": "memory (peak resident)", "trial_rss_mean_bytes": "memory (mean resident)",
+        "host_mem_used_bytes": "host memory (peak)", "gpu_mem_used_bytes": "GPU memory (peak)"}
+TIME_METRICS = ("time_s", "step_time_s", "latency_ms")
+INTERVAL_UNITS = ("°C", "fraction")  # stated as a difference: a ratio of Celsius degrees means nothing
+
+
+def name(arm: str) -> str:
+    """An arm as a reader writes it: tensorflow -> TensorFlow; anything else (pytorch@2.6) unchanged."""
+    return NAMES.get(arm, arm)
+
+
+def times(r: float) -> str:
+    """A factor >= 1: 1.28×, 12.3×, 1.003× (three significant digits, at least two decimals below 10)."""
+    return f"{r:.2f}×" if r < 10 else f"{r:.3g}×"
+
+
+def _ci(low: float | None, high: float | None, fmt: str = "{:.2f}") -> str:
+    if low is None or high is None:
+        return ""
+    return f" [95 % CI {fmt.format(low)}–{fmt.format(high)}]"
+
+
+def _device(analysis: Mapping[str, Any]) -> str:
+    devs = analysis.get("devices") or {}
+    names: list[str] = []
+    for a in devs.get("arms") or []:
+        for n in (a.get("names") or {}):
+            if n not in names:
+                names.append(n)
+    if not names:
+        names = list(devs.get("kinds") or [])
+    return ", ".join("CPU" if n.lower() == "cpu" else n for n in names) or "device not recorded"
+
+
+def _profile(analysis: Mapping[str, Any]) -> str:
+    return f"{analysis.get('profile') or 'paper'} profile"
+
+
+def _where(h: Mapping[str, Any]) -> str:
+    where = PHASE_IN.get(h.get("phase", ""), f"in {h.get('phase')}")
+    return where + (f" ({h['config_label']})" if h.get("config_label") else "")
+
+
+def _basis(h: Mapping[str, Any], analysis: Mapping[str, Any]) -> str:
+    unit = "networks" if h.get("test_unit") == "configuration" else "pairs"
+    n = h.get("n_networks") if unit == "networks" and h.get("n_networks") else h.get("n_pairs")
+    return f"n = {n} {unit}, {_profile(analysis)}, {_device(analysis)}"
+
+
+def _ratio_phrase(metric: str, big: str, small: str, r: float, lo: float | None, hi: float | None,
+                  where: str) -> str:
+    """``big``'s value is r× ``small``'s (r >= 1), in the words that fit the metric."""
+    m = METRICS.get(metric)
+    ci = _ci(lo, hi)
+    if metric in TIME_METRICS or (m is not None and m.kind == "result" and m.unit in ("s", "ms")):
+        return f"{name(small)} was {times(r)} faster than {name(big)} {where}{ci}"
+    if metric == "throughput_ips":
+        return f"{name(big)} was {times(r)} faster than {name(small)} {where} (throughput){ci}"
+    if m is not None and (m.kind in ("energy", "phase_power") or m.unit in ("%", "B", "W", "J")):
+        noun = NOUN.get(metric) or (m.label.split(" (")[0])
+        return f"{name(big)} used {times(r)} more {noun} than {name(small)} {where}{ci}"
+    label = m.label if m else metric
+    return f"{label} was {times(r)} higher with {name(big)} than with {name(small)} {where}{ci}"
+
+
+def _difference_phrase(metric: str, a: str, b: str, shift: Mapping[str, Any], where: str) -> str | None:
+    """a − b (Hodges–Lehmann) as "X's ... was d higher than Y's"; None without a shift."""
+    est = shift.get("estimate")
+    if est is None:
+        return None
+    lo, hi = shift.get("low"), shift.get("high")
+    if est < 0:
+        a, b, est = b, a, -est
+        lo, hi = (None if hi is None else -hi), (None if lo is None else -lo)
+    m = METRICS.get(metric)
+    if m is not None and m.unit == "fraction":
+        return (f"{name(a)}'s {m.label} was {est * 100:.2f} percentage points higher than {name(b)}'s {where}"
+                + _ci(None if lo is None else lo * 100, None if hi is None else hi * 100, "{:.2f}"))
+    unit = f" {m.unit}" if m is not None else ""
+    label = m.label if m is not None else metric
+    return (f"{label} was {est:.3g}{unit} higher with {name(a)} than with {name(b)} {where}"
+            + _ci(lo, hi, "{:.3g}"))
+
+
+def _effect_of(h: Mapping[str, Any]) -> str | None:
+    """The decided direction and size of ``h``: "TensorFlow was 1.28× faster than PyTorch in training [...]"."""
+    comp = h.get("comparison") or {}
+    a, b = h["arm_a"], h["arm_b"]
+    metric = h.get("metric_tested") or h["metric"]
+    m = METRICS.get(metric)
+    where = _where(h)
+    if m is not None and m.unit in INTERVAL_UNITS:
+        return _difference_phrase(metric, a, b, comp.get("shift") or {}, where)
+    ratio = comp.get("ratio") or {}
+    est = ratio.get("estimate")
+    if est is None or est <= 0:
+        return None
+    lo, hi = ratio.get("low"), ratio.get("high")
+    if est >= 1:
+        return _ratio_phrase(metric, a, b, est, lo, hi, where)
+    return _ratio_phrase(metric, b, a, 1 / est, None if hi is None else 1 / hi, None if lo is None else 1 / lo,
+                         where)
+
+
+def _subject(h: Mapping[str, Any]) -> str:
+    m = METRICS.get(h.get("metric_tested") or h["metric"])
+    return (m.label if m else h["metric"]).split(" (")[0]
+
+
+def sentence(h: Mapping[str, Any], analysis: Mapping[str, Any]) -> str | None:
+    """One tested hypothesis in a sentence; None for one that was not tested (see :func:`untestable_line`)."""
+    if not h.get("tested"):
+        return None
+    basis = _basis(h, analysis)
+    a, b = name(h["arm_a"]), name(h["arm_b"])
+    if h.get("rejected"):
+        said = _effect_of(h) or f"{_subject(h)} differs between {a} and {b} {_where(h)}"
+        suspect = " — SUSPECT: the two sides ran in different host conditions" if h.get("suspect") else ""
+        return f"{said[0].upper()}{said[1:]}, decided ({basis}){suspect}."
+    d = h.get("detectable") or {}
+    ratio = (h.get("comparison") or {}).get("ratio") or {}
+    shown = ""
+    if ratio.get("estimate") is not None:
+        shown = f" ({a}/{b} = {ratio['estimate']:.3g}" + (
+            f", 95 % CI {ratio['low']:.3g}–{ratio['high']:.3g}" if ratio.get("low") is not None
+            and ratio.get("high") is not None else "") + ")"
+    if d.get("deterministic"):
+        return f"{a} and {b} gave identical {_subject(h)} {_where(h)} in every pair, decided ({basis})."
+    if d.get("equivalent") and d.get("eq_low") is not None:
+        return (f"{a} and {b} are equivalent in {_subject(h)} {_where(h)} within ±5 % ({d['eq_conf']:.0%} interval "
+                f"of the ratio {d['eq_low']:.3g}–{d['eq_high']:.3g}), decided ({basis}).")
+    if d.get("mde") is not None:
+        open_ = f"a difference under {d['mde']:.1%} could have gone unseen"
+    elif d.get("decidable") is False:
+        open_ = "this n could not have shown any difference"
+    else:
+        open_ = "how large a difference it could have missed is unknown"
+    return f"No difference shown in {_subject(h)} {_where(h)}{shown}: open, {open_} ({basis})."
+
+
+def _short_reason(text: str) -> str:
+    """A reason without its fix and detail: grouped, the line says why once per cause."""
+    text = text.split(" (fix:")[0].strip().rstrip(".")
+    text = re.sub(r"^(\w+): \1: ", r"\1: ", text, flags=re.IGNORECASE)  # "nvml: NVML: ..." once
+    if "sampling period" in text:
+        return "phases shorter than the telemetry resolves (set [workload] min_phase_s)"
+    if text.startswith("fewer than"):
+        return text.split(":")[0]
+    return text if len(text) <= 140 else text[:137].rstrip() + "…"
+
+
+def untestable(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The hypotheses not tested, grouped by reason: [{"reason", "ids", "subjects"}], in first-seen order."""
+    why_not = {m["metric"]: m.get("reason") for m in analysis.get("measured") or [] if not m.get("measured")}
+    groups: dict[str, dict[str, Any]] = {}
+    for h in analysis.get("hypotheses") or []:
+        if h.get("tested"):
+            continue
+        metric = h.get("metric_tested") or h["metric"]
+        raw = why_not.get(metric) or h.get("reason") or h.get("decision") or "no data"
+        g = groups.setdefault(_short_reason(str(raw)), {"reason": _short_reason(str(raw)), "ids": [], "subjects": []})
+        if h["id"] not in g["ids"]:
+            g["ids"].append(h["id"])
+        if _subject(h) not in g["subjects"]:
+            g["subjects"].append(_subject(h))
+    return list(groups.values())
+
+
+def untestable_line(analysis: Mapping[str, Any]) -> str | None:
+    """Everything not tested here in one line, reasons grouped; None when every hypothesis was tested."""
+    groups = untestable(analysis)
+    if not groups:
+        return None
+    parts = [f"{', '.join(g['subjects'])} ({', '.join(g['ids'])}): {g['reason']}" for g in groups]
+    return "Not testable here: " + "; ".join(parts) + "."
+
+
+def warnings(analysis: Mapping[str, Any], threats: Sequence[Mapping[str, Any]] | None = None,
+             limit: int = 3) -> list[str]:
+    """What qualifies the sentences, most consequential first: a reduced profile, then the ranked threats
+    (kit.report.threats.ranked) that are high or medium and bear on the result."""
+    from kit.report.threats import ranked
+
+    out = []
+    prof = analysis.get("profile") or "paper"
+    if prof != "paper":
+        out.append(profile_warning(analysis))
+    rows = ranked(analysis) if threats is None else threats
+    for t in rows:
+        if len(out) > limit or t.get("status") == "mitigated" or t.get("severity") not in ("high", "medium"):
+            continue
+        if t.get("folded") or t.get("rule") in ("sensors", "sensor", "short_phases", "external", "cpu_kernels"):
+            continue  # the untestable line carries the missing sensors; generality is no flaw of this run
+        effect = f": {t['effect_text']}" if t.get("effect_text") else ""
+        out.append(f"{t['title']} ({t['severity']}){effect}.")
+    return out
+
+
+def profile_warning(analysis: Mapping[str, Any]) -> str:
+    """The reduced profile and what it costs this run: its n and the smallest difference it could see."""
+    prof = analysis.get("profile") or "paper"
+    tested = [h for h in analysis.get("hypotheses") or [] if h.get("tested")]
+    ns = [h.get("n_pairs") for h in tested if h.get("n_pairs")]
+    mdes: list[float] = [float(m) for h in tested if isinstance(m := (h.get("detectable") or {}).get("mde"), int | float)]
+    bits = [f"{prof.upper()} profile, not the published protocol"]
+    if ns:
+        bits.append(f"{min(ns)} pairs per comparison")
+    if mdes:
+        bits.append(f"differences under {max(mdes):.1%} could go unseen")
+    elif not tested:
+        bits.append("no hypothesis could be tested")
+    return "; ".join(bits) + "."
+
+
+def answer(analysis: Mapping[str, Any], threats: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The answer block: ``headline`` (one line), ``decided`` and ``open`` sentences, ``warnings`` and
+    ``untestable`` (one line or None)."""
+    decided: list[str] = []
+    open_: list[str] = []
+    for h in analysis.get("hypotheses") or []:
+        s = sentence(h, analysis)
+        if s is None:
+            continue
+        d = h.get("detectable") or {}
+        (decided if h.get("rejected") or d.get("equivalent") or d.get("deterministic") else open_).append(s)
+    refusal = (analysis.get("devices") or {}).get("refusal")
+    if refusal:
+        headline = f"No comparison decided: {refusal}."
+    elif decided:
+        headline = decided[0] if len(decided) == 1 else (
+            f"{decided[0].rstrip('.')} (and {len(decided) - 1} more decided below).")
+    elif open_:
+        headline = (f"No comparison decided: {len(open_)} tested, none showed a difference or an equivalence "
+                    "(see below).")
+    else:
+        headline = "No comparison decided: nothing could be tested here (see below)."
+    return {"headline": headline, "decided": decided, "open": open_,
+            "warnings": warnings(analysis, threats), "untestable": untestable_line(analysis)}
+
+
+# ------------------------------------------------------------------------------------------------ kit compare
+
+
+def _cmp_what(row: Mapping[str, Any]) -> str:
+    parts = [row.get("arm"), row.get("metric"), row.get("phase"), row.get("config")]
+    return " · ".join(str(p) for p in parts if p)
+
+
+def compare_sentence(row: Mapping[str, Any], threshold: float = 0.05) -> str:
+    """One ``kit compare`` row: "B is 1.31× slower than A [95 % CI 1.22–1.40]: regression" (r >= 1, the
+    direction in words), with what was compared; rows without a ratio say why."""
+    what = _cmp_what(row)
+    verdict = row.get("verdict") or "not tested"
+    est, lo, hi = row.get("ratio"), row.get("ratio_low"), row.get("ratio_high")
+    if est is None or est <= 0:
+        return f"{what}: no ratio ({row.get('reason') or 'too few trials'}): {verdict}"
+    metric = str(row.get("metric") or "")
+    lower_better = row.get("lower_is_better")
+    bigger = est >= 1
+    r = est if bigger else 1 / est
+    ci = _ci(lo, hi) if bigger else _ci(None if hi is None else 1 / hi, None if lo is None else 1 / lo)
+    m = METRICS.get(metric)
+    if metric in TIME_METRICS or (m is not None and m.unit in ("s", "ms")):
+        word = "slower" if bigger else "faster"
+    elif metric == "throughput_ips":
+        word = "faster" if bigger else "slower"
+    else:
+        word = "higher" if bigger else "lower"
+    if abs(est - 1) < 0.0005:
+        said = "B equals A (B/A = 1.000)"
+    else:
+        said = f"B is {times(r)} {word} than A{ci}"
+    if verdict == "no change":
+        said += f", within ±{threshold:.0%}"
+    elif verdict == "inconclusive" and row.get("mde") not in (None, float("inf")):
+        said += f"; a change under {float(row['mde']):.1%} could have gone unseen"
+    if lower_better is None and verdict in ("regression", "improvement"):
+        verdict = "change"
+    return f"{what}: {said}: {verdict}"
+
+
+def compare_answer(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A comparison's answer: the changed rows first (regressions, then improvements, suspects), each a
+    sentence; the rest counted in one line."""
+    order = {"regression": 0, "improvement": 1, "suspect": 2}
+    rows = list(result.get("rows") or [])
+    thr = float(result.get("threshold") or 0.05)
+    changed = sorted((r for r in rows if r.get("verdict") in order), key=lambda r: order[r["verdict"]])
+    counts = result.get("counts") or {}
+    rest = ", ".join(f"{n} {v}" for v, n in counts.items() if n and v not in order)
+    if changed:
+        headline = compare_sentence(changed[0], thr) + (f" (and {len(changed) - 1} more changed)"
+                                                        if len(changed) > 1 else "")
+    else:
+        headline = f"No regression or improvement found between A and B ({rest or 'nothing compared'})."
+    return {"headline": headline, "changed": [compare_sentence(r, thr) for r in changed],
+            "others": [compare_sentence(r, thr) for r in rows if r.get("verdict") not in order],
+            "rest": rest}
+
+
+def human_value(x: Any, unit: str) -> str:
+    """A compared median in its unit (bytes in KiB/MiB/GiB)."""
+    if unit == "B":
+        return fmt_bytes(x)
+    if x is None:
+        return "–"
+    shown = f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+    return shown if unit in ("fraction", "1", "") else f"{shown} {unit}"
