@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from kit.engine import (
     connect,
     find_engine,
     gpu_support,
+    wait_for_exit,
 )
 from kit.errors import EngineError, ExitCode
 from kit.images.doctor import doctor_engine
@@ -101,3 +103,47 @@ def test_cli_images_list_render_without_engine(tmp_path: Path, monkeypatch: pyte
     assert (tmp_path / "r" / "pytorch-2.13-cpu" / "pytorch-2.13-cpu.def").exists()
     res = CliRunner().invoke(app, ["images", "verify", "pytorch-2.13-cpu"], standalone_mode=False)
     assert isinstance(res.exception, EngineError)
+
+
+class _Container:
+    """What wait_for_exit reads of an SDK container: reload() and attrs["State"], here following a real process
+    (running while it runs, then Podman's "stopped" and "exited"); it has no wait(): Podman's spins a CPU."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], pid: int | None) -> None:
+        self.proc, self.pid, self.reloads, self.ended_at = proc, pid, 0, None
+        self.attrs: dict = {}
+
+    def reload(self) -> None:
+        self.reloads += 1
+        code = self.proc.poll()
+        if code is None:
+            self.attrs = {"State": {"Status": "running", "Running": True, "Pid": self.pid, "ExitCode": 0}}
+            return
+        self.ended_at = self.ended_at or time.monotonic()
+        status = "stopped" if time.monotonic() - self.ended_at < 0.1 else "exited"
+        self.attrs = {"State": {"Status": status, "Running": False, "Pid": 0, "ExitCode": code}}
+
+
+@pytest.mark.parametrize("with_pid", [True, False], ids=["pidfd", "polled"])
+def test_a_container_is_awaited_without_busy_polling_the_engine(with_pid: bool) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(0.6); sys.exit(7)"])
+    box = _Container(proc, proc.pid if with_pid else None)
+    t0 = time.monotonic()
+    assert wait_for_exit(box, 30) == 7
+    late = time.monotonic() - (box.ended_at or 0.0)
+    # with the process's pidfd: one look at the start, one when it ends, a few until the engine says so; polled:
+    # one look every 0.25 s. Either way the end is seen within a poll, not at the time limit
+    assert box.reloads <= (4 if with_pid else 10), box.reloads
+    assert late < 0.5 and time.monotonic() - t0 < 5, (late, box.reloads)
+
+
+def test_a_container_still_running_at_the_limit_is_a_timeout() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        box = _Container(proc, proc.pid)
+        t0 = time.monotonic()
+        assert wait_for_exit(box, 0.5) is None
+        assert 0.5 <= time.monotonic() - t0 < 2.5 and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()

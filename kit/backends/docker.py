@@ -47,7 +47,17 @@ from kit.backends.container import (
     work_owner,
 )
 from kit.collectors.base import Probe, TrialTarget
-from kit.engine import Engine, GpuSupport, _short, connect, device_requests, find_engine, gpu_support, host_gpus
+from kit.engine import (
+    Engine,
+    GpuSupport,
+    _short,
+    connect,
+    device_requests,
+    find_engine,
+    gpu_support,
+    host_gpus,
+    wait_for_exit,
+)
 from kit.errors import BackendError, EngineError, ImageError
 from kit.plan import arm_framework
 from kit.spec import Container
@@ -236,9 +246,10 @@ class DockerBackend(Backend):
             if on_start:
                 on_start()
             try:
-                state = container.wait(timeout=timeout_s)
-                code: int | None = int(state.get("StatusCode", -1))
-            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):  # the time limit
+                code: int | None = wait_for_exit(container, timeout_s, pid)
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                code = None
+            if code is None:  # the time limit
                 timed_out = True
                 _kill(container)
                 code = _exit_code(container)

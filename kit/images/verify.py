@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.engine import Engine, _short
+from kit.engine import Engine, _short, wait_for_exit
 from kit.errors import ImageError
 from kit.images.build import find_built, now_iso, record
 from kit.images.matrix import ImageRow
@@ -113,7 +113,10 @@ def run_probe(engine: Engine, image: str, framework: str, device_requests: list[
             image, ["python3", "-c", source, framework, *args], network_mode="none", device_requests=device_requests or None,
             labels={"io.kit.role": "probe"}, environment={"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
         container.start()
-        status = container.wait(timeout=PROBE_TIMEOUT_S)
+        code = wait_for_exit(container, PROBE_TIMEOUT_S)  # not container.wait(): Podman's spins a CPU (kit.engine)
+        if code is None:
+            raise ImageError(f"the version probe in {image} did not finish in {PROBE_TIMEOUT_S:g} s", where=image,
+                             fix="check the engine (kit doctor) and the image (kit images build --no-cache)")
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
         err = container.logs(stdout=False, stderr=True).decode(errors="replace")
     except docker.errors.ImageNotFound:
@@ -128,7 +131,6 @@ def run_probe(engine: Engine, image: str, framework: str, device_requests: list[
                 container.remove(force=True)
             except docker.errors.DockerException:
                 pass
-    code = status.get("StatusCode")
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if code != 0 or not lines:
         raise ImageError(f"the version probe failed in {image} (exit {code}): {err.strip()[-1500:] or out.strip()[-500:]}",
