@@ -1,9 +1,11 @@
 """Study folders (issue 17): the dependency rule, the [study] table, the folder's defences, the scaffold.
 
-The slow tests create a study with `kit new study` in a temporary directory
-outside the repository, run its quick profile through the local backend, read
-its report, pack it, delete the folder and verify the bundle (the podman run is
-in tests/test_container_integration.py).
+The slow test creates a study with `kit new study` in a temporary directory
+outside the repository, runs its smoke profile (the quick profile's workload in
+2 repetitions) through the local backend, reads its report, packs it, deletes
+the folder and verifies the bundle (the podman run is in
+tests/test_container_integration.py); what the quick profile promises (its
+trials, a test of H1 it can decide) is read from the spec without running it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kit.catalog import list_experiments
 from kit.cli import app
 from kit.errors import ExitCode, KitError, SpecError, StoreError
 from kit.scaffold import new_study
@@ -225,8 +228,18 @@ def test_kit_new_study_and_kit_list_experiments(tmp_path: Path, monkeypatch: pyt
     res = CliRunner().invoke(app, ["list", "--experiments", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "my_mlp/" in res.output and "florencio2019_lenet" in res.output  # the kit's own, then the folder's
-    quick_row = [line.split() for line in res.output.splitlines() if line.split()[:2] == ["my_mlp", "quick"]]
-    assert quick_row and quick_row[0][-2] == "yes", res.output  # its quick profile can decide H1 (decidable: yes)
+    smoke = [line.split() for line in res.output.splitlines() if line.split()[:2] == ["my_mlp", "smoke"]]
+    assert smoke and smoke[0][-2] == "no", res.output  # the smoke profile cannot decide H1 (decidable: no)
+    (mine,) = [e for e in list_experiments([tmp_path]) if e["id"] == "my_mlp"]
+    profiles = {p["name"]: p for p in mine["profiles"]}
+    assert set(profiles) == {"paper", "quick", "smoke"}
+    # the quick profile can decide H1 in both phases: 10 blocks of one trial per arm after one warm-up block
+    quick = profiles["quick"]["design"]
+    assert profiles["quick"]["trials"] == 22 and quick["all_decidable"], quick
+    assert {(r["phase"], r["n"], r["decidable"]) for r in quick["rows"]} == {("train", 10, True), ("infer", 10, True)}
+    # the smoke profile (what the slow tests run) says that it cannot: 2 blocks, under the kit's minimum of 10
+    smoke = profiles["smoke"]["design"]
+    assert profiles["smoke"]["trials"] == 6 and not any(r["decidable"] for r in smoke["rows"]), smoke
     monkeypatch.setenv("KIT_EXPERIMENTS", str(tmp_path))
     res = CliRunner().invoke(app, ["list"])
     assert res.exit_code == 0 and "my_mlp/" in res.output
@@ -251,23 +264,29 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     out = kit("new", "study", "mlp_check", "--dir", str(tmp_path), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     study = tmp_path / "mlp_check"
-    out = kit("run", str(study), "--profile", "quick", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(MNIST),
+    # the smoke profile: the quick profile's workload (40 steps, the same data and weights) in 2 repetitions
+    out = kit("run", str(study), "--profile", "smoke", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(MNIST),
               cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (run,) = (tmp_path / "runs").iterdir()
     man = json.loads((run / "manifest.json").read_text())
     trials = [json.loads(p.read_text()) for p in (run / "trials").glob("*.json")]
-    assert man["status"] == "complete" and len(trials) == 22 and {t["status"] for t in trials} == {"ok"}
+    assert man["status"] == "complete" and len(trials) == 6 and {t["status"] for t in trials} == {"ok"}
+    # every phase repeated its unit (the template's reset between training passes ran) and kept every pass's time
+    assert all(t["results"]["train_passes"] > 1 and t["results"]["infer_passes"] > 1 for t in trials), [
+        (t["trial_id"], t["results"]["train_passes"], t["results"]["infer_passes"]) for t in trials]
     assert man["study"]["source"] == str(study.resolve()) and "workload_torch.py" in man["study"]["files"]
     analysis, text = read_report(run)
     eq = analysis["equivalence"]
     assert eq["consistent"] and eq["param_counts_equal"] and eq["max_rel_loss_gap"] < 1e-4, eq
     arms = {a["arm"]: a for a in analysis["extras"]["mlp_check"]["arms"]}
-    assert set(arms) == {"pytorch", "tensorflow"} and all(a["trials"] == 10 for a in arms.values())
+    assert set(arms) == {"pytorch", "tensorflow"} and all(a["trials"] == 2 for a in arms.values())
     assert arms["pytorch"]["test_accuracy_mean"] > 0.5  # 40 SGD steps of an MLP on MNIST learn something
     assert "Model quality per framework" in text and "median training loss" in text
-    assert {h["phase"] for h in analysis["hypotheses"] if h["tested"]} == {"train", "infer"}
-    print(f"\nscaffold study, local backend: {len(trials)} trials ok; equivalence verified (max loss gap "
+    # 2 blocks: H1 is described, not tested (the quick profile's 10 can decide it: test_kit_new_study_and_kit_list_...)
+    assert {h["phase"] for h in analysis["hypotheses"]} == {"train", "infer"}
+    assert not any(h["tested"] for h in analysis["hypotheses"]), analysis["hypotheses"]
+    print(f"\nscaffold study (smoke), local backend: {len(trials)} trials ok; equivalence verified (max loss gap "
           f"{eq['max_rel_loss_gap']:.2e}); H1 " + "; ".join(
               f"{h['phase']} {h['decision']['text'] if isinstance(h.get('decision'), dict) else h.get('decision')}"
               for h in analysis["hypotheses"]))
@@ -290,7 +309,7 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     # re-ran the study: integrity checked, the re-run complete, from the bundle's copy of the folder.
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
     flat = " ".join(out.stdout.split())
-    assert "integrity: ok" in flat and "(complete, profile quick)" in flat, out.stdout[-3000:]
+    assert "integrity: ok" in flat and "(complete, profile smoke)" in flat, out.stdout[-3000:]
     assert "ran UNSANDBOXED on this host" in flat
     (rerun,) = (tmp_path / "verify").iterdir()
     assert json.loads((rerun / "manifest.json").read_text())["study"]["digest"] == man["study"]["digest"]
