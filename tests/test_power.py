@@ -214,3 +214,39 @@ def test_power_cache_makes_a_design_table_cheap() -> None:
     mde_sd(11, 0.05 / 30)
     info = pw._paired_thresholds.cache_info()
     assert info.misses == 1 and info.hits == 1
+
+
+def test_simulated_order_statistics_are_kept_on_disk_between_processes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second process (here: a cleared lru cache) reads the draws back, bit for bit, and simulates nothing; a file
+    that is not what the simulation returns is ignored and rewritten; KIT_POWER_CACHE=off keeps nothing."""
+    monkeypatch.setenv(pw.ENV_CACHE, str(tmp_path / "power"))
+    want = pw._simulate_paired(12, (9, 68))
+    first = pw._paired_order_stats(12, (9, 68))
+    assert np.array_equal(first, want)
+    (kept,) = (tmp_path / "power").iterdir()
+
+    def no_simulation(*_args: object) -> np.ndarray:
+        raise AssertionError("simulated again")
+
+    monkeypatch.setattr(pw, "_simulate_paired", no_simulation)
+    assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want)
+    pw._paired_thresholds.cache_clear()
+    critical = pw.signed_rank_critical(12, 0.05, True)
+    monkeypatch.setattr(pw, "_simulate_paired", lambda n, ks: want[:, :1] if ks == (critical,) else no_simulation())
+    assert pw.mde_paired_sd(12, 0.05) == pytest.approx(float(np.quantile(np.sort(-want[:, 0]), pw.POWER)))
+    pw._paired_thresholds.cache_clear()
+
+    for bad in (b"not an array", np.zeros((3, 2)).tobytes()):  # garbage, then the right size without a header
+        kept.write_bytes(bad)
+        monkeypatch.setattr(pw, "_simulate_paired", lambda n, ks: want)
+        assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want)
+        assert np.array_equal(np.load(kept), want)  # rewritten
+    np.save(kept, want[:10])  # an array of another shape
+    assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want) and np.load(kept).shape == want.shape
+
+    before = sorted(p.name for p in (tmp_path / "power").iterdir())
+    assert len(before) == 2  # (9, 68) and the critical count's: each distinct draw once
+    monkeypatch.setenv(pw.ENV_CACHE, "off")
+    assert np.array_equal(pw._unpaired_order_stats(3, 4, (2,)), pw._simulate_unpaired(3, 4, (2,)))
+    assert sorted(p.name for p in (tmp_path / "power").iterdir()) == before

@@ -25,13 +25,23 @@ Ties change which test runs (the normal approximation, whose smallest p is large
 uses that test's critical count on continuous noise, an approximation for coarse metrics that is
 stated where it is used. Beyond ``SIM_MAX_N`` the normal-theory formula is within 0.01 of the
 simulated power and is used instead. Results are cached per (n, level, power): a design table or a
-comparison of many rows simulates each distinct n once.
+comparison of many rows simulates each distinct n once. The simulated order statistics are also kept
+on disk (``$KIT_POWER_CACHE`` or ``~/.cache/kit/power``; ``KIT_POWER_CACHE=off``: never), keyed by
+their arguments and a digest of the simulation's code, sizes, seed and numpy version: the same draws
+are otherwise recomputed by every process (seconds of every ``kit run``'s analysis and ``kit compare``).
+A cache file is read with a size cap and used only when its shape and values are what the simulation
+returns; anything else is ignored and rewritten.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
+import os
+from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import norm
@@ -137,8 +147,68 @@ def _sims(values_per_draw: int) -> int:
     return SIMS if values_per_draw <= 150 * 151 // 2 else SIMS_LARGE
 
 
+ENV_CACHE = "KIT_POWER_CACHE"
+
+
+def _cache_dir() -> Path | None:
+    value = os.environ.get(ENV_CACHE)
+    if value == "off":
+        return None
+    return Path(value) if value else Path.home() / ".cache" / "kit" / "power"
+
+
+@lru_cache(maxsize=1)
+def _sim_version() -> str | None:
+    """What the simulated order statistics depend on besides their arguments (None: not knowable, no disk cache)."""
+    try:
+        code = "".join(inspect.getsource(f) for f in (_noise, _sims, _simulate_paired, _simulate_unpaired))
+    except (OSError, TypeError):
+        return None
+    facts = f"{code}\0{SIMS}\0{SIMS_LARGE}\0{SIM_SEED}\0{_CHUNK_VALUES}\0{np.__version__}"
+    return hashlib.sha256(facts.encode()).hexdigest()
+
+
+def _on_disk(kind: str, args: tuple[int, ...], shape: tuple[int, int], compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """``compute()`` (a float64 array of ``shape``), kept in the power cache between processes."""
+    base, version = _cache_dir(), _sim_version()
+    if base is None or version is None:
+        return compute()
+    name = hashlib.sha256(f"{kind}\0{args}\0{version}".encode()).hexdigest()[:40]
+    path = base / f"{kind}-{name}.npy"
+    cap = 8 * shape[0] * shape[1] + 4096  # the values and the .npy header
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size <= cap:
+                got = np.load(fh, allow_pickle=False)
+                if got.dtype == np.float64 and got.shape == shape and bool(np.isfinite(got).all()):
+                    return got
+    except (OSError, ValueError, EOFError):
+        pass  # absent, unreadable or not an array: simulated again and rewritten
+    out = compute()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            np.save(fh, out, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full cache: the figures stand, the next process simulates again
+        tmp.unlink(missing_ok=True)
+    return out
+
+
 def _paired_order_stats(n: int, ks: tuple[int, ...]) -> np.ndarray:
     """(sims, len(ks)): the k-th smallest Walsh average of each simulated N(0, 1) sample of n differences."""
+    shape = (_sims(n * (n + 1) // 2), len(ks))
+    return _on_disk("paired", (n, *ks), shape, lambda: _simulate_paired(n, ks))
+
+
+def _unpaired_order_stats(n_a: int, n_b: int, ks: tuple[int, ...]) -> np.ndarray:
+    """(sims, len(ks)): the k-th smallest pairwise difference b_j - a_i of simulated N(0, 1) samples."""
+    shape = (_sims(n_a * n_b), len(ks))
+    return _on_disk("unpaired", (n_a, n_b, *ks), shape, lambda: _simulate_unpaired(n_a, n_b, ks))
+
+
+def _simulate_paired(n: int, ks: tuple[int, ...]) -> np.ndarray:
     iu, ju = np.triu_indices(n)
     sims = _sims(iu.size)
     z = _noise(sims, n, SIM_SEED + n)
@@ -150,8 +220,7 @@ def _paired_order_stats(n: int, ks: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def _unpaired_order_stats(n_a: int, n_b: int, ks: tuple[int, ...]) -> np.ndarray:
-    """(sims, len(ks)): the k-th smallest pairwise difference b_j - a_i of simulated N(0, 1) samples."""
+def _simulate_unpaired(n_a: int, n_b: int, ks: tuple[int, ...]) -> np.ndarray:
     sims = _sims(n_a * n_b)
     z = _noise(sims, n_a + n_b, SIM_SEED + 7919 * n_a + n_b)
     a, b = z[:, :n_a], z[:, n_a:]
