@@ -138,8 +138,9 @@ def cpu_host_builds(cudas: dict[str, str | None], versions: dict[str, str] | Non
             continue
         v = (versions or {}).get(fw) or _dist_version(fw)
         base = v.split("+", 1)[0] if v else "<version>"
-        fix = (f"pip install --index-url {TORCH_INDEX}/cpu 'torch=={base}' (PyTorch's CPU wheel index; "
-               "torchvision likewise)" if fw == "pytorch" else
+        fix = ("make distclean setup: the Makefile installs the CPU image row's +cpu torch/torchvision pair from "
+               f"PyTorch's CPU wheel index ({TORCH_INDEX}/cpu) or a +cpu pair your pip configuration offers, and says "
+               "so when neither is reachable" if fw == "pytorch" else
                f"pip uninstall -y tensorflow && pip install 'tensorflow-cpu=={base}' (the kit's cpu extra)")
         out.append(_finding(f"{fw} build (no NVIDIA GPU here)", False,
                             f"{fw} {v or '?'} is a CUDA {cuda} build on a host without an NVIDIA GPU: its GPU "

@@ -459,12 +459,17 @@ def stored_spec(rd: RunDir, man: Manifest, events: RunEvents) -> tuple[Spec, str
 
 # Spec fields the loader fills from where the file was found, not from its text.
 LOADER_FIELDS = ("path", "study_dir")
+# Parts of a spec that describe the study without fixing what a trial does: what the paper claimed, the words
+# describing a profile and its estimated duration. Editing them between a kill and `--resume` (or packing a run
+# whose file has since gained claims) changes no measurement, so they are not compared as protocol.
+NOT_PROTOCOL = ("claims", "profile_description", "profile_estimate_s")
 
 
 def protocol_of(spec_dict: Any) -> Any:
     """A resolved spec as the protocol it fixes (JSON-normalised, without where it was loaded from)."""
     plain = json.loads(json.dumps(spec_dict, default=str))
-    return {k: v for k, v in plain.items() if k not in LOADER_FIELDS} if isinstance(plain, dict) else plain
+    return ({k: v for k, v in plain.items() if k not in LOADER_FIELDS + NOT_PROTOCOL} if isinstance(plain, dict)
+            else plain)
 
 
 MISSING = object()

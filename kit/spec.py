@@ -909,12 +909,18 @@ def _parse(raw: dict[str, Any], path: str, profile: str | None, study: dict[str,
         spec,
         path=path,
         profile=chosen,
-        profile_description=descriptions.get(chosen, "the published protocol"),
+        profile_description=descriptions.get(chosen, _main_profile_text(spec)),
         profile_estimate_s=estimates.get(chosen),
         profiles=("paper", *profiles_raw),
         study=study,
         info=_workloads()[spec.workload.name],  # [workload].name, resolved in this parse (the study's, or the kit's)
     )
+
+
+def _main_profile_text(spec: Spec) -> str:
+    """The main (``paper``) profile's description when the file gives none: the published protocol for a study
+    that reproduces a paper, the spec as written for a study of one's own (``kit new study``: no citation)."""
+    return "the published protocol" if spec.experiment.citation.strip() else "the spec as written (no paper)"
 
 
 def parse_claims(raw: Any, frameworks: Any, where: str) -> tuple[Claim, ...]:

@@ -423,3 +423,17 @@ def test_compare_across_hosts_lists_claims_whose_verdict_changed(tmp_path: Path)
     assert any(w.startswith("host.cpu.isa: None vs avx512f,amx_tile (CPU generation/ISA") for w in
                changed["could_explain"]), changed["could_explain"]
     assert not any(w.startswith("host.hostname") for w in changed["could_explain"])  # bookkeeping, not a cause
+
+
+def test_claims_descriptions_and_estimates_are_not_protocol() -> None:
+    """Editing what the paper claimed (or a profile's words or estimate) between a kill and --resume changes no
+    measurement: the resume check compares the protocol only."""
+    from kit.runner import protocol_differences, protocol_of
+
+    recorded = {"workload": {"epochs": 3}, "claims": [{"id": "C1"}], "profile_description": "old",
+                "profile_estimate_s": 200.0}
+    now = {"workload": {"epochs": 3}, "claims": [{"id": "C1"}, {"id": "C2"}], "profile_description": "new",
+           "profile_estimate_s": 240.0}
+    assert protocol_differences(protocol_of(now), protocol_of(recorded), strict=True) == []
+    changed = {**now, "workload": {"epochs": 4}}
+    assert protocol_differences(protocol_of(changed), protocol_of(recorded)) == ["spec.workload.epochs: 3 recorded, 4 now"]
