@@ -304,9 +304,9 @@ def test_scaffold_study_runs_outside_the_repository_packs_and_verifies(tmp_path:
     assert refused.returncode == ExitCode.INPUT and "--trust-bundle-code" in refused.stderr, refused.stderr[-2000:]
     out = kit("verify", str(bundle), "--data-dir", str(MNIST), "--runs-dir", str(tmp_path / "verify"),
               "--backend", "local", "--trust-bundle-code", cwd=tmp_path)
-    # Exit 1 means a claim did not reproduce: a timing decision near its threshold (the infer ratio is about
-    # 1.07 at n = 10 on this 2-core VM) may flip between two runs. What is under test is that the bundle alone
-    # re-ran the study: integrity checked, the re-run complete, from the bundle's copy of the folder.
+    # Exit 1 means the results were not called reproduced: with the smoke profile's 2 blocks nothing is tested
+    # (and with more, a timing decision near its threshold may flip between two runs). What is under test is that
+    # the bundle alone re-ran the study: integrity checked, the re-run complete, from the bundle's copy of the folder.
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
     flat = " ".join(out.stdout.split())
     assert "integrity: ok" in flat and "(complete, profile smoke)" in flat, out.stdout[-3000:]
