@@ -357,7 +357,8 @@ def doctor(
     first line is the verdict: what this host is ready for and what is not available here, and why."""
     from rich.markup import escape
 
-    from kit.doctor import run_checks, study_needs, verdict
+    from kit.doctor import run_checks, verdict
+    from kit.reproduce_all import study_needs
 
     study_path = None
     if study is not None:

@@ -218,41 +218,6 @@ def verdict(findings: list[Finding]) -> dict[str, Any]:
     return {"ready": ready, "unavailable": unavailable, "line": line}
 
 
-def study_needs(study: Path, profile: str | None, findings: list[Finding], download: bool = True,
-                data_dir: Path | None = None) -> dict[str, Any]:
-    """What one study's profile needs from this host and which of it is missing (``kit doctor --strict STUDY``):
-    the frameworks of its arms (local backend), the GPUs its profile is written for, its datasets."""
-    from kit.datasets import SYNTHETIC, resolve
-    from kit.reproduce_all import Host, choose_profile, fits, requirements
-    from kit.spec import load_spec
-
-    host = Host.detect()
-    chosen = choose_profile(profile or "auto", host)
-    base = load_spec(study)
-    if chosen not in base.profiles and chosen != "paper":
-        chosen = "paper"
-    spec = load_spec(study, None if chosen == "paper" else chosen)
-    missing: list[str] = []
-    by = {f["check"]: f for f in findings}
-    for fw in spec.experiment.frameworks:
-        f = by.get(f"framework {fw} (local backend)")
-        if f is not None and not f["ok"]:
-            missing.append(f"{fw}: {f['detail']} (fix: {f['fix']})")
-    lacks = fits(host, requirements(spec))
-    if lacks:
-        missing.append(lacks)
-    for ds in spec.datasets():
-        if ds.source == SYNTHETIC:
-            continue
-        try:
-            resolve(ds.name, ds.source, data_dir=data_dir, download=False)
-        except KitError as err:
-            if download and "not found" in err.cause:
-                continue  # kit run fetches it (a failed download then says why)
-            missing.append(f"dataset {ds.name} ({ds.source}): {err.cause}")
-    return {"study": spec.experiment.id, "profile": chosen, "missing": missing, "ready": not missing}
-
-
 # -- NVIDIA driver vs the CUDA the frameworks were built for ---------------------------------------------------------
 #
 # From NVIDIA's CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions", Linux x86_64) and the
