@@ -118,10 +118,14 @@ def _run_summary(run_dir: Path) -> dict[str, Any]:
     res: dict[str, Any] = {"run_dir": str(run_dir), "experiment": st.get("experiment"), "status": st.get("status"),
                            "trials": st.get("total"), "counts": st.get("counts")}
     analysis_path = Path(run_dir) / "analysis.json"
-    if analysis_path.is_file():
-        try:
+    if analysis_path.is_file() and not analysis_path.is_symlink():
+        try:  # a run directory may be someone else's: capped, never a link, and only read (kit report recomputes it)
+            if analysis_path.stat().st_size > 256 << 20:
+                raise ValueError("analysis.json is larger than 256 MiB")
             analysis = json.loads(analysis_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
+            analysis = {}
+        if not isinstance(analysis, dict):
             analysis = {}
         res["analysis"] = str(analysis_path)
         res["reports"] = sorted(str(p) for p in (Path(run_dir) / "report").glob("*") if p.is_file()) \

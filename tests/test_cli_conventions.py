@@ -259,3 +259,16 @@ def test_profile_descriptions_are_host_neutral() -> None:
         for p in e["profiles"]:
             d = p["description"]
             assert not re.search(r"\bhere\)|on this \d+-core|this host|downloaded here", d), (e["id"], p["name"], d)
+
+
+def test_report_json_holds_the_summary_alone_on_stdout(tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "golden" / "run", run)
+    res = CliRunner().invoke(app, ["report", str(run), "--format", "html", "--json"])
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)  # nothing but the JSON document on stdout; the tables went to stderr
+    assert doc["status"] == "complete" and doc["analysis"].endswith("analysis.json")
+    assert doc["claims"]["headline"].startswith("this experiment lists no claims")
+    assert {h["id"] for h in doc["hypotheses"]} == {"H1"} and "Answer:" in res.stderr

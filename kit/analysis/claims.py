@@ -432,7 +432,13 @@ def _judge_each(claim: Claim, sel: pd.DataFrame, cids: list[str], arms: tuple[st
                                               if ests else ""))
     contra = [r for r in rows if r["contradicts"]]
     if contra:
-        return "contradicted", (f"{len(contra)} of {k} configuration(s) show the opposite "
+        band = claim.band()
+        shows = {"direction": "show the opposite direction",
+                 "difference": f"are equivalent within {(claim.margin or DEFAULT_DIFFERENCE_MARGIN):.0%} (TOST)",
+                 "magnitude": (f"lie outside the paper's band [{band[0]:.3g}, {band[1]:.3g}]" if band else
+                               "lie outside the paper's band"),
+                 "no_difference": f"differ by more than the margin of {claim.margin:.0%}"}[claim.kind]
+        return "contradicted", (f"{len(contra)} of {k} configuration(s) {shows} "
                                 f"({', '.join(r['config_id'] for r in contra)})"), extra
     if rows and all(r["replicates"] for r in rows):
         return "replicated", f"every one of the {k} matching configuration(s) shows it", extra
