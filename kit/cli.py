@@ -122,15 +122,15 @@ def _run_summary(run_dir: Path) -> dict[str, Any]:
         try:  # a run directory may be someone else's: capped, never a link, and only read (kit report recomputes it)
             if analysis_path.stat().st_size > 256 << 20:
                 raise ValueError("analysis.json is larger than 256 MiB")
-            analysis = json.loads(analysis_path.read_text(encoding="utf-8"))
+            loaded = json.loads(analysis_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            analysis = {}
-        if not isinstance(analysis, dict):
-            analysis = {}
+            loaded = {}
+        analysis: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
         res["analysis"] = str(analysis_path)
         res["reports"] = sorted(str(p) for p in (Path(run_dir) / "report").glob("*") if p.is_file()) \
             if (Path(run_dir) / "report").is_dir() else []
-        claims = analysis.get("claims") if isinstance(analysis.get("claims"), dict) else {}
+        raw_claims = analysis.get("claims")
+        claims: dict[str, Any] = raw_claims if isinstance(raw_claims, dict) else {}
         res["claims"] = {"headline": claims.get("headline"),
                          "verdicts": [{k: c.get(k) for k in ("id", "statement", "verdict", "reason")}
                                       for c in claims.get("rows") or [] if isinstance(c, dict)]}
