@@ -155,7 +155,8 @@ def check_trial(rec: dict[str, Any], planned: dict[str, Any] | None, where: str,
                   f"the planned value {planned[field]!r}", rec.get(field), f)
     for field, kind, word in (("results", dict, "a table"), ("phases", dict, "a table"), ("env", dict, "a table"),
                               ("markers", list, "a list"), ("backend", dict, "a table"),
-                              ("collectors", list, "a list"), ("cooldown", dict, "a table")):
+                              ("collectors", list, "a list"), ("cooldown", dict, "a table"),
+                              ("ambient", dict, "a table")):
         v = rec.get(field)
         _need(v is None or isinstance(v, kind), where, field, word, v, f)
     _need(all(isinstance(m, dict) for m in rec.get("markers") or []), where, "markers", "a list of tables",

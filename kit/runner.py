@@ -229,6 +229,7 @@ class _Context:
     datasets: dict[str, ResolvedDataset] = field(default_factory=dict)  # dataset_key -> resolved (cases)
     baseline: dict[str, float] = field(default_factory=dict)
     temp_reader: Any = None
+    ambient_reader: Any = None  # kit.collectors.ambient.AmbientReader, made at the first trial
     only: frozenset[str] | None = None  # a chunk's trials (cluster job); None: the whole plan
     shared: bool = False  # other jobs write into the same run directory: leave the manifest alone
     devices: DevicePlan | None = None  # this host's GPUs as the spec allows them (None: not resolved)
@@ -802,6 +803,16 @@ def _cooldown(ctx: _Context, gpu_indices: list[int] | None = None) -> dict[str, 
                              sensors=cooldown_sensors(gpu_indices)).as_dict()
 
 
+def _ambient(ctx: _Context) -> dict[str, Any]:
+    """The room's temperature as the trial starts (a host ambient sensor, and the spec's stated value)."""
+    from kit.collectors.ambient import AmbientReader
+
+    tel = ctx.spec.telemetry
+    if ctx.ambient_reader is None:
+        ctx.ambient_reader = AmbientReader(tel.ambient_sensor, tel.ambient_c)
+    return dict(ctx.ambient_reader.read().as_dict())
+
+
 def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     """Run one trial and commit its record; returns the record.
 
@@ -826,6 +837,7 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
 
     indices = device.indices if device is not None else None
     cooldown = _cooldown(ctx, indices)
+    ambient = _ambient(ctx)
     target = TrialTarget(gpu_indices=indices)  # the backend exposes, and the collectors sample, only these GPUs
     collectors = make_collectors(ctx.spec, ctx.opts, target)
     started = time.time()
@@ -836,6 +848,7 @@ def run_one(ctx: _Context, trial: Trial) -> dict[str, Any]:
     rows, reports = drain(collectors)
     record = trial_record(trial, outcome, started, ended, reports, cooldown, ctx.backend.name, device,
                           ctx.backend.pinning if ctx.backend.pinning.active else None)
+    record["ambient"] = ambient
     record["disturbance"] = disturbance.assess(
         outcome.markers, [(r.t, r.source, r.device, r.metric, r.value) for r in rows], ctx.spec.telemetry.period_s,
         ctx.spec.design.disturbance_limits(), ctx.idle_freq_mhz).as_dict()

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import re
 import tomllib
 import types
 import typing
@@ -265,6 +266,11 @@ class Design:
                            self.timeout_s)
 
 
+# The air around a working computer (kit.collectors.ambient): a value outside is a misread or mislabelled sensor.
+AMBIENT_PLAUSIBLE_C = (-30.0, 60.0)
+AMBIENT_SETTING = re.compile(r"^(auto|off|[A-Za-z0-9_.\-]{1,64}:[ -~]{1,64})$")
+
+
 @dataclass(frozen=True)
 class Telemetry:
     """Host-side sampling: which collectors, how often, and thermal control."""
@@ -274,8 +280,19 @@ class Telemetry:
     baseline_s: float = 5.0
     cooldown_band_c: float = 3.0
     cooldown_max_s: float = 120.0
+    # The room's temperature (kit.collectors.ambient): "auto" finds a host ambient sensor, "chip:label" names
+    # one, "off" reads none; ambient_c is the user's own measurement, stated once for the run.
+    ambient_sensor: str = "auto"
+    ambient_c: float | None = None
 
     def check(self, p: str) -> None:
+        if not AMBIENT_SETTING.match(self.ambient_sensor):
+            raise _Invalid(f"{p}.ambient_sensor", '"auto", "off" or a sensor as `kit doctor` lists it ("chip:label")',
+                           self.ambient_sensor)
+        lo, hi = AMBIENT_PLAUSIBLE_C
+        if self.ambient_c is not None and not lo <= self.ambient_c <= hi:
+            raise _Invalid(f"{p}.ambient_c", f"the room's temperature in °C, in [{lo:g}, {hi:g}]",
+                           self.ambient_c)
         if not 0.005 <= self.period_s <= 10:
             raise _Invalid(f"{p}.period_s", "a sampling period in [0.005, 10] seconds", self.period_s)
         for i, name in enumerate(self.collectors):

@@ -39,6 +39,9 @@ def test_smoke_run_writes_every_trial(tmp_path: Path, spec_path: Path) -> None:
         assert rec["status"] == "ok", rec.get("error")
         assert set(rec["phases"]) == {"warmup", "train", "infer"}
         assert rec["phases"]["train"]["duration_s"] == rec["results"]["train_time_s"]
+        # the room's temperature: this spec states none; a host without an ambient sensor says why it has none
+        amb = rec["ambient"]
+        assert amb["stated_c"] is None and (amb["sensor_c"] is not None or amb["note"])
     assert not (rd.path / "work").exists()
     assert man.dataset is not None and man.dataset.origin == "bundled" and man.host["cpu_logical"] >= 1
 

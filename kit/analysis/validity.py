@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kit.analysis import accuracy_expected as _accuracy_expected  # noqa: F401  (registers its rule)
+from kit.analysis import ambient as _ambient  # noqa: F401  (registers its rule)
 from kit.analysis import devices as _devices  # noqa: F401  (registers its rules)
 from kit.analysis import nodes as _nodes  # noqa: F401  (registers its rule)
 from kit.analysis import stats
@@ -30,7 +31,7 @@ from kit.spec import cpuset_size
 # The order is the one analyze_run ended up with when the modules registered on first import (the order of the
 # threats within a severity in analysis.json); now it is written down instead of depending on import order.
 _RULE_MODULES = ("kit.analysis.validity", "kit.analysis.validity_telemetry", "kit.analysis.devices",
-                 "kit.analysis.nodes", "kit.analysis.accuracy_expected")
+                 "kit.analysis.nodes", "kit.analysis.accuracy_expected", "kit.analysis.ambient")
 
 
 @rule
