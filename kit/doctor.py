@@ -65,7 +65,19 @@ def check_collectors() -> list[Finding]:
         from kit.collectors import probe_all
     except ImportError:
         return [_finding("collectors", False, "collectors not installed in this kit", "update the kit")]
-    return [_finding(f"sensor {p['name']}", p["ok"], p["detail"], p.get("fix", "")) for p in probe_all()]
+    return [*(_finding(f"sensor {p['name']}", p["ok"], p["detail"], p.get("fix", "")) for p in probe_all()),
+            check_ambient()]
+
+
+def check_ambient() -> Finding:
+    """The room's temperature sensor a run's telemetry.ambient_sensor = "auto" would read (kit.collectors.ambient)."""
+    from kit.collectors.ambient import AmbientReader
+
+    r = AmbientReader("auto").read()
+    if r.sensor_c is not None:
+        return _finding("sensor ambient", True, f"{r.sensor}: {r.sensor_c:g} °C (recorded before every trial)")
+    return _finding("sensor ambient", False, r.note, "state the room's temperature in the spec's [telemetry] "
+                    "ambient_c, or name a sensor with ambient_sensor = \"chip:label\"; the report says which it was")
 
 
 def check_governor() -> list[Finding]:
