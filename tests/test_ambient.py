@@ -114,3 +114,14 @@ def test_crafted_values_are_not_counted(crafted: Any) -> None:
 def test_a_crafted_note_is_capped() -> None:
     a = TrialAmbient.from_record(_trial("tensorflow", {"sensor_c": None, "note": "x" * 100_000}))
     assert a is not None and len(a.note) == 200
+
+
+def test_doctor_names_the_sensor_or_says_how_to_state_the_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.doctor import check_ambient
+
+    monkeypatch.setattr(ambient, "SYSFS_ROOT", tmp_path)
+    none = check_ambient()
+    assert not none["ok"] and "ambient_c" in none["fix"]
+    _host(tmp_path)
+    found = check_ambient()
+    assert found["ok"] and "ipmi_bmc:Ambient: 23.5 °C" in found["detail"]
