@@ -1,4 +1,4 @@
-"""Pinned files of the datasets: MNIST, CIFAR-10/100, SVHN, IMDB, Penn Treebank.
+"""Pinned files of the datasets: MNIST, CIFAR-10/100, SVHN, IMDB, Penn Treebank, PASCAL VOC2012.
 
 Every SHA-256 below is the publisher's file as recorded by two independent
 projects that download and verify it, and never computed here (these
@@ -16,7 +16,7 @@ by :mod:`kit.synthetic` in the same on-disk format (never the real data).
 
 from __future__ import annotations
 
-from kit.dataset_types import DatasetFile, DatasetInfo
+from kit.dataset_types import UNPINNED, DatasetFile, DatasetInfo
 
 _MNIST_MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/{}",
@@ -138,6 +138,46 @@ PTB = DatasetInfo(
     synthetic="kit.synthetic:write_ptb",
 )
 
-MORE_DATASETS: tuple[DatasetInfo, ...] = (CIFAR10, CIFAR100, SVHN, IMDB, PTB)
+VOC2012 = DatasetInfo(
+    name="voc2012",
+    title="PASCAL VOC2012 trainval (Everingham et al.), detection annotations; train.txt / val.txt of ImageSets/Main",
+    license="Flickr terms of use for the images; annotations for research (the VOC database-rights notice)",
+    files=(
+        # SHA-256 and size: TFDS url_checksums/voc.txt (1999639040 bytes) and pytorch/vision
+        # torchvision/prototype/datasets/_builtin/voc.py (HttpResource sha256, the same digest); torchvision's
+        # VOCDetection pins the same archive's MD5 6cd6e144f989b92b3379bac3b3de84fd
+        DatasetFile("VOCtrainval_11-May-2012.tar", "e14f763270cf193d0b5f74b169f44157a4b0c6efa708f4dd0ff78ee691763bcb",
+                    ("http://host.robots.ox.ac.uk/pascal/VOC/voc2012/VOCtrainval_11-May-2012.tar",
+                     "http://pjreddie.com/media/files/VOCtrainval_11-May-2012.tar"), 1999639040),
+    ),
+    # "trainval": DLBench's split (Sec. 4.3): 5,717 training images (train.txt), 5,823 test images (val.txt)
+    sources={"trainval": ("VOCtrainval_11-May-2012.tar",), "synthetic": ()},
+    full_sizes={"trainval": (5717, 5823), "synthetic": (32, 16)},
+    synthetic="kit.synthetic_voc:write_voc2012",
+)
+
+MORE_DATASETS: tuple[DatasetInfo, ...] = (CIFAR10, CIFAR100, SVHN, IMDB, PTB, VOC2012)
+# Tatoeba's English-Spanish pairs as manythings.org/anki publishes them, in TensorFlow's stable copy (the TF and
+# Keras NMT tutorials' URL; DLBench's code fetched it from download.tensorflow.org). NOT PINNED: no project that
+# downloads and verifies this file records its SHA-256 (searched: TFDS, HF datasets, torchtext, d2l, keras-io and
+# keras-hub, tensorflow/text and docs; the tutorials call get_file without a hash), so the kit cannot vouch for
+# any copy and refuses it unless the user gives the digest they verified ($KIT_DATASET_SHA256, kit.datasets).
+# The size is the Content-Length the tutorials' download logs print (2646016/2638744 bytes).
+SPA_ENG = DatasetInfo(
+    name="spa_eng",
+    title="Tatoeba English-Spanish sentence pairs (manythings.org/anki spa-eng.zip, TensorFlow's copy)",
+    license="CC BY 2.0 FR (Tatoeba)",
+    files=(
+        DatasetFile("spa-eng.zip", UNPINNED,
+                    ("http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip",
+                     "https://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip"), 2638744),
+    ),
+    # "tatoeba": DLBench's 100,000 pairs (the first lines of spa.txt), 80 % / 20 % as the authors split them
+    sources={"tatoeba": ("spa-eng.zip",), "synthetic": ()},
+    full_sizes={"tatoeba": (80000, 20000), "synthetic": (2000, 500)},
+    synthetic="kit.synthetic:write_spa_eng",
+)
+# Datasets whose files no two independent projects pin: registered, used only with a user-supplied digest.
+USER_PINNED_DATASETS: tuple[DatasetInfo, ...] = (SPA_ENG,)
 # Every dataset the kit knows, MNIST first: kit.datasets.DATASETS is this tuple by name, built once, never mutated.
-ALL_DATASETS: tuple[DatasetInfo, ...] = (MNIST, *MORE_DATASETS)
+ALL_DATASETS: tuple[DatasetInfo, ...] = (MNIST, *MORE_DATASETS, *USER_PINNED_DATASETS)
