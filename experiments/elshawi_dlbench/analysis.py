@@ -21,6 +21,7 @@ smallest exact two-sided p is 2/2ⁿ, and it must fall below α/m
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,8 @@ from kit.analysis import stats
 from kit.analysis.effects import _signed_rank_pmf
 from kit.records import TrialRecord
 from kit.study_api import RunView
+
+from .epoch_correlation import Curve, Refused, curve_of, epoch_accuracy
 
 STUDY_API = 2
 
@@ -46,17 +49,53 @@ PER_DATASET = (  # (metric, phase, label, unit): the paper's measures, described
 DESCRIBED_ONLY = (
     ("trial_cpu_util_pct", "train", "CPU utilisation of the trial's process (% of one CPU)", "%"),
 )
-NOT_REPRODUCED = (
-    {"model": "LSTM encoder-decoder, English to Spanish (Many things / Tatoeba, 100,000 sentence pairs)",
-     "paper": "Sections 4.2 and 5; Figs. 4b, 6, 10c, 19c",
-     "why": "not yet reproduced: needs the sequence-to-sequence model in both frameworks and a pinned copy of the "
-            "Tatoeba pairs (manythings.org/anki serves a moving file without a published checksum)"},
-    {"model": "Faster R-CNN with a ResNet-50 backbone on PASCAL VOC2012",
-     "paper": "Sections 4.3 and 5; Figs. 11, 16, 20",
-     "why": "not yet reproduced: needs one detection implementation per framework with identical heads and "
-            "anchors, and the 2 GB VOC2012 archive"},
-)
-PAPER_EPOCHS = {"mnist": 15, "cifar10": 100, "cifar100": 200, "svhn": 100, "imdb": 50, "ptb": 50}
+# The paper's models, one per dataset: keyed by the bundled [cases] id (also the dataset's name), with where
+# the paper shows each of its panels (CPU environment, Sec. 5.1-5.4; GPU environment, Sec. 5.5), its epochs
+# (Sec. 4), and why a run may lack it. A run's models are its cases; the report lists the paper's models a run
+# did not include (a user's copy of the spec or a profile that leaves one out) so it never suggests coverage.
+_CNN = {"accuracy": "Figs. 4a (CPU), 12a (GPU)", "time_s": "Figs. 5a (CPU), 13a (GPU)",
+        "cpu_util_pct": "Figs. 6a (CPU), 15a (GPU)", "trial_rss_mean_bytes": "Figs. 8a (CPU), 17a (GPU)",
+        "gpu_util_pct": "Fig. 14a"}
+_LSTM = {"accuracy": "Figs. 4b (CPU), 12b (GPU)", "time_s": "Figs. 5b (CPU), 13b (GPU)",
+         "cpu_util_pct": "Figs. 6b (CPU), 15b (GPU)", "trial_rss_mean_bytes": "Figs. 8b (CPU), 17b (GPU)",
+         "gpu_util_pct": "Fig. 14b"}
+PAPER_MODELS: dict[str, dict[str, Any]] = {
+    "mnist": {"model": "CNN on MNIST", "architecture": "Fig. 2a", "epochs": 15, **_CNN,
+              "convergence": "Figs. 9 (CPU), 18a (GPU)"},
+    "cifar10": {"model": "CNN on CIFAR-10", "architecture": "Fig. 2b", "epochs": 100, **_CNN,
+                "convergence": "Figs. 9 (CPU), 18b (GPU)"},
+    "cifar100": {"model": "CNN on CIFAR-100", "architecture": "Fig. 2c", "epochs": 200, **_CNN,
+                 "convergence": "Figs. 9 (CPU), 18 (GPU)"},
+    "svhn": {"model": "CNN on SVHN (GPU only in the paper: over 24 h on its CPU)", "architecture": "Fig. 2d",
+             "epochs": 100, "accuracy": "Fig. 12a (GPU)", "time_s": "Fig. 13a (GPU)",
+             "cpu_util_pct": "Fig. 15a (GPU)", "trial_rss_mean_bytes": "Fig. 17a (GPU)", "gpu_util_pct": "Fig. 14a",
+             "convergence": "Fig. 18 (GPU)"},
+    "imdb": {"model": "LSTM on IMDB Reviews", "architecture": "Fig. 3a", "epochs": 50, **_LSTM,
+             "convergence": "Figs. 10a (CPU), 19a (GPU)"},
+    "ptb": {"model": "LSTM language model on Penn Treebank", "architecture": "Fig. 3b", "epochs": 50, **_LSTM,
+            "convergence": "Figs. 10b (CPU), 19b (GPU)"},
+    "spa_eng": {"model": "LSTM encoder-decoder, English to Spanish (Many things / Tatoeba, 100,000 sentence pairs)",
+                "architecture": "Fig. 3c", "epochs": 100, **_LSTM, "convergence": "Figs. 10c (CPU), 19c (GPU)"},
+    "voc2012": {"model": "Faster R-CNN with a ResNet-50 backbone on PASCAL VOC2012", "architecture": "Sec. 4.3",
+                "epochs": 100, "accuracy": "Sec. 5.1 (CPU), Sec. 5.5.1 (GPU); values in the text only",
+                "time_s": "Sec. 5.2 (CPU), Sec. 5.5.2 (GPU); values in the text only",
+                "cpu_util_pct": "Figs. 7a (CPU), 16b (GPU)", "trial_rss_mean_bytes": "Figs. 7b (CPU), 16c (GPU)",
+                "gpu_util_pct": "Fig. 16a", "convergence": "Figs. 11 (CPU), 20 (GPU)"},
+}
+PAPER_EPOCHS = {k: int(v["epochs"]) for k, v in PAPER_MODELS.items()}
+MISSING_WHY = ("not in this run: its spec has no case for this model (a copy of experiment.toml or a profile "
+               "without it); the bundled experiment.toml runs it")
+# What "accuracy" is per dataset where a trial does not say (results.accuracy_metric): detection's mean
+# average precision at IoU 0.5, the translation model's next-token accuracy with the reference fed back in.
+ACCURACY_LABELS = {"voc2012": "mAP@0.5", "spa_eng": "per-token accuracy (teacher forcing)"}
+DEFAULT_ACCURACY_LABEL = "test accuracy"
+# results.accuracy_metric as the workloads may spell it -> the report's words (any other short text is shown as is)
+ACCURACY_ALIASES = {"map50": "mAP@0.5", "map@0.5": "mAP@0.5", "map_50": "mAP@0.5", "map_0.5": "mAP@0.5",
+                    "token_accuracy": "per-token accuracy (teacher forcing)",
+                    "token_accuracy_teacher_forcing": "per-token accuracy (teacher forcing)",
+                    "per_token_accuracy": "per-token accuracy (teacher forcing)", "accuracy": "test accuracy",
+                    "test_accuracy": "test accuracy"}
+MAX_LABEL_CHARS = 80
 
 
 def min_exact_p(n: int) -> float:
@@ -124,18 +163,78 @@ def cases_of(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _convergence(measured: list[TrialRecord]) -> dict[str, Any] | None:
-    curves = [(t.trial_id, t.results["epoch_test_accuracy"]) for t in measured
-              if isinstance(t.results.get("epoch_test_accuracy"), list)]
+def paper_key(info: Mapping[str, Any]) -> str | None:
+    """The paper model a case of the run is (its case id, else its dataset's name, in PAPER_MODELS), or None."""
+    for k in (info.get("case"), info.get("dataset")):
+        if isinstance(k, str) and k in PAPER_MODELS:
+            return k
+    return None
+
+
+def not_reproduced(cases: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The paper's models no case of this run is, each with where the paper shows it and why it is missing."""
+    have = {paper_key(i) for i in cases.values()}
+    return [{"model": m["model"], "paper": f"{m['architecture']}; convergence {m['convergence']}", "why": MISSING_WHY}
+            for k, m in PAPER_MODELS.items() if k not in have]
+
+
+def accuracy_label(info: Mapping[str, Any], trials: list[TrialRecord]) -> dict[str, Any]:
+    """What this case's accuracy is: the trials' ``results.accuracy_metric`` where they state it, else the kit's
+    words for the dataset (ACCURACY_LABELS), else "test accuracy".
+
+    The key comes from trial files, so it is checked: a short printable string (at most MAX_LABEL_CHARS); any
+    other value is ignored and said so. Runs that disagree give every label, joined, and ``consistent`` False.
+    """
+    stated: list[str] = []
+    ignored = 0
+    for t in trials:
+        v = t.results.get("accuracy_metric")
+        if v is None:
+            continue
+        if isinstance(v, str) and 0 < len(v) <= MAX_LABEL_CHARS and v.isprintable() and v.strip():
+            stated.append(ACCURACY_ALIASES.get(v.strip().lower(), v.strip()))
+        else:
+            ignored += 1
+    distinct = list(dict.fromkeys(stated))
+    key = paper_key(info)
+    default = ACCURACY_LABELS.get(key or "", DEFAULT_ACCURACY_LABEL)
+    return {"label": " / ".join(distinct) if distinct else default,
+            "source": "results.accuracy_metric of the trials" if distinct else "the kit's word for this dataset",
+            "consistent": len(distinct) <= 1, "ignored": ignored}
+
+
+def epoch_curves(run: RunView, cases: Mapping[str, Mapping[str, Any]]) -> tuple[list[Curve], list[Refused]]:
+    """Every measured run's per-epoch test accuracies, checked (:func:`epoch_correlation.curve_of`)."""
+    curves: list[Curve] = []
+    refused: list[Refused] = []
+    for cid, info in cases.items():
+        for t in run.measured(config=cid):
+            if "epoch_test_accuracy" not in t.results:
+                continue
+            c = curve_of(t.trial_id, str(info["case"]), t.arm, t.results["epoch_test_accuracy"])
+            if isinstance(c, Curve):
+                curves.append(c)
+            else:
+                refused.append(c)
+    return curves, refused
+
+
+def _convergence(curves: list[Curve]) -> dict[str, Any] | None:
+    """Mean and sd over runs of the test accuracy after each epoch (the runs' common length), and its peak."""
     if not curves:
         return None
-    length = min(len(c) for _, c in curves)
-    mat = np.array([[np.nan if v is None else float(v) for v in c[:length]] for _, c in curves], dtype=float)
-    mean = np.nanmean(mat, axis=0)
-    sd = np.nanstd(mat, axis=0, ddof=1) if len(curves) > 1 else np.full(length, np.nan)
+    length = min(len(c.accuracy) for c in curves)
+    if length == 0:
+        return None
+    mat = np.array([c.accuracy[:length] for c in curves], dtype=float)
+    with warnings.catch_warnings():  # an epoch no run recorded is nan, said as such (no RuntimeWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(mat, axis=0)
+        sd = np.nanstd(mat, axis=0, ddof=1) if len(curves) > 1 else np.full(length, np.nan)
     peak = int(np.nanargmax(mean)) if np.isfinite(mean).any() else None
     return {"epochs": list(range(1, length + 1)), "mean": mean.tolist(), "sd": sd.tolist(),
-            "runs": [{"trial_id": tid, "accuracy": c[:length]} for tid, c in curves],
+            "runs": [{"trial_id": c.trial_id, "accuracy": [None if math.isnan(v) else v for v in c.accuracy[:length]]}
+                     for c in curves],
             "peak_epoch": None if peak is None else peak + 1, "peak_accuracy": None if peak is None else float(mean[peak]),
             "final_accuracy": float(mean[-1])}
 
@@ -167,6 +266,8 @@ def analyse(run: RunView) -> dict[str, Any]:
     alpha = float(run.spec["design"]["alpha"])
     cases = cases_of(run.manifest)
     use = run.measured_values()
+    for cid, info in cases.items():
+        info.update(accuracy_label=accuracy_label(info, run.measured(config=cid)), paper_key=paper_key(info))
 
     per_dataset = []
     for cid, info in cases.items():
@@ -183,10 +284,14 @@ def analyse(run: RunView) -> dict[str, Any]:
                                "trial_ids": g["trial_id"].tolist()}
             per_dataset.append(row)
 
+    curves, refused = epoch_curves(run, cases)
     convergence = []
+    per_case: dict[str, tuple[str, dict[str, Any]]] = {}  # each case once (its first configuration)
     for cid, info in cases.items():
+        per_case.setdefault(info["case"], (cid, info))
+    for cid, info in per_case.values():
         for arm in arms:
-            c = _convergence(run.measured(arm=arm, config=cid))
+            c = _convergence([x for x in curves if x.case == info["case"] and x.arm == arm])
             if c is not None:
                 convergence.append({"config_id": cid, "case": info["case"], "dataset": info["dataset"],
                                     "synthetic": info["synthetic"], "arm": arm, **c})
@@ -234,5 +339,8 @@ def analyse(run: RunView) -> dict[str, Any]:
         },
         "synthetic_cases": sorted(i["case"] for i in cases.values() if i["synthetic"]),
         "paper_epochs": PAPER_EPOCHS,
-        "not_reproduced": list(NOT_REPRODUCED),
+        "paper_models": PAPER_MODELS,
+        "not_reproduced": not_reproduced(cases),
+        "epoch_accuracy": {**epoch_accuracy(curves, {i["case"]: str(i["dataset"]) for i in cases.values()}),
+                           "refused": [{"trial_id": r.trial_id, "reason": r.reason} for r in refused]},
     }

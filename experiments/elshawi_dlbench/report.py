@@ -1,15 +1,17 @@
 """Report sections of Elshawi et al. (DLBench, seed 003), from finished analysis only.
 
-The paper's figures per dataset (accuracy, training time, CPU and memory,
-GPU utilisation where measured; Figs. 4–8 and 12–17), its convergence curves
-(Figs. 9–10, 18–19), its Wilcoxon signed-rank tests with what five runs can
-and cannot show, the models not yet reproduced, and, above everything, which
-datasets were synthetic stand-ins.
+One section per case of the run (every model it ran, whatever the spec names): the paper's figure numbers
+for that model, its accuracy (in the case's own measure: mAP@0.5 for Faster R-CNN, per-token accuracy for the
+translation model), training time, CPU, memory and GPU panels, its convergence curve and the Pearson
+correlation of epochs and accuracy per framework. Around them: which datasets were synthetic stand-ins, an
+overview table, the paper's pooled Pearson coefficient (0.0005) beside the run's with both intervals, its
+Wilcoxon signed-rank tests with what five runs can and cannot show, and the paper's models this run lacks.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -38,36 +40,8 @@ def _unit(m: dict[str, Any]) -> str:
     return SCALE.get(m["metric"], (1.0, m["unit"]))[1]
 
 
-def bars(rows: list[dict[str, Any]], cases: list[str], labels: dict[str, str], arms: list[str], metric: str,
-         ylabel: str, title: str, log: bool = False) -> str | None:
-    """Grouped bars per dataset, one per framework, with ±1 sd whiskers (the paper's per-dataset figures)."""
-    k, _ = SCALE.get(metric, (1.0, ""))
-    if not any(r.get(metric) for r in rows):
-        return None
-    fig, ax = plt.subplots(figsize=(6.8, 3.2))
-    width = 0.8 / max(len(arms), 1)
-    for j, arm in enumerate(arms):
-        xs, ys, es = [], [], []
-        for i, case in enumerate(cases):
-            r = next((r for r in rows if r["case"] == case and r["arm"] == arm), None)
-            d = r.get(metric) if r else None
-            if d and d.get("n"):
-                xs.append(i + (j - (len(arms) - 1) / 2) * width)
-                ys.append(d["mean"] * k)
-                sd = d.get("sd")
-                es.append(0.0 if sd is None or (isinstance(sd, float) and math.isnan(sd)) else sd * k)
-        ax.bar(xs, ys, width * 0.95, yerr=es, capsize=2, color=arm_color(arm, j), alpha=0.8, label=arm)
-    ax.set_xticks(range(len(cases)), [labels[c] for c in cases], fontsize=7, rotation=15)
-    if log:
-        ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
-    return to_svg(fig)
-
-
-def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[str, str], arms: list[str]) -> str:
+def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[str, str], arms: list[str],
+                     ylabel: str = "test accuracy") -> str:
     """Test accuracy after each epoch, mean over runs with a ±1 sd band, one panel per dataset."""
     present = [c for c in cases if any(x["case"] == c for x in conv)]
     cols = min(3, max(len(present), 1))
@@ -87,12 +61,70 @@ def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[
         ax.set_title(labels[case], fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch", fontsize=8)
-        ax.set_ylabel("test accuracy", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     return to_svg(fig)
+
+
+def panels(rows: list[dict[str, Any]], arms: list[str], metrics: list[dict[str, Any]], acc_label: str) -> str | None:
+    """One case's measures side by side, a small panel each (mean of the runs per framework, whiskers ±1 sd);
+    only the measures this run has values of. None when it has none."""
+    shown = [m for m in metrics if any((r.get(m["metric"]) or {}).get("n") for r in rows)]
+    if not shown:
+        return None
+    fig, axes = plt.subplots(1, len(shown), figsize=(2.1 * len(shown) + 0.4, 2.6), squeeze=False)
+    for ax, m in zip(axes.flat, shown, strict=True):
+        k, unit = SCALE.get(m["metric"], (1.0, m["unit"]))
+        for j, arm in enumerate(arms):
+            d = next((r.get(m["metric"]) for r in rows if r["arm"] == arm), None)
+            if not d or not d.get("n"):
+                continue
+            sd = d.get("sd")
+            err = 0.0 if sd is None or (isinstance(sd, float) and math.isnan(sd)) else sd * k
+            ax.bar([j], [d["mean"] * k], 0.7, yerr=[err], capsize=2, color=arm_color(arm, j), alpha=0.8)
+        ax.set_xticks(range(len(arms)), arms, fontsize=7, rotation=15)
+        title = acc_label if m["metric"] == "accuracy" else m["label"]
+        ax.set_title(_wrap(f"{title} ({unit})", 24), fontsize=7.5)
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return to_svg(fig)
+
+
+def _wrap(text: str, width: int) -> str:
+    out, line = [], ""
+    for w in text.split():
+        if line and len(line) + 1 + len(w) > width:
+            out.append(line)
+            line = w
+        else:
+            line = f"{line} {w}".strip()
+    return "\n".join([*out, line])
+
+
+def _r(v: float | None) -> str:
+    return "–" if v is None else f"{v:.4f}"
+
+
+def _ci(ci: list[float] | None, why: str = "") -> str:
+    return f"{ci[0]:.4f} to {ci[1]:.4f}" if ci else (f"– ({why})" if why else "–")
+
+
+def pearson_row(first: str, c: dict[str, Any]) -> list[Any]:
+    """One table row of a Pearson result: what, runs, points, r, Fisher's interval, the cluster bootstrap's."""
+    r = _r(c["r"]) if c["r"] is not None else f"undefined: {c['reason']}"
+    return [first, c["n_runs"], c["n_points"], r, _ci(c["fisher_ci"]), _ci(c["bootstrap_ci"], c["bootstrap_reason"])]
+
+
+PEARSON_COLUMNS = ["pooled", "runs", "points", "Pearson r", "95 % CI, Fisher z (assumes independent pairs)",
+                   "95 % CI, cluster bootstrap over runs"]
+
+
+def _section_id(case: str) -> str:
+    return "dlbench-case-" + (re.sub(r"[^A-Za-z0-9_-]", "-", case)[:40] or "case")
 
 
 def _p(p: float | None) -> str:
@@ -132,20 +164,23 @@ def reach_text(r: dict[str, Any], kit_min_n: int) -> list[str]:
     return [head, can, kit + advice]
 
 
-def wilcoxon_section(d: dict[str, Any], labels: dict[str, str], arms: list[str]) -> dict[str, Any]:
+def wilcoxon_section(d: dict[str, Any], labels: dict[str, str], arms: list[str],
+                     acc_labels: dict[str, str] | None = None) -> dict[str, Any]:
     """The paper's paired Wilcoxon tests, Holm over the table's family, and what this n can reach."""
     wd, fam = d["wilcoxon_design"], d.get("wilcoxon_family") or {}
+    acc = acc_labels or {}
     w_rows = []
     for w in d["wilcoxon"]:
+        what = acc.get(w["case"], w["label"]) if w["metric"] == "accuracy" else w["label"]
         if not w.get("tested"):
-            w_rows.append([labels[w["case"]], w["label"], w["n_pairs"], "–", "–", "–", "–", w.get("reason", "")])
+            w_rows.append([labels[w["case"]], what, w["n_pairs"], "–", "–", "–", "–", w.get("reason", "")])
             continue
         verdict = "rejected (Holm p < α)" if w.get("significant") else "not rejected (Holm p ≥ α)"
         if not w["can_reject"]:
             verdict += " (cannot reach α with these pairs)"
         elif not w.get("reaches_first", True):
             verdict += " (cannot reach α/m: only after other rows are rejected)"
-        w_rows.append([labels[w["case"]], w["label"], w["n_pairs"], w["statistic"], _p(w["p"]), _p(w.get("p_holm")),
+        w_rows.append([labels[w["case"]], what, w["n_pairs"], w["statistic"], _p(w["p"]), _p(w.get("p_holm")),
                        _p(w["min_attainable_p"]) + ("" if w["exact"] else " (asymptotic)"), verdict])
     reach = wd.get("reach")  # None: an analysis written before the Holm column (re-analyse the run)
     m = fam.get("size") or (reach or {}).get("m", "?")
@@ -171,19 +206,112 @@ def wilcoxon_section(d: dict[str, Any], labels: dict[str, str], arms: list[str])
     }
 
 
+def _acc_label(info: dict[str, Any]) -> str:
+    return str((info.get("accuracy_label") or {}).get("label") or "test accuracy")
+
+
+def case_section(case: str, info: dict[str, Any], label: str, d: dict[str, Any], metric_cols: list[dict[str, Any]],
+                 arms: list[str]) -> dict[str, Any]:
+    """One model of the run: the paper's figures for it, its measures, convergence and epochs-vs-accuracy r."""
+    paper = (d.get("paper_models") or {}).get(info.get("paper_key") or "")
+    acc = info.get("accuracy_label") or {}
+    acc_label = _acc_label(info)
+    rows = [r for r in d["per_dataset"] if r["case"] == case]
+    conv = [c for c in d["convergence"] if c["case"] == case]
+    if paper:
+        where = "; ".join(f"{what} {paper[key]}" for key, what in (
+            ("accuracy", "accuracy"), ("time_s", "training time"), ("cpu_util_pct", "CPU"),
+            ("trial_rss_mean_bytes", "memory"), ("gpu_util_pct", "GPU"), ("convergence", "convergence")))
+        head = f"The paper's {paper['model']} ({paper['architecture']}, {paper['epochs']} epochs). In the paper: {where}."
+    else:
+        head = f"Case {case} is not one of the paper's models: no figure of the paper to compare with."
+    note = (f"Accuracy here is {acc_label} (from {acc.get('source', 'the kit')})"
+            + ("" if acc.get("consistent", True) else ": the runs name different measures, so their values are not "
+               "one quantity") + (f"; {acc['ignored']} run(s) gave an accuracy_metric that is not a short text, "
+                                  "ignored" if acc.get("ignored") else "") + ".")
+    measures = [[r["arm"], *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]] for r in rows]
+    cols = ["framework", *[f"{acc_label if m['metric'] == 'accuracy' else m['label']} ({_unit(m)})"
+                           for m in metric_cols]]
+    peak = [[c["arm"], len(c["runs"]), c["peak_epoch"], c["peak_accuracy"], c["final_accuracy"]] for c in conv]
+    ea = d.get("epoch_accuracy") or {}
+    pear = [pearson_row(p["arm"], p) for p in ea.get("per_case_arm", []) if p["case"] == case]
+    tables = [{"caption": f"{label}: mean ± sd over the runs", "columns": cols, "rows": measures}]
+    if peak:
+        tables.append({"caption": f"{label}: peak of the mean curve ({acc_label})",
+                       "columns": ["framework", "runs", "peak epoch", "peak", "final"], "rows": peak})
+    if pear:
+        tables.append({"caption": f"{label}: Pearson r between epoch number and {acc_label}, per framework (the "
+                                  f"paper printed one pooled value, {ea.get('paper_r')}: see the pooled section)",
+                       "columns": ["framework", *PEARSON_COLUMNS[1:]], "rows": pear})
+    figs = []
+    svg = panels(rows, arms, metric_cols, acc_label)
+    if svg is not None:
+        figs.append({"id": f"{_section_id(case)}-panels", "title": f"{label}: accuracy, training time, CPU, memory "
+                     "and GPU per framework (mean of the runs, whiskers ±1 sd; only what was measured)", "svg": svg})
+    if conv:
+        figs.append({"id": f"{_section_id(case)}-convergence", "title": f"{label}: {acc_label} after each epoch "
+                     "(mean ± sd over runs)", "svg": convergence_plot(conv, [case], {case: label}, arms, acc_label)})
+    title = f"DLBench: {label}" + (f" ({paper['model']}; paper {paper['architecture']})" if paper else "")
+    return {"id": _section_id(case), "title": title, "paragraphs": [head, note], "tables": tables, "figures": figs}
+
+
+def pearson_section(d: dict[str, Any]) -> dict[str, Any] | None:
+    """The paper's pooled Pearson coefficient of epochs and accuracy beside the run's, with what it pools."""
+    ea = d.get("epoch_accuracy")
+    if not ea:
+        return None
+    o, paper_r = ea["overall"], ea["paper_r"]
+    boot = ea["bootstrap"]
+    inside = ""
+    if o["bootstrap_ci"]:
+        lo, hi = o["bootstrap_ci"]
+        inside = (f" The paper's {paper_r} lies {'inside' if lo <= paper_r <= hi else 'outside'} this run's cluster "
+                  "bootstrap interval; the pools differ (the paper's held six frameworks, this run's two, and the "
+                  "datasets this run has), so this is a comparison of two pools, not a test of the paper's number.")
+    paras = [
+        f"The paper ends its convergence results (Sec. 5.5.4) with one number: the Pearson correlation coefficient "
+        f"between the number of epochs and the accuracy is {paper_r}, read there as no linear relationship. It does "
+        "not say what it pooled; the kit reads it as every point of its convergence curves (Figs. 9-11, 18-20), all "
+        "frameworks and datasets together, and computes the same here: " + o["pooled"] + ", "
+        f"{o['n_points']} points from {o['n_runs']} runs.",
+        "Pooled over datasets the coefficient mixes how accuracy moves with epochs inside a curve with how the "
+        "datasets differ (MNIST's 15 epochs near 99 %, CIFAR-100's 200 near 50 %, Penn Treebank's near 20 %): it "
+        "can be near 0 while every curve rises. The coefficient of each dataset and framework, in the dataset's own "
+        "section, says how accuracy follows the epochs inside one model.",
+        "Fisher's z interval assumes independent pairs from a bivariate normal distribution. The points of a "
+        "convergence curve are neither: consecutive accuracies of one run are correlated and the epoch number is a "
+        "fixed design variable, so that interval is too narrow and is shown only for comparison. The cluster "
+        f"bootstrap resamples whole runs (the independent units) within each {boot['strata']}, {boot['resamples']} "
+        f"times with seed {boot['seed']}, and takes the 2.5 and 97.5 percentiles of r; it needs at least "
+        f"{boot['min_runs']} runs per dataset and framework." + inside,
+    ]
+    if ea.get("refused"):
+        paras.append("Left out, their per-epoch accuracies unusable: " + "; ".join(
+            f"{x['trial_id']} ({x['reason']})" for x in ea["refused"][:20])
+            + (f"; and {len(ea['refused']) - 20} more" if len(ea["refused"]) > 20 else "") + ".")
+    rows = [[*pearson_row("every curve of the run", o), str(paper_r)]]
+    return {"id": "dlbench-epochs-accuracy", "title": "DLBench: Pearson correlation of epochs and accuracy "
+            "(Sec. 5.5.4)", "paragraphs": paras,
+            "tables": [{"caption": "Pearson r between epoch number and accuracy, pooled as the paper did, beside the "
+                                   "paper's value", "columns": [*PEARSON_COLUMNS, "paper"], "rows": rows}],
+            "figures": []}
+
+
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
     d = analysis.get("extras", {}).get("dlbench")
     if not d:
         return []
-    arms, rows, conv = d["arms"], d["per_dataset"], d["convergence"]
+    arms, rows = d["arms"], d["per_dataset"]
     infos = {i["case"]: i for i in d["cases"].values()}
     cases = list(dict.fromkeys(i["case"] for i in d["cases"].values()))
     labels = {c: _label(infos[c]) for c in cases}
     out: list[dict[str, Any]] = []
 
     synth = d["synthetic_cases"]
+    epochs = d["paper_epochs"]
     data_rows = [[c, infos[c]["dataset"], infos[c]["source"], infos[c].get("train_size") or "all",
-                  infos[c].get("test_size") or "all", infos[c]["epochs"], d["paper_epochs"].get(infos[c]["dataset"], "–"),
+                  infos[c].get("test_size") or "all", infos[c]["epochs"],
+                  epochs.get(infos[c].get("paper_key") or "", epochs.get(str(infos[c]["dataset"]), "–")),
                   "SYNTHETIC stand-in (not the real data)" if infos[c]["synthetic"] else (infos[c].get("origin") or "real")]
                  for c in cases]
     paras = []
@@ -201,19 +329,12 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                                         "paper epochs", "data"], "rows": data_rows}]})
 
     metric_cols = [*d["metrics"], *d.get("described_only", [])]
-    table_rows = [[labels[r["case"]], r["arm"], *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]]
-                  for r in rows]
-    figs = []
-    for m in metric_cols:
-        svg = bars(rows, cases, labels, arms, m["metric"], f"{m['label']} ({_unit(m)})", f"{m['label']} per dataset",
-                   log=m["metric"] == "time_s")
-        if svg is not None:
-            figs.append({"id": f"dlbench-bars-{m['metric']}", "title": f"{m['label']} per dataset and framework "
-                         "(mean of the runs, whiskers ±1 sd)", "svg": svg})
+    table_rows = [[f"{labels[r['case']]}: {_acc_label(infos[r['case']])}", r["arm"],
+                   *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]] for r in rows]
     unmeasured = [m["label"] for m in metric_cols if not any(r.get(m["metric"]) for r in rows)]
     out.append({
         "id": "dlbench-results",
-        "title": "DLBench: accuracy, training time, CPU, memory and GPU per dataset (Figs. 4–8, 12–17)",
+        "title": "DLBench: accuracy, training time, CPU, memory and GPU, every model (Figs. 4-8, 12-17)",
         "paragraphs": [
             "Training time is the sum of the epochs' training; the test evaluation after each epoch (for the "
             "convergence curves) is timed separately and excluded (the paper's Keras code included it via "
@@ -222,40 +343,38 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
             "own CPU utilisation beside it is its process's CPU time (and its finished children's) over the phase, "
             "from the phase markers, in % of one core (exact, other processes excluded; described, not tested); "
             "memory is the mean resident set of the trial's process tree in that phase; GPU utilisation is NVML's.",
+            "Accuracy is each model's own measure, named beside the dataset: test accuracy for the CNNs and the "
+            "IMDB and Penn Treebank LSTMs, mAP@0.5 for Faster R-CNN, per-token accuracy with teacher forcing for "
+            "the translation model. Each model's section below has its panels and convergence curve.",
             "Not measured on this host: " + (", ".join(unmeasured) if unmeasured else "nothing") + ".",
         ],
         "tables": [{"caption": "Mean ± sd over the runs, per dataset and framework",
-                    "columns": ["dataset", "framework", *[f"{m['label']} ({_unit(m)})" for m in metric_cols]],
+                    "columns": ["dataset: accuracy measure", "framework",
+                                *[f"{'accuracy' if m['metric'] == 'accuracy' else m['label']} ({_unit(m)})"
+                                  for m in metric_cols]],
                     "rows": table_rows}],
-        "figures": figs,
+        "figures": [],
     })
 
-    peak_rows = [[labels[c["case"]], c["arm"], len(c["runs"]), c["peak_epoch"], c["peak_accuracy"], c["final_accuracy"]]
-                 for c in conv]
-    out.append({
-        "id": "dlbench-convergence",
-        "title": "DLBench: convergence, test accuracy after each epoch (Figs. 9–10, 18–19)",
-        "paragraphs": ["Each run's test accuracy after every epoch, stored in its trial file "
-                       "(results.epoch_test_accuracy) and as epoch_end markers; the curves are the mean over runs "
-                       "with a ±1 sd band."],
-        "tables": [{"caption": "Peak of the mean curve", "columns": ["dataset", "framework", "runs", "peak epoch",
-                                                                    "peak accuracy", "final accuracy"],
-                    "rows": peak_rows}],
-        "figures": [{"id": f"dlbench-convergence-{c}", "title": f"{labels[c]}: test accuracy per epoch (mean ± sd "
-                     "over runs)", "svg": convergence_plot(conv, [c], labels, arms)}
-                    for c in cases if any(x["case"] == c for x in conv)],
-    })
+    out.extend(case_section(c, infos[c], labels[c], d, metric_cols, arms) for c in cases)
+    pear = pearson_section(d)
+    if pear is not None:
+        out.append(pear)
 
-    out.append(wilcoxon_section(d, labels, arms))
+    acc_labels = {c: _acc_label(infos[c]) for c in cases}
+    out.append(wilcoxon_section(d, labels, arms, acc_labels))
 
+    missing = d["not_reproduced"]
     out.append({
         "id": "dlbench-not-reproduced",
-        "title": "DLBench: not yet reproduced",
-        "paragraphs": ["The paper also benchmarks two models this experiment does not run yet; they are listed here "
-                       "so the report does not suggest full coverage. The paper's other four frameworks (MXNet, "
-                       "Theano, Chainer, and Keras as separate from TensorFlow) are out of scope: the kit compares "
-                       "TensorFlow (through Keras, its high-level API) and PyTorch."],
-        "tables": [{"caption": "Models of the paper not reproduced", "columns": ["model", "in the paper", "status"],
-                    "rows": [[x["model"], x["paper"], x["why"]] for x in d["not_reproduced"]]}],
+        "title": "DLBench: the paper's models not in this run",
+        "paragraphs": [("The paper also benchmarks models this run does not include; they are listed here so the "
+                        "report does not suggest full coverage." if missing else
+                        "Every one of the paper's eight models is in this run.")
+                       + " The paper's other four frameworks (MXNet, Theano, Chainer, and Keras as separate from "
+                       "TensorFlow) are out of scope: the kit compares TensorFlow (through Keras, its high-level "
+                       "API) and PyTorch."],
+        "tables": [{"caption": "Models of the paper not in this run", "columns": ["model", "in the paper", "status"],
+                    "rows": [[x["model"], x["paper"], x["why"]] for x in missing]}] if missing else [],
     })
     return out
