@@ -144,6 +144,12 @@ def check_releases(rows: list[str], frameworks: tuple[str, ...], matrix: Any = N
 
     matrix = matrix or load_matrix()
     found = [matrix.get(r.strip()) for r in rows if r.strip()]
+    era = [r.name for r in found if r.paper_era]
+    if era:
+        raise KitError(f"{', '.join(era)} {'is a paper-era row' if len(era) == 1 else 'are paper-era rows'}: the "
+                       "stack a paper ran, not a release in a version-to-version series (and the kit's harness "
+                       "cannot run trials there)", where="--images",
+                       fix="bisect between current rows, e.g. tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu")
     kinds = {(r.framework, r.device) for r in found}
     if len(kinds) != 1:
         raise KitError("bisection compares releases of one framework on one device, got "

@@ -61,11 +61,11 @@ def list_cmd(engine: Annotated[bool, typer.Option(help="Ask the engine which row
 
     eng = try_engine() if engine else None
     table = Table(title="Image matrix (images/matrix.toml)" + (f" · {eng.label()}" if eng else " · no engine"))
-    for col in ("name", "framework", "device", "CUDA", "cuDNN", "python", "default", "lock", "built"):
+    for col in ("name", "framework", "device", "CUDA", "cuDNN", "python", "default", "era", "lock", "built"):
         table.add_column(col, overflow="fold")
     for r in list_images(engine=eng):
         table.add_row(r["name"], r["framework"], r["device"], r["cuda"], r["cudnn"], r["python"],
-                      "yes" if r["default"] else "", r["lock"], r["built"] or "-")
+                      "yes" if r["default"] else "", r["era"], r["lock"], r["built"] or "-")
     out.print(table)
 
 

@@ -249,7 +249,7 @@ def size_bytes(text: str) -> int:
 def choose_rows(arms: tuple[str, ...], device: str, overrides: dict[str, str] | None = None,
                 matrix: Any = None) -> dict[str, Any]:
     """The matrix row each arm runs in: the override (keyed by arm or framework), else the default row for ``device``."""
-    from kit.images.matrix import load_matrix
+    from kit.images.matrix import load_matrix, require_harness
 
     matrix = matrix or load_matrix()
     overrides = overrides or {}
@@ -261,6 +261,7 @@ def choose_rows(arms: tuple[str, ...], device: str, overrides: dict[str, str] | 
         if row.framework != fw:
             raise ImageError(f"image {row.name} is a {row.framework} image, not {fw}", where=f"--image {fw}={row.name}",
                              fix=f"give a {fw} row (kit images list)")
+        require_harness(row, f"--image {fw}={row.name}")  # a paper-era stack: no trials of the kit's harness there
         out[arm] = row
     unknown = set(overrides) - set(arms) - {arm_framework(a) for a in arms}
     if unknown:
@@ -276,7 +277,7 @@ def image_arms(names: list[str], frameworks: tuple[str, ...], matrix: Any = None
     so the report and ``kit compare`` tell the versions apart; the returned map
     says which row each arm runs in.
     """
-    from kit.images.matrix import load_matrix
+    from kit.images.matrix import load_matrix, require_harness
 
     matrix = matrix or load_matrix()
     names = [n.strip() for n in names if n.strip()]
@@ -287,6 +288,7 @@ def image_arms(names: list[str], frameworks: tuple[str, ...], matrix: Any = None
     rows: dict[str, str] = {}
     for name in names:
         row = matrix.get(name)
+        require_harness(row, f"--images {name}")
         if row.framework not in frameworks:
             raise ImageError(f"image {row.name} is a {row.framework} image; the experiment runs {', '.join(frameworks)}",
                              where=f"--images {name}", fix=f"give rows of {' or '.join(frameworks)} (kit images list)")

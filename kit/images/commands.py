@@ -70,8 +70,16 @@ def list_images(matrix: Matrix | None = None, engine: Engine | None = None) -> l
             built = f"{info['tag']} {info['id'][:19]}" if info else "not built"
         out.append({"name": r.name, "framework": f"{r.framework} {r.version}", "device": r.device,
                     "cuda": r.cuda or "-", "cudnn": r.cudnn or "-", "python": r.python, "default": r.default,
-                    "base": r.base_ref, "lock": lock, "built": built})
+                    "paper_era": r.paper_era, "papers": list(r.papers), "harness": r.harness_problem() is None,
+                    "era": era_text(r), "base": r.base_ref, "lock": lock, "built": built})
     return out
+
+
+def era_text(row: ImageRow) -> str:
+    """The list's "era" cell: "current", or whose paper-era stack the row is and whether the harness runs there."""
+    if not row.paper_era:
+        return "current"
+    return f"paper era: {', '.join(row.papers)}" + ("" if row.harness_problem() is None else " (no kit trials)")
 
 
 def try_engine() -> Engine | None:

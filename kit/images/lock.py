@@ -57,11 +57,16 @@ def normalize(name: str) -> str:
 
 
 def target_args(row: ImageRow) -> list[str]:
-    """pip options that resolve for the image (linux x86_64, the row's CPython), not for this host."""
+    """pip options that resolve for the image (linux x86_64, the row's CPython), not for this host.
+
+    CPython before 3.8 tags its ABI ``cp36m``/``cp37m`` (pymalloc); a row's ``platforms`` replace the
+    bookworm default (a paper-era row on Python 3.6 installs with that Python's pip 18.1, which knows
+    only manylinux1).
+    """
     major, minor = row.python.split(".")[:2]
-    args = ["--only-binary=:all:", "--python-version", f"{major}.{minor}", "--implementation", "cp",
-            "--abi", f"cp{major}{minor}"]
-    for p in PLATFORMS:
+    abi = f"cp{major}{minor}" + ("m" if (int(major), int(minor)) < (3, 8) else "")
+    args = ["--only-binary=:all:", "--python-version", f"{major}.{minor}", "--implementation", "cp", "--abi", abi]
+    for p in row.platforms or PLATFORMS:
         args += ["--platform", p]
     return args
 

@@ -6,6 +6,14 @@ Python, the base image by tag *and* digest, the top-level requirements and
 the requirements lock with hashes that is installed. Rows are frozen
 dataclasses validated at load; an error names the file, the key path and what
 is expected.
+
+A ``paper_era = true`` row rebuilds the stack a paper ran (TensorFlow 1.x,
+PyTorch 0.4/1.0 on CPython 3.6/3.7) so that a user can run the paper's own code
+in it. It is never a default, never part of a version-to-version series, and
+names the studies it serves (``papers``) and its own ``python`` and base. The
+kit's trial harness needs CPython >= 3.10 and today's framework APIs (Keras 3),
+so such a row says ``harness = false`` and the kit refuses to schedule trials in
+it (:func:`require_harness`).
 """
 
 from __future__ import annotations
@@ -27,7 +35,14 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ROW_KEYS = {"name", "framework", "version", "device", "cuda", "cudnn", "python", "base", "base_digest",
-             "requirements", "lock", "index_url", "extra_index_urls", "default", "notes"}
+             "requirements", "lock", "index_url", "extra_index_urls", "default", "notes",
+             "paper_era", "papers", "harness", "platforms"}
+_EXPERIMENT_ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_PLATFORM = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_2_\d+|linux)_x86_64$")
+# The oldest CPython the in-container harness (kit/harness.py, kit/workloads/*) imports on: it evaluates
+# ``int | float`` at run time (3.10) and uses typing.Literal (3.8) and zip(strict=True) (3.10); under 3.6
+# ``from __future__ import annotations`` is already a syntax error.
+HARNESS_MIN_PYTHON = (3, 10)
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,10 @@ class ImageRow:
     extra_index_urls: tuple[str, ...] = ()
     default: bool = False  # the row `kit run` takes for this framework and device unless told otherwise
     notes: str = ""
+    paper_era: bool = False  # the stack a paper ran, for its own code: never a default, never in a series
+    papers: tuple[str, ...] = ()  # the experiment ids (experiments/<id>) whose paper this stack reproduces
+    harness: bool = True  # the kit's trial harness runs in this image (False: the kit schedules no trials here)
+    platforms: tuple[str, ...] = ()  # wheel platform tags the lock resolves for; () = the bookworm default
     root: Path = field(default=IMAGES_DIR, compare=False, repr=False)
 
     @property
@@ -69,6 +88,21 @@ class ImageRow:
 
     def lock_sha256(self) -> str:
         return hashlib.sha256(self.lock_text().encode()).hexdigest()
+
+    def python_tuple(self) -> tuple[int, int]:
+        major, minor = self.python.split(".")[:2]
+        return int(major), int(minor)
+
+    def harness_problem(self) -> str | None:
+        """Why the kit's trial harness cannot run in this image, or None when it can."""
+        if self.python_tuple() < HARNESS_MIN_PYTHON:
+            want = ".".join(map(str, HARNESS_MIN_PYTHON))
+            return (f"its CPython {self.python} is older than the {want} the kit's trial harness needs "
+                    "(kit/harness.py and kit/workloads use typing.Literal, `int | float` at run time and zip(strict=))")
+        if not self.harness:
+            return ("it is marked harness = false: its framework stack predates the APIs the kit's workloads call "
+                    "(Keras 3, torch >= 2)")
+        return None
 
     def expected(self) -> dict[str, str]:
         """What ``kit images verify`` compares with the versions reported inside the image."""
@@ -103,7 +137,23 @@ class Matrix:
         if not rows:
             raise ImageError(f"the matrix has no {device} image for {framework}", where=str(self.path),
                              fix=f"add a row with framework = {framework!r} and device = {device!r} (images/README.md)")
-        return next((r for r in rows if r.default), rows[0])
+        current = [r for r in rows if not r.paper_era]  # a paper-era row is never what a run picks by itself
+        if not current:
+            raise ImageError(f"the matrix has only paper-era {device} images for {framework}", where=str(self.path),
+                             fix=f"add a current row with framework = {framework!r} and device = {device!r}")
+        return next((r for r in current if r.default), current[0])
+
+
+def require_harness(row: ImageRow, where: str) -> None:
+    """Refuse to schedule trials in ``row`` when the kit's harness cannot run there (paper-era stacks)."""
+    problem = row.harness_problem()
+    if problem is None:
+        return
+    papers = f" (the stack of {', '.join(row.papers)})" if row.papers else ""
+    raise ImageError(
+        f"the kit cannot run trials in image {row.name}{papers}: {problem}", where=where,
+        fix=f"run the kit's trials in a current row (kit images list shows them); use {row.name} to run the "
+            f"paper's own code: kit images build {row.name}, then docker run -it <its tag>")
 
 
 def _err(path: Path, key: str, expected: str, got: Any = None) -> ImageError:
@@ -167,16 +217,60 @@ def parse_row(raw: Any, p: str, path: Path, defaults: dict[str, Any], root: Path
     if not reqs:
         raise _err(path, f"{p}.requirements", "at least one requirement (the framework)", [])
     lock = _str(merged, "lock", p, path)
-    default = merged.get("default", False)
-    if not isinstance(default, bool):
-        raise _err(path, f"{p}.default", "true or false", default)
+    flags = {}
+    for key, fallback in (("default", False), ("paper_era", False)):
+        flags[key] = merged.get(key, fallback)
+        if not isinstance(flags[key], bool):
+            raise _err(path, f"{p}.{key}", "true or false", flags[key])
+    default, paper_era = flags["default"], flags["paper_era"]
+    harness = merged.get("harness", not paper_era)
+    if not isinstance(harness, bool):
+        raise _err(path, f"{p}.harness", "true or false", harness)
+    papers = _strs(merged, "papers", p, path)
+    platforms = _strs(merged, "platforms", p, path)
+    for i, pl in enumerate(platforms):
+        if not _PLATFORM.match(pl):
+            raise _err(path, f"{p}.platforms[{i}]", "a linux x86_64 wheel platform tag such as 'manylinux1_x86_64'", pl)
+    _check_era(raw, p, path, python, base, paper_era, papers, default, harness)
+    _check_base_python(p, path, python, base)
     return ImageRow(
         name=name, framework=framework, version=version, device=device, python=python, base=base,
         base_digest=digest, requirements=reqs, lock=lock, cuda=cuda, cudnn=cudnn,
         index_url=_str(merged, "index_url", p, path, False, "https://pypi.org/simple"),
         extra_index_urls=_strs(merged, "extra_index_urls", p, path), default=default,
-        notes=_str(merged, "notes", p, path, False), root=root,
+        notes=_str(merged, "notes", p, path, False), paper_era=paper_era, papers=papers, harness=harness,
+        platforms=platforms, root=root,
     )
+
+
+def _check_era(raw: dict[str, Any], p: str, path: Path, python: str, base: str, paper_era: bool,
+               papers: tuple[str, ...], default: bool, harness: bool) -> None:
+    """A paper-era row says whose stack it is, with its own Python and base; it is never a default."""
+    for i, pid in enumerate(papers):
+        if not _EXPERIMENT_ID.match(pid):
+            raise _err(path, f"{p}.papers[{i}]", "an experiment id (the folder name under experiments/)", pid)
+    if not paper_era:
+        if papers:
+            raise _err(path, f"{p}.papers", "no papers on a row without paper_era = true", list(papers))
+        return
+    if not papers:
+        raise _err(path, f"{p}.papers", "the experiment(s) whose paper this stack serves (required for paper_era = true)")
+    for key in ("python", "base", "base_digest"):
+        if key not in raw:
+            raise _err(path, f"{p}.{key}", f"the row's own {key} (required for paper_era = true; [defaults] is today's)")
+    if default:
+        raise _err(path, f"{p}.default", "false: a paper-era row is never a default", True)
+    if harness and tuple(int(x) for x in python.split(".")[:2]) < HARNESS_MIN_PYTHON:
+        raise _err(path, f"{p}.harness", f"false: the kit's harness needs CPython >= "
+                   f"{'.'.join(map(str, HARNESS_MIN_PYTHON))}, this row has {python}", True)
+
+
+def _check_base_python(p: str, path: Path, python: str, base: str) -> None:
+    """An official python image's tag names its CPython: the row's ``python`` must agree (locks resolve for it)."""
+    tag = base.rsplit(":", 1)[-1]
+    if "/python:" in f"/{base}" and re.match(r"^\d+\.\d+", tag) and not (
+            tag == python or tag.startswith((python + ".", python + "-"))):
+        raise _err(path, f"{p}.python", f"the Python of the base image {base} (its tag says {tag.split('-')[0]})", python)
 
 
 def parse_matrix(text: str, path: Path, root: Path | None = None) -> Matrix:
