@@ -17,6 +17,7 @@ from scipy import stats as sps
 from kit.analysis.metrics import VALUE_COLUMNS
 from kit.workloads.study_import import import_study_module
 from tests._runs import run_view
+from tests.test_report_browser import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "experiments" / "elshawi_dlbench"
@@ -241,3 +242,40 @@ def test_one_report_section_per_case_with_the_papers_figures_and_pearson() -> No
     assert len(nr["tables"][0]["rows"]) == 5 and "Faster R-CNN" not in _text([nr])
     # no table wider than the report's other tables: at most 8 columns, the width rule of tests/test_report_fit.py
     assert max(len(t["columns"]) for s in secs for t in s["tables"]) <= 8
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@needs_chromium
+def test_the_dlbench_report_fits_1280_px(tmp_path: Path) -> None:
+    """Every table of the DLBench report (a section per case of the bundled spec, Pearson, Wilcoxon) fits its
+    container in headless Chromium at 1280 px, as tests/test_report_fit.py requires of the golden report."""
+    import dataclasses
+
+    from kit.analysis.analyze import analyze_run
+    from kit.plan import make_plan
+    from kit.report import write_report
+    from kit.spec import load_spec
+    from kit.store import RunDir
+    from tests._runs import manifest_of, record_of
+    from tests.test_report_fit import WIDTH, measure
+
+    spec = load_spec(STUDY / "experiment.toml")
+    spec = dataclasses.replace(spec, design=dataclasses.replace(spec.design, repetitions=5))
+    man = manifest_of(spec, collectors=[], host={"cpu_model": "test CPU", "gpus": []},
+                      dataset={"name": "mnist", "source": "t10k_split", "origin": "bundled"})
+    rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
+    for t in make_plan(spec).trials:
+        epochs = spec.workload_for(t.config).epochs
+        curve = [min(0.99, 0.5 + 0.1 * e + 0.001 * t.repetition) for e in range(epochs)]
+        rd.write_trial(record_of(t, 1.0e9 + 10 * t.position, 10.0 + t.repetition, 1.0, gap_s=1.0,
+                                 results={"test_accuracy": curve[-1], "epoch_test_accuracy": curve},
+                                 env={"framework": t.framework, "device": "cpu"}), [])
+    page = write_report(rd.path, analyze_run(rd.path), ("html",))[0]
+    text = page.read_text(encoding="utf-8")
+    assert all(f'id="dlbench-case-{c}"' in text for c in spec.cases)
+    got = measure(page, tmp_path)
+    assert got["vw"] == WIDTH
+    tables = got["tables"]
+    assert isinstance(tables, list) and len(tables) > 3 * len(spec.cases)
+    assert [t for t in tables if t["scroll"] > t["client"] or t["table"] > t["client"]] == []

@@ -238,7 +238,8 @@ def case_section(case: str, info: dict[str, Any], label: str, d: dict[str, Any],
     tables = [{"caption": f"{label}: mean ± sd over the runs", "columns": cols, "rows": measures}]
     if peak:
         tables.append({"caption": f"{label}: peak of the mean curve ({acc_label})",
-                       "columns": ["framework", "runs", "peak epoch", "peak", "final"], "rows": peak})
+                       "columns": ["framework", "runs", "peak epoch", "peak (fraction)", "final (fraction)"],
+                       "rows": peak})
     if pear:
         tables.append({"caption": f"{label}: Pearson r between epoch number and {acc_label}, per framework (the "
                                   f"paper printed one pooled value, {ea.get('paper_r')}: see the pooled section)",
