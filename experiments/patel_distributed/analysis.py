@@ -14,9 +14,11 @@ by the framework comparison of the hypotheses table.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from kit.analysis import stats
 from kit.records import TrialRecord
@@ -28,6 +30,7 @@ Q1 = "Q1: Does DistributedDataParallel scale better than DataParallel, and near-
 # The paper calls DDP's speed-ups "near-linear" without a figure; the kit reads near-linear as a
 # scaling efficiency of at least 0.9 (90 % of N times one device) and says so wherever it is used.
 NEAR_LINEAR_EFFICIENCY = 0.9
+PAPER_DEVICES = 2  # one node with two RTX 2080 Ti (Section IV): Q1's DDP-vs-DataParallel test is asked there
 
 
 def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> dict[str, Any]:
@@ -37,6 +40,69 @@ def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> di
     s = float(np.mean(multi_ips) / np.mean(single_ips))
     ratios = [m / float(np.mean(single_ips)) for m in multi_ips]
     return {"speedup": s, "efficiency": s / devices, "speedup_min": min(ratios), "speedup_max": max(ratios)}
+
+
+def efficiency_ci(single_ips: list[float], multi_ips: list[float], devices: int, conf: float) -> dict[str, Any]:
+    """Scaling efficiency throughput(N) / (N x throughput(1)) as a ratio of trial means, with a delta-method CI.
+
+    The trials of the two strategies are independent processes (not paired: a profile may run one
+    strategy more often than the other, and a skipped trial leaves no pair), so the interval is the
+    delta method on the log of the ratio of means, Var(log R) = s_N^2 / (n_N m_N^2) + s_1^2 / (n_1 m_1^2),
+    with a t quantile at Welch-Satterthwaite degrees of freedom, back-transformed and divided by N.
+    Below two trials on either side there is no interval and ``reason`` says so. The verdict reads the
+    interval against the kit's near-linear threshold (NEAR_LINEAR_EFFICIENCY).
+    """
+    out: dict[str, Any] = {"devices": devices, "efficiency": None, "low": None, "high": None, "conf": conf,
+                           "n_single": len(single_ips), "n_multi": len(multi_ips), "speedup": None,
+                           "method": "ratio of trial means; delta-method CI on its log (Welch df)",
+                           "verdict": "not testable", "reason": None}
+    a, b = np.asarray(multi_ips, float), np.asarray(single_ips, float)
+    if devices < 1 or a.size == 0 or b.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()) \
+            or a.mean() <= 0 or b.mean() <= 0:
+        return {**out, "reason": "no finished trial with a positive throughput on one side"}
+    speedup = float(a.mean() / b.mean())
+    out.update(speedup=speedup, efficiency=speedup / devices)
+    if a.size < 2 or b.size < 2:
+        return {**out, "reason": f"{min(a.size, b.size)} trial(s) on one side: no interval (2 or more each)"}
+    va, vb = a.var(ddof=1) / (a.size * a.mean() ** 2), b.var(ddof=1) / (b.size * b.mean() ** 2)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        lo = hi = speedup / devices
+    else:
+        df = (va + vb) ** 2 / ((va**2 / (a.size - 1) if va else 0.0) + (vb**2 / (b.size - 1) if vb else 0.0))
+        q = float(sps.t.ppf(0.5 + conf / 2, df))
+        lo, hi = speedup * math.exp(-q * se) / devices, speedup * math.exp(q * se) / devices
+    verdict = ("near-linear" if lo >= NEAR_LINEAR_EFFICIENCY else "below near-linear" if hi < NEAR_LINEAR_EFFICIENCY
+               else "undecided")
+    return {**out, "low": lo, "high": hi, "verdict": verdict}
+
+
+def scaling_table(rows: list[dict[str, Any]], conf: float) -> list[dict[str, Any]]:
+    """Per framework, strategy and device count (the one-device baseline left out): efficiency with its CI.
+
+    Throughput(1) is the same framework's ``single`` strategy (one device, no wrapper) at the same model
+    and per-device batch; a DDP run on one device (case ddp_x1) thus shows the wrapper's own cost.
+    Strategies that did not run (skipped: too few devices) are listed with their status and reason.
+    """
+    out = []
+    for r in rows:
+        if r["strategy"] == "single":
+            continue
+        base = next((b for b in rows if b["arm"] == r["arm"] and b["strategy"] == "single" and b["model"] == r["model"]
+                     and b["batch_size"] == r["batch_size"]), None)
+        e = efficiency_ci(base["ips"] if base else [], r["ips"], int(r["devices"]), conf)
+        if not r["ips"]:
+            e["reason"] = r.get("reason") or r["status"]
+        elif base is None or not base["ips"]:
+            e["reason"] = "no one-device baseline of this framework finished"
+        out.append({"case": r["case"], "arm": r["arm"], "strategy": r["strategy"], "status": r["status"],
+                    "device_kind": r.get("device_kind"), **e})
+    return sorted(out, key=lambda e: (e["arm"], e["strategy"], e["devices"]))
+
+
+def _paper_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with the paper's two devices first (Q1 is asked of its node); the scaling steps after them."""
+    return sorted(rows, key=lambda r: r["devices"] != PAPER_DEVICES)
 
 
 def _per_repetition(trials: tuple[TrialRecord, ...], cids: set[str], arm: str) -> dict[int, float]:
@@ -65,11 +131,12 @@ def ddp_vs_dp(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alpha
     ``ddp_better`` only when the whole interval lies above 1. None when either strategy has no
     finished trial (DataParallel needs two CUDA devices).
     """
-    dp = next((r for r in rows if r["strategy"] == "dp" and r["arm"].split("@")[0] == "pytorch" and r["ips"]), None)
+    dp = next((r for r in _paper_first(rows) if r["strategy"] == "dp" and r["arm"].split("@")[0] == "pytorch"
+               and r["ips"]), None)
     if dp is None:
         return None
     ddp = next((r for r in rows if r["strategy"] == "ddp" and r["arm"] == dp["arm"] and r["model"] == dp["model"]
-                and r["batch_size"] == dp["batch_size"] and r["ips"]), None)
+                and r["batch_size"] == dp["batch_size"] and r["devices"] == dp["devices"] and r["ips"]), None)
     if ddp is None:
         return None
     arm = dp["arm"]
@@ -93,7 +160,8 @@ def ddp_scaling(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alp
     Efficiency = (DDP throughput / one-device throughput) / devices, per repetition; its interval
     is the paired t interval of the throughput ratio divided by the device count.
     """
-    ddp = next((r for r in rows if r["strategy"] == "ddp" and r["arm"].split("@")[0] == "pytorch" and r["ips"]), None)
+    ddp = next((r for r in _paper_first(rows) if r["strategy"] == "ddp" and r["arm"].split("@")[0] == "pytorch"
+                and r["ips"]), None)
     if ddp is None:
         return None
     single = next((r for r in rows if r["strategy"] == "single" and r["arm"] == ddp["arm"]
@@ -145,6 +213,7 @@ def analyse(run: RunView) -> dict[str, Any]:
                  else {"speedup": 1.0 if r["ips"] else None, "efficiency": 1.0 if r["ips"] else None})
     alpha = float(spec["design"]["alpha"])
     return {"arms": arms, "rows": rows, "ddp_vs_dp": ddp_vs_dp(run.trials, rows, alpha),
+            "scaling_efficiency": scaling_table(rows, 1.0 - alpha), "near_linear_threshold": NEAR_LINEAR_EFFICIENCY,
             "ddp_scaling": ddp_scaling(run.trials, rows, alpha),
             "skipped": [{k: r[k] for k in ("case", "arm", "strategy", "status", "reason")} for r in rows
                         if r["status"] != "ok"]}

@@ -51,7 +51,8 @@ def config_info(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         merged = {**wl, **(wl.get("params") or {}), **over, **{k: v for k, v in cfg.items() if k != "case"}}
         out[cid] = {"config_id": cid, "case": case, "title": ((spec.get("cases") or {}).get(case) or {}).get("title")
                     or case, "model": merged.get("model"), "device": merged.get("device"), "mode": merged.get("mode",
-                    "train_infer"), "batch_size": int(merged["batch_size"]), "image_size": merged.get("image_size")}
+                    "train_infer"), "batch_size": int(merged["batch_size"]), "image_size": merged.get("image_size"),
+                    "cpu_cores": int(merged.get("cpu_cores") or 0)}
     return out
 
 
@@ -264,6 +265,85 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
     return rows
 
 
+PHASE_TEXT = {"train": "training", "infer": "inference"}
+
+
+def phase_label(phase: str, device: str, cores: int) -> str:
+    """"training (GPU)", "inference (CPU, 1 core)": the phase as the paper's figures split it (Figs. 1-3)."""
+    dev = {"gpu": "GPU", "cpu": "CPU"}.get(device, device)
+    return f"{PHASE_TEXT[phase]} ({dev}" + (f", {cores} core{'s' if cores != 1 else ''}" if cores else "") + ")"
+
+
+def paper_winners(spec: Mapping[str, Any], infos: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str, str], str]:
+    """(model, phase, device) -> the framework the paper's direction claims name as faster (time_s claims only)."""
+    model_of = {i["case"]: i["model"] for i in infos.values()}
+    out = {}
+    for c in spec.get("claims") or []:
+        if c.get("kind") != "direction" or c.get("metric") != "time_s" or c.get("direction") not in ("less", "greater"):
+            continue
+        cases = (c.get("where") or {}).get("case")
+        for case in [cases] if isinstance(cases, str) else cases or []:
+            if case in model_of:  # TF/PT "less": TensorFlow's time is smaller, TensorFlow faster
+                out[(model_of[case], c.get("phase"), c.get("device"))] = (
+                    "tensorflow" if c["direction"] == "less" else "pytorch")
+    return out
+
+
+def winner_table(cells: list[dict[str, Any]], alpha: float,
+                 paper: Mapping[tuple[str, str, str], str] | None = None) -> list[dict[str, Any]]:
+    """Per model and phase (training, GPU inference, CPU inference on its cores): which framework was faster.
+
+    Reuses the kit's across-configurations arithmetic (kit.analysis.across): per configuration (batch
+    size x input side) log(TF/PT) of the two arms' trial medians, then per model the mean of those logs,
+    i.e. the geometric-mean TF/PT ratio over its configurations, with its t interval at 1 - alpha and the
+    one-sample t test of log ratio 0 over the configurations (the interval the claims ledger uses for the
+    paper's per-model findings, scope "overall"). A row is decided when its Holm-adjusted p (over the
+    table's rows, one family) is below alpha; otherwise "no winner (undecided)". A model with one
+    configuration has no interval and is undecided. ``cells``: analyse()'s, with ``device_used``.
+    """
+    from kit.analysis.across import config_ratio, mean_log
+
+    groups: dict[tuple[str, str, str, int], list[Any]] = {}
+    by_cfg: dict[str, dict[str, dict[str, Any]]] = {}
+    for c in cells:
+        by_cfg.setdefault(c["config_id"], {})[c["arm"]] = c
+    for cid, arms in sorted(by_cfg.items()):
+        tf_c, pt_c = arms.get("tensorflow"), arms.get("pytorch")
+        if not tf_c or not pt_c or not tf_c.get("model"):
+            continue
+        device = tf_c.get("device_used") or pt_c.get("device_used") or str(tf_c.get("device"))
+        for phase in ("train", "infer"):
+            a, b = tf_c.get(f"{phase}_trial_means_s"), pt_c.get(f"{phase}_trial_means_s")
+            if a and b:
+                r = config_ratio(cid, tf_c["model"], device, a, b)
+                if r.log_ratio is not None:
+                    groups.setdefault((tf_c["model"], phase, device, int(tf_c.get("cpu_cores") or 0)), []).append(r)
+    rows: list[dict[str, Any]] = []
+    order = {"train": 0, "infer": 1, "gpu": 0, "cpu": 2}  # the paper's Figs. 1-3: training, GPU, CPU inference
+    for (model, phase, device, cores), rs in sorted(groups.items(), key=lambda kv: (
+            kv[0][0], order.get(kv[0][1], 9), order.get(kv[0][2], 1), kv[0][3])):
+        m = mean_log([r.log_ratio for r in rs], 1.0 - alpha)
+        rows.append({"model": model, "phase": phase, "device": device, "cpu_cores": cores,
+                     "label": phase_label(phase, device, cores), "n_configs": m.n, "ratio_tf_over_pt": m.ratio,
+                     "low": m.low, "high": m.high, "conf": 1.0 - alpha, "p": m.p, "reason": m.reason,
+                     "config_ids": [r.config_id for r in rs],
+                     "paper": (paper or {}).get((model, phase, device))})
+    for row, p_adj in zip(rows, stats.holm([r["p"] for r in rows]), strict=True):
+        ratio = row["ratio_tf_over_pt"]
+        faster, slower = ("pytorch", "tensorflow") if ratio > 1 else ("tensorflow", "pytorch")
+        inv = ratio < 1  # the factor reads "faster by", always >= 1: TF/PT when PyTorch wins, PT/TF when TensorFlow
+        lo: float | None = row["low"]
+        hi: float | None = row["high"]
+        decided = p_adj is not None and p_adj < alpha and ratio != 1
+        row.update(p_holm=p_adj, decided=decided, faster=faster if decided else None, leader=faster,
+                   factor=1 / ratio if inv else ratio,
+                   factor_low=(1 / hi if inv else lo) if hi is not None and lo is not None else None,
+                   factor_high=(1 / lo if inv else hi) if hi is not None and lo is not None else None,
+                   slower=slower)
+        row["agrees_with_paper"] = None if not decided or row["paper"] is None else row["paper"] == faster
+    return rows
+
+
 def analyse(run: RunView) -> dict[str, Any]:
     arms = list(run.arms)
     alpha = float(run.spec["design"]["alpha"])
@@ -275,8 +355,16 @@ def analyse(run: RunView) -> dict[str, Any]:
     cells = []
     for cid, info in infos.items():
         for arm in arms:
-            c = cell_stats([t.to_json() for t in run.finished(arm=arm, config=cid)])
+            done = run.finished(arm=arm, config=cid)
+            c = cell_stats([t.to_json() for t in done])
             c.update(info, arm=arm)
+            ok = [t for t in done if t.counts]
+            kinds = sorted({t.device for t in ok if t.device})
+            c["device_used"] = kinds[0] if len(kinds) == 1 else "/".join(kinds) or None
+            pins: list[Mapping[str, Any]] = [p for p in (t.env.get("cpu_pinning") for t in ok) if isinstance(p, Mapping)]
+            c["cpu_pinning"] = [{"cpus_pinned": p.get("cpus_pinned"), "smt_siblings": p.get("smt_siblings"),
+                                 "intra_op_threads": p.get("intra_op_threads"),
+                                 "inter_op_threads": p.get("inter_op_threads")} for p in pins]
             train = info["mode"] == "train_infer"
             c["mfu_train"] = mfu(c.get("flops_per_example_fwd"), c.get("train_throughput_ips"), c.get("peak_flops"), True)
             c["mfu_infer"] = mfu(c.get("flops_per_example_fwd"), c.get("infer_throughput_ips"), c.get("peak_flops"), False)
@@ -339,7 +427,10 @@ def analyse(run: RunView) -> dict[str, Any]:
                 "status": c["status"], "reason": (c.get("reason") or "")[:300]} for c in cells if c["status"] != "ok"]
     slim = cells  # per-step times never leave the trial records: every test above sees trial-level values
     verdicts = [c["decrease_test"]["verdict"] for c in curves]
-    return {"arms": arms, "alpha": alpha, "cells": slim, "ratios": ratios, "param_pairs": param_pairs(cells, arms),
+    winners = winner_table(cells, alpha, paper_winners(run.spec, infos)) if {"tensorflow", "pytorch"} <= set(arms) \
+        else []
+    return {"arms": arms, "alpha": alpha, "winners": winners, "cells": slim, "ratios": ratios,
+            "param_pairs": param_pairs(cells, arms),
             "curves": curves, "missing": missing, "power_measured": any(c.get("train_gpu_power_w") or
                                                                        c.get("infer_gpu_power_w") for c in cells),
             "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))},

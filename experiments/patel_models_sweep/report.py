@@ -67,11 +67,69 @@ def batch_figure(curves: list[dict[str, Any]], key: str, ylabel: str, title: str
     return finish_lines(fig, ax, "batch size", ylabel, title, 9)
 
 
+NAME = {"tensorflow": "TensorFlow", "pytorch": "PyTorch"}
+MODEL_NAME = {"resnet18": "ResNet18", "resnet152": "ResNet152", "vgg16": "VGG16", "mobilenet_v2": "MobileNetV2",
+              "efficientnet_b4": "EfficientNetB4"}
+
+
+def winner_sentence(w: dict[str, Any]) -> str:
+    """"PyTorch was 1.28x faster than TensorFlow at ResNet18 training (GPU) [95 % CI 1.10-1.49] ...", or undecided."""
+    what = f"{MODEL_NAME.get(w['model'], w['model'])} {w['label']}"
+    ci = (f"[{w['conf'] * 100:.0f} % CI {_g(w.get('factor_low'), '.2f')}–{_g(w.get('factor_high'), '.2f')}]"
+          if w.get("factor_low") is not None else "[no interval: " + (w.get("reason") or "one configuration") + "]")
+    tail = (f"geometric mean over {w['n_configs']} configuration{'s' if w['n_configs'] != 1 else ''}, "
+            f"p (Holm) = {_g(w.get('p_holm'))}")
+    lead = (f"{NAME.get(w['leader'], w['leader'])} was {_g(w['factor'], '.2f')}× faster than "
+            f"{NAME.get(w['slower'], w['slower'])}")
+    paper = ("" if w.get("paper") is None else
+             f"; the paper: {NAME.get(w['paper'], w['paper'])} faster" + (
+                 "" if w.get("agrees_with_paper") is None else " (agrees)" if w["agrees_with_paper"] else " (disagrees)"))
+    if w["decided"]:
+        return f"{lead} at {what} {ci} ({tail}){paper}."
+    return f"{what}: no winner (undecided); as measured {lead} {ci} ({tail}){paper}."
+
+
+def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
+    """The per-model winner table, first in the study's report: who was faster, by how much, decided or not."""
+    ws = d.get("winners") or []
+    if not ws:
+        return None
+    alpha = d.get("alpha", 0.05)
+    rows = [[MODEL_NAME.get(w["model"], w["model"]), w["label"], NAME.get(w["faster"], "no winner (undecided)")
+             if w["decided"] else "no winner (undecided)", _g(w["factor"], ".2f"),
+             f"[{_g(w.get('factor_low'), '.2f')}, {_g(w.get('factor_high'), '.2f')}]", NAME.get(w["leader"], "–"),
+             w["n_configs"], _g(w.get("p_holm")), NAME.get(w.get("paper") or "", "–")] for w in ws]
+    pins = sorted({(tuple(p.get("cpus_pinned") or ()), p.get("intra_op_threads"), p.get("inter_op_threads"))
+                   for c in d.get("cells") or [] for p in c.get("cpu_pinning") or []}, key=str)
+    paras = [" ".join(winner_sentence(w) for w in ws),
+             "Per model and phase, the geometric mean over its configurations (batch size × input side) of the "
+             "TF/PT ratio of trial medians, with the t interval over the configurations at "
+             f"{(1 - alpha) * 100:.0f} % (kit.analysis.across, the interval the claims ledger uses for the paper's per-model "
+             f"findings). A row names a winner only when its p, Holm-adjusted over the table's {len(ws)} rows, is "
+             f"below α = {alpha}; 'faster by' is the leader's time ratio (≥ 1) with its interval. Phases as the "
+             "paper's Figs. 1–3 split them: training, inference on the GPU, inference on the CPU (with the cores a "
+             "pinned trial was given)."]
+    if pins:
+        paras.append("Pinned CPU trials ran on CPU(s) " + "; ".join(
+            f"{','.join(map(str, cpus))} with {intra} intra-op / {inter} inter-op thread(s)" for cpus, intra, inter
+            in pins) + " (every thread's affinity and the framework's thread counts read back and checked in each "
+            "trial; kit.workloads.zoo_pin).")
+    return {"id": "zoo-winners", "title": "Which framework was faster, per model and phase",
+            "paragraphs": paras,
+            "tables": [{"caption": "Per-model winner (TF/PT geometric mean over configurations; decided at alpha "
+                                   "after Holm)", "columns": [
+                "model", "phase", "winner", "faster by", f"{(1 - alpha) * 100:.0f} % CI", "leader as measured",
+                "configurations", "p (Holm)", "paper"], "rows": rows}]}
+
+
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
     d = analysis.get("extras", {}).get("zoo")
     if not d:
         return []
     arms, out = d["arms"], []
+    win = winners_section(d)
+    if win:
+        out.append(win)
 
     pair_rows = [[p["model"], p.get("image_size") or "–", *[_g(p["counts"].get(a), ",.0f") for a in arms], _g(p["diff_pct"], ".2f"),
                   "DIFFERENT definitions" if p["differ"] else "same"] for p in d["param_pairs"]]

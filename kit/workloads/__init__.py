@@ -101,6 +101,9 @@ ZOO_PARAMS: dict[str, Param] = {
                        choices=("fp32", "bf16", "fp16")),
     "input_pipeline": Param(bool, False, "batches through a DataLoader / tf.data from host memory each step "
                             "instead of tensors resident on the device"),
+    "cpu_cores": Param(int, 0, "pin the trial (every thread) to this many CPU cores of those it may use, with as many "
+                       "intra-op threads and one inter-op thread, read back and checked (kit.workloads.zoo_pin); "
+                       "0 = not pinned", minimum=0),
 }
 WORKLOADS["zoo"] = WorkloadInfo(
     name="zoo", modules=dict(_ZOO_MODULES), params=dict(ZOO_PARAMS),

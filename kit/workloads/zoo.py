@@ -184,5 +184,19 @@ def check_params(wl: dict[str, Any]) -> None:
         raise WorkloadError(f"{model} needs image_size >= {VISION[model][2]} (got {wl['image_size']})")
 
 
+def check_cpu_devices(strategy: str, devices: int, allowed_cpus: Any) -> None:
+    """SkipTrial when a data-parallel trial on CPU devices (one core each) asks for more devices than CPUs it may use.
+
+    N processes (or replicas) of one thread each on fewer than N CPUs would time the scheduler's sharing, not
+    N devices: the trial is not run, with the reason, as DataParallel is without CUDA devices.
+    """
+    from kit.workloads.common import SkipTrial
+
+    n_cpus = len(set(allowed_cpus))
+    if devices > n_cpus:
+        raise SkipTrial(f"strategy {strategy} on {devices} CPU devices (one core each) asked for, the trial may use "
+                        f"{n_cpus} CPU(s): not run rather than timed on shared cores")
+
+
 def env_flag(name: str, value: bool) -> None:
     os.environ[name] = "1" if value else "0"

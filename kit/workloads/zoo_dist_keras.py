@@ -59,6 +59,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     # auto: GPUs only when every strategy can have them (the one-device baseline on the same kind of device)
     kind = "gpu" if want == "gpu" or (want == "auto" and len(gpus) >= int(wl["devices"])) else "cpu"
     if kind == "cpu":
+        zoo.check_cpu_devices(strategy_name, n_dev, os.sched_getaffinity(0))
         tf.config.set_visible_devices([], "GPU")
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * max(n_dev, 1))

@@ -58,6 +58,8 @@ def dist_device(want: str, devices: int, strategy: str, trial_device: str = "aut
     if strategy == "dp" and kind == "cpu":
         raise SkipTrial(f"DataParallel replicates over CUDA devices only; this host has {n_gpu} GPU(s), "
                         f"{devices} needed (the CPU path is DistributedDataParallel with gloo)")
+    if kind == "cpu":
+        zoo.check_cpu_devices(strategy, need, os.sched_getaffinity(0))
     return kind
 
 

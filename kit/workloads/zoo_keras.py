@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kit.workloads import zoo
+from kit.workloads import zoo, zoo_pin
 from kit.workloads.common import Markers, SkipTrial, apply_memory_cap, oom_text
 from kit.workloads.device import min_phase_s, pass_results, repeat_inference, repeat_training
 
@@ -128,12 +128,20 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         raise SkipTrial("memory_cap_mb is implemented for PyTorch only: under RLIMIT_DATA TensorFlow's allocator "
                         "(abseil low_level_alloc) aborts the process instead of raising ResourceExhaustedError")
     zoo.env_flag("TF_CUDNN_USE_AUTOTUNE", wl.get("cudnn_autotune", "native") != "off")  # native: TF's default, on
+    cores = zoo_pin.threads_asked(wl, req.get("threads"))
+    pinned = zoo_pin.pin(cores) if cores else None  # before TensorFlow's import starts its threads
     from kit.workloads import tf_env
 
     tf = tf_env.tf
     import keras
 
-    device = tf_env.setup(req, req.get("threads") or wl.get("threads"))
+    device = tf_env.setup(req, cores or req.get("threads") or wl.get("threads"))
+    if pinned is not None:
+        try:
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError as exc:  # the runtime already started: this trial cannot have what was asked
+            raise zoo_pin.CpuPinError(f"TensorFlow refused inter-op threads = 1: {exc}",
+                                      "pin in a fresh trial process, before TensorFlow runs its first op") from None
     markers.sync = tf_env.device_sync
     name, bs, size = wl["model"], int(wl["batch_size"]), int(wl["image_size"])
     tiny, seq_len, classes = bool(wl["tiny"]), int(wl["seq_len"]), int(wl["num_classes"])
@@ -236,6 +244,9 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     results.update(infer_time_s=infer_s, infer_step_s=infer_steps, infer_throughput_ips=bs * repeats / infer_s,
                    infer_latency_per_image_s=infer_s / (bs * repeats), **pass_results(trained, inferred))
     env = tf_env.tf_env(device, precision, conv_dominant=name in zoo.VISION)
+    if pinned is not None:  # read back after the timed phases: every thread, and the counts TensorFlow reports
+        env["cpu_pinning"] = zoo_pin.checked(pinned, tf.config.threading.get_intra_op_parallelism_threads(),
+                                             tf.config.threading.get_inter_op_parallelism_threads()).as_dict()
     threads = int(env.get("threads") or os.cpu_count() or 1)
     peak, source = (zoo.gpu_peak_flops(env["device_name"], env["precision"]) if device.startswith("/GPU")
                     else zoo.cpu_peak_flops(threads))

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from kit.workloads import zoo
+from kit.workloads import zoo, zoo_pin
 from kit.workloads.common import Markers, apply_memory_cap
 from kit.workloads.device import min_phase_s, pass_results, repeat_inference, repeat_training
 from kit.workloads.torch_env import device_sync, is_oom, setup, torch_env
@@ -122,7 +122,16 @@ def flops_per_example(model: str, num_classes: int, tiny: bool, seq_len: int, im
 def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
     wl, seed = req["workload"], int(req["seed"])
     zoo.check_params(wl)
-    if req.get("threads") or wl.get("threads"):
+    cores = zoo_pin.threads_asked(wl, req.get("threads"))
+    pinned = zoo_pin.pin(cores) if cores else None  # every thread on the asked cores before any pool starts
+    if pinned is not None:
+        torch.set_num_threads(cores)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError as exc:  # the inter-op pool already started: this trial cannot have what was asked
+            raise zoo_pin.CpuPinError(f"torch.set_num_interop_threads(1) refused: {exc}",
+                                      "pin in a fresh trial process, before the first parallel op") from None
+    elif req.get("threads") or wl.get("threads"):
         torch.set_num_threads(int(req.get("threads") or wl["threads"]))
     torch.manual_seed(seed)
     device, tf32 = setup(req)
@@ -241,6 +250,8 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
         peak, source = zoo.gpu_peak_flops(env["device_name"], env["precision"])
     else:
         peak, source = zoo.cpu_peak_flops(torch.get_num_threads())
+    if pinned is not None:  # read back after the timed phases: every thread, and the counts torch reports
+        env["cpu_pinning"] = zoo_pin.checked(pinned, torch.get_num_threads(), torch.get_num_interop_threads()).as_dict()
     results.update(flops_per_example_fwd=flops, peak_flops=peak, peak_source=source, precision=precision,
                    layout="NHWC (channels_last)" if channels_last else "NCHW", execution=wl.get("execution", "default"),
                    input_pipeline=pipeline)
