@@ -20,21 +20,27 @@ GERMINO = ROOT / "experiments" / "germino_mnist_energy" / "experiment.toml"
 def test_dlbench_cases_carry_their_dataset_and_settings() -> None:
     spec = load_spec(DLBENCH)
     cfgs = spec.configurations()
-    assert [c["case"] for c in cfgs] == ["mnist", "cifar10", "cifar100", "svhn", "imdb", "ptb"]
+    assert [c["case"] for c in cfgs] == ["mnist", "cifar10", "cifar100", "svhn", "imdb", "ptb", "voc2012"]
     by = {c["case"]: c for c in cfgs}
     assert spec.dataset_for(by["svhn"]).source == "cropped"
     ptb = spec.workload_for(by["ptb"])
     assert (ptb.epochs, ptb.batch_size, ptb.optimizer, ptb.learning_rate) == (50, 20, "adadelta", 1.0)
     assert spec.workload_for(by["cifar100"]).epochs == 200 and spec.workload_for(by["mnist"]).epochs == 15
     assert spec.design.repetitions == 12 and spec.telemetry.period_s == 1.0  # 5 decide nothing; 12: issue 25
-    assert len(make_plan(spec).trials) == 6 * 2 * 12
+    voc = spec.workload_for(by["voc2012"])  # DLBench Sec. 4.3; torchvision's resize defaults
+    assert spec.dataset_for(by["voc2012"]).source == "trainval"
+    assert (voc.epochs, voc.batch_size, voc.optimizer, voc.learning_rate) == (100, 2, "adam", 1e-4)
+    assert (voc.params["weight_decay"], voc.params["detect_min_size"], voc.params["detect_max_size"]) == (5e-4, 800, 1333)
+    assert len(make_plan(spec).trials) == 7 * 2 * 12
 
 
 def test_quick_profile_merges_into_cases_and_marks_synthetic_sources() -> None:
     spec = load_spec(DLBENCH, "quick")
     by = {c["case"]: c for c in spec.configurations()}
     assert spec.dataset_for(by["mnist"]).source == "t10k_split"
-    assert {spec.dataset_for(by[c]).source for c in ("cifar10", "cifar100", "svhn", "imdb", "ptb")} == {"synthetic"}
+    assert {spec.dataset_for(by[c]).source for c in ("cifar10", "cifar100", "svhn", "imdb", "ptb", "voc2012")} == {
+        "synthetic"}
+    assert spec.workload_for(by["voc2012"]).params["detect_min_size"] == 64
     assert spec.workload_for(by["ptb"]).optimizer == "adadelta"  # inherited from the base case
     assert spec.workload_for(by["imdb"]).params["imdb_seq_len"] == 200
     assert "SYNTHETIC" in spec.profile_description
