@@ -26,7 +26,7 @@ from kit.workloads.mat5 import read_mat5
 
 
 def test_registry_pins_every_file_with_sha256_size_and_url() -> None:
-    assert {d.name for d in MORE_DATASETS} == {"cifar10", "cifar100", "svhn", "imdb", "ptb"}
+    assert {d.name for d in MORE_DATASETS} == {"cifar10", "cifar100", "svhn", "imdb", "ptb", "voc2012"}
     for info in MORE_DATASETS:
         assert DATASETS[info.name] is info
         for f in info.files:
