@@ -366,3 +366,26 @@ def test_more_cores_than_the_host_has_is_an_error_not_a_fallback(tmp_path: Path)
     rc, res = _harness(tmp_path, "pytorch", cpu_cores=n + 1)
     assert rc == 6 and res["status"] == "error" and res["error_kind"] == "device"
     assert f"{n + 1} CPU core(s) asked for" in res["cause"] and res["fix"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("devices", [1, 2])
+def test_ddp_on_cpu_devices_runs_one_and_two_processes(tmp_path: Path, devices: int) -> None:
+    """N = 1 and 2 DDP ranks over gloo on CPU devices through the harness (N = 4, 8: GPU hosts, not here)."""
+    if len(os.sched_getaffinity(0)) < devices:
+        pytest.skip(f"needs {devices} CPUs")
+    info = load_spec(DIST).workload_info
+    params = {k: p.default for k, p in info.params.items()}
+    req = {"schema": 1, "trial_id": "t", "framework": "pytorch", "seed": 3, "device": "cpu", "threads": 1,
+           "study": {"workload": "zoo_distributed", "module": info.modules["pytorch"]}, "dataset": None,
+           "workload": {**params, "name": "zoo_distributed", "batch_size": 2, "epochs": 1, "learning_rate": 0.01,
+                        "momentum": 0.9, "warmup_steps": 1, "device": "cpu", "threads": 1, "image_size": 32,
+                        "num_classes": 10, "repeats": 2, "model": "resnet18", "strategy": "ddp", "devices": devices,
+                        "dist_device": "cpu"}}
+    (tmp_path / "request.json").write_text(json.dumps(req))
+    proc = subprocess.run([sys.executable, "-m", "kit.harness", "--out", str(tmp_path), "--data", str(tmp_path),
+                           "--study", str(DIST)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert proc.returncode == 0 and res["status"] == "ok", res.get("error")
+    assert res["results"]["devices"] == devices and res["env"]["world_size"] == devices
+    assert res["env"]["dist_backend"] == "gloo" and res["results"]["global_batch"] == 2 * devices
