@@ -89,14 +89,21 @@ def test_germino_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
 
 
 def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-def]
+    from kit.spec import load_spec
+
     run_dir, _wall = quick_run("dlbench")
-    man, _trials, analysis = _complete(run_dir, 24)
+    quick = load_spec(Path(__file__).resolve().parents[1] / "experiments" / "elshawi_dlbench" / "experiment.toml",
+                      "quick")
+    cases = list(quick.cases)  # 2 repetitions x 2 frameworks each
+    synthetic = sorted(c for c in cases if quick.dataset_for({"case": c}).source == "synthetic")
+    assert "voc2012" in synthetic and "mnist" not in synthetic
+    man, _trials, analysis = _complete(run_dir, 4 * len(cases))
     assert man["datasets"]["mnist:t10k_split"]["origin"] == "bundled"
     assert all("NOT the real dataset" in d["origin"] for k, d in man["datasets"].items() if k.endswith(":synthetic"))
     d = analysis["extras"]["dlbench"]
-    assert d["synthetic_cases"] == ["cifar10", "cifar100", "imdb", "ptb", "svhn"]
+    assert d["synthetic_cases"] == synthetic
     conv = {(c["case"], c["arm"]): c for c in d["convergence"]}
-    assert len(conv) == 12 and all(len(c["mean"]) == 2 and len(c["runs"]) == 2 for c in conv.values())
+    assert len(conv) == 2 * len(cases) and all(len(c["mean"]) == 2 and len(c["runs"]) == 2 for c in conv.values())
     rows = {(r["case"], r["arm"]): r for r in d["per_dataset"]}
     for key, r in rows.items():
         assert r["accuracy"]["n"] == 2 and r["time_s"]["mean"] > 0, key
@@ -115,5 +122,5 @@ def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
     text = _text(run_dir)
     assert "SYNTHETIC DATA" in text and "cifar100 (SYNTHETIC)" in text and "mnist (SYNTHETIC)" not in text
     for part in ("Peak of the mean curve", "Paired Wilcoxon signed-rank", "Not yet reproduced".lower(),
-                 "Synthetic data: cifar10, cifar100, imdb, ptb, svhn"):
+                 f"Synthetic data: {', '.join(synthetic)}"):
         assert part.lower() in text.lower(), part
