@@ -85,7 +85,7 @@ def test_synthetic_stand_in_resolves_and_reads_in_the_real_layout(tmp_path: Path
 
 def test_splits_subsets_and_box_convention(tmp_path: Path) -> None:
     ms = members()
-    xml = (f"<annotation><filename>2012_000001.jpg</filename><size><width>{{w}}</width><height>{{h}}</height>"
+    xml = ("<annotation><filename>2012_000001.jpg</filename><size><width>{w}</width><height>{h}</height>"
            "<depth>3</depth></size><object><name>dog</name><difficult>1</difficult><bndbox><xmin>1</xmin>"
            "<ymin>2</ymin><xmax>10</xmax><ymax>20</ymax></bndbox></object></annotation>")
     img = pil_decode(dict(ms)[f"{ROOT}/JPEGImages/2012_000001.jpg"])
@@ -99,7 +99,7 @@ def test_splits_subsets_and_box_convention(tmp_path: Path) -> None:
     assert first.labels.tolist() == [voc.LABEL_OF["dog"]] == [12] and first.difficult.tolist() == [True]
     boxes, labels = voc.train_targets(first)  # difficult objects are not trained on
     assert boxes.shape == (0, 4) and labels.shape == (0,)
-    with pytest.raises(WorkloadError, match="5 train images asked, train.txt lists 4"):
+    with pytest.raises(WorkloadError, match=r"5 train images asked, train\.txt lists 4"):
         voc.load_voc(tmp_path, pil_decode, train_size=5)
 
 
