@@ -137,7 +137,7 @@ def test_shipped_paper_era_rows_are_consistent_with_their_locks() -> None:
     for r in era:
         assert not r.default and not r.harness and r.harness_problem()
         assert r.papers and all((ROOT / "experiments" / p / "experiment.toml").is_file() for p in r.papers)
-        assert r.python_tuple() < HARNESS_MIN_PYTHON and r.base.endswith(f"python:{r.python}.15-slim-bullseye")
+        assert r.python_tuple() < HARNESS_MIN_PYTHON and f"python:{r.python}." in r.base and r.base.endswith("-slim-bullseye")
         pins = {p.key: p for p in parse_lock(r.lock_text(), r.lock)}
         fw = "torch" if r.framework == "pytorch" else "tensorflow"
         assert pins[fw].version == r.version  # the lock pins the row's framework
@@ -146,9 +146,15 @@ def test_shipped_paper_era_rows_are_consistent_with_their_locks() -> None:
             assert name.lower() in pins, f"{r.name}: {name} not in its lock"
         tag = f"cp{r.python.replace('.', '')}m"
         for p in pins.values():  # wheels the row's pip can install: its CPython ABI and its platforms only
+            if p.key in r.no_binary:  # a source-only dependency: the archive, built in the image
+                assert p.filename == f"{p.name}-{p.version}.tar.gz" or p.filename.endswith(".tar.gz"), p
+                continue
             assert p.filename.endswith(".whl"), p
             assert tag in p.filename or "-none-any" in p.filename or "-abi3-" in p.filename, p.filename
-            assert any(p.filename.endswith(f"{pl}.whl") for pl in r.platforms) or p.filename.endswith("-any.whl")
+            plats = p.filename[:-4].rsplit("-", 1)[-1].split(".")
+            assert plats == ["any"] or set(plats) & set(r.platforms), p.filename
+        assert {k for k, p in pins.items() if not p.filename.endswith(".whl")} == set(r.no_binary)
+        assert f"--no-binary={','.join(r.no_binary)} " in r.lock_text() if r.no_binary else True
         args = target_args(r)
         assert args[args.index("--abi") + 1] == tag and args.count("--platform") == len(r.platforms)
 
@@ -243,3 +249,49 @@ def test_the_refusal_also_covers_a_current_python_row_marked_harness_false() -> 
     require_harness(load_matrix().get("pytorch-2.13-cpu"), "x")  # a current row passes
     old = dataclasses.replace(load_matrix().get("pytorch-2.13-cpu"), python="3.9")
     assert "3.9" in (old.harness_problem() or "")
+
+
+# -- locks for another CPython ------------------------------------------------
+
+def _report(requires: list[str]) -> dict[str, object]:
+    return {"install": [
+        {"metadata": {"name": "Werkzeug", "version": "2.0.3", "requires_dist": requires},
+         "download_info": {"url": "https://x/Werkzeug-2.0.3-py3-none-any.whl", "archive_info": {"hash": "sha256=" + "a" * 64}}},
+    ]}
+
+
+def test_a_marker_evaluated_for_the_host_python_is_caught() -> None:
+    """pip evaluates markers for the Python it runs on; the lock check evaluates them for the row's."""
+    from kit.images.lock import marker_gaps
+
+    era = next(r for r in load_matrix().rows if r.python == "3.6")
+    current = load_matrix().get("pytorch-2.13-cpu")
+    report = _report(['dataclasses ; python_version < "3.7"', 'watchdog ; extra == "watchdog"',
+                      'pywin32 ; sys_platform == "win32"'])
+    gaps = marker_gaps(era, report)
+    assert len(gaps) == 1 and gaps[0].startswith("dataclasses (required by Werkzeug 2.0.3")
+    assert marker_gaps(current, report) == []  # on 3.11 the marker is false: nothing missing
+
+
+def test_source_only_pins_are_named_in_the_lock_the_recipe_and_the_fetch(tmp_path: Path) -> None:
+    from kit.images.lock import Pin as LockPin
+    from kit.images.lock import fetch_command, format_lock, wheel_key
+
+    row = next(r for r in load_matrix().rows if r.sdists)
+    assert set(row.no_binary) <= {"termcolor", "gast", "html5lib"}
+    text = format_lock(row, [LockPin("termcolor", "1.1.0", ("b" * 64,), "termcolor-1.1.0.tar.gz")], "26.3")
+    assert f"--no-binary={','.join(row.no_binary)} -r" in text
+    assert f"--only-binary=:all: --no-binary={','.join(row.no_binary)} \"$@\"" in render(row).text
+    assert f"--no-binary={','.join(row.no_binary)}" in fetch_command(row, tmp_path)
+    assert wheel_key("termcolor-1.1.0.tar.gz") == ("termcolor", "1.1.0")  # sdists count as present in a wheelhouse
+    assert "--no-binary" not in render(load_matrix().get("pytorch-2.13-cpu")).text  # current rows: wheels only
+
+
+def test_sdists_are_refused_on_current_rows_and_must_be_pinned(tmp_path: Path) -> None:
+    with pytest.raises(ImageError, match=r"image\[0\]\.sdists\[0\].*pinned"):
+        _parse(tmp_path, ERA_ROW + 'sdists = ["termcolor"]\n')
+    plain = (ERA_ROW.replace("paper_era = true", "").replace('papers = ["florencio2019_lenet"]', "")
+             .replace("harness = false", "").replace('python = "3.6"', 'python = "3.11"')
+             .replace("python:3.6.15-slim-bullseye", "python:3.11.15-slim-bookworm"))
+    with pytest.raises(ImageError, match=r"image\[0\]\.sdists.*current row"):
+        _parse(tmp_path, plain + 'sdists = ["termcolor==1.1.0"]\n')

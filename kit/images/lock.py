@@ -114,12 +114,51 @@ def pins_from_report(report: dict[str, Any]) -> list[Pin]:
     return sorted(pins, key=lambda p: p.key)
 
 
+def target_environment(row: ImageRow) -> dict[str, str]:
+    """PEP 508 marker values of the image (linux x86_64, the row's CPython), not of this host."""
+    from packaging.markers import default_environment
+
+    major, minor = row.python.split(".")[:2]
+    host = {k: str(v) for k, v in default_environment().items()}
+    return {**host, "python_version": f"{major}.{minor}", "python_full_version": f"{major}.{minor}.0",
+            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
+
+
+def marker_gaps(row: ImageRow, report: dict[str, Any]) -> list[str]:
+    """Dependencies the resolution left out although the row's Python needs them.
+
+    pip evaluates environment markers (``dataclasses; python_version < "3.7"``) for the Python it runs on,
+    not for ``--python-version``: a lock for CPython 3.6 made on 3.11 silently lacks them, and the image's
+    ``pip check`` would fail. Each gap is named with the package and the line that requires it.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    env = target_environment(row)
+    items = report.get("install", [])
+    have = {normalize(i["metadata"]["name"]) for i in items}
+    gaps = []
+    for item in items:
+        meta = item["metadata"]
+        for raw in meta.get("requires_dist") or []:
+            try:
+                req = Requirement(raw)
+            except InvalidRequirement:
+                continue  # pip itself resolved past it
+            if req.marker is not None and not req.marker.evaluate(env):
+                continue
+            if normalize(req.name) not in have:
+                gaps.append(f"{req.name} (required by {meta['name']} {meta['version']}: {raw!r})")
+    return sorted(set(gaps))
+
+
 def format_lock(row: ImageRow, pins: list[Pin], pip_version: str) -> str:
     lines = [
         f"# Requirements lock of image {row.name}: {row.framework} {row.version} ({row.device}), CPython {row.python}, linux x86_64.",
         f"# Made by `kit images lock {row.name}` with pip {pip_version} (install --dry-run --report) from:",
         f"#   {' '.join(row.requirements)}",
-        "# Installed with: pip install --require-hashes --no-deps --only-binary=:all: -r <this file>",
+        "# Installed with: pip install --require-hashes --no-deps --only-binary=:all: "
+        + (f"--no-binary={','.join(row.no_binary)} " if row.no_binary else "") + "-r <this file>",
         "# Do not edit: change the row in images/matrix.toml and lock again.",
     ]
     for p in pins:
@@ -160,23 +199,71 @@ def pip_version(python: str = sys.executable) -> str:
     return out.stdout.split()[1] if out.returncode == 0 and len(out.stdout.split()) > 1 else "?"
 
 
+def _run_pip(cmd: list[str], row: ImageRow, what: str, timeout_s: float) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=isolated_env(), timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise ImageError(f"pip did not {what} for {row.name} within {timeout_s:.0f} s", where=" ".join(cmd[:4]),
+                         fix="check the network or give --find-links with the wheels") from None
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise ImageError(f"pip could not {what} for {row.name}:\n{tail}", where="images/matrix.toml",
+                         fix="correct the row's requirements, or give --find-links/--index for files the index lacks")
+
+
+def source_pins(row: ImageRow, work: Path, index_urls: list[str] | None = None, python: str = sys.executable,
+                timeout_s: float = 900) -> dict[str, Pin]:
+    """The row's ``sdists``: each source archive as the index serves it (its sha256), and a wheel built from it.
+
+    pip resolves for a foreign Python and platform from wheels only, so each archive is also built into a
+    wheel under ``work/built`` for the resolver to see; the lock pins the archive, never that local wheel.
+    """
+    pins: dict[str, Pin] = {}
+    built = work / "built"
+    for sd in row.sdists:
+        report = work / f"sdist-{len(pins)}.json"
+        _run_pip([python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--no-binary=:all:",
+                  "--quiet", "--report", str(report), *index_args(row, index_urls), sd], row, f"find the source of {sd}",
+                 timeout_s)
+        (pin,) = pins_from_report(json.loads(report.read_text(encoding="utf-8")))
+        if not pin.filename.endswith((".tar.gz", ".zip")):
+            raise ImageError(f"the index serves {sd} as {pin.filename!r}, not as a source archive", where=f"sdists: {sd}",
+                             fix="drop it from sdists: a wheel needs no source build")
+        _run_pip([python, "-m", "pip", "wheel", "--no-deps", "--no-binary=:all:", "--quiet", "-w", str(built),
+                  *index_args(row, index_urls), sd], row, f"build {sd} for the resolver", timeout_s)
+        pins[pin.key] = pin
+    return pins
+
+
 def make_lock(row: ImageRow, find_links: Iterable[Path] = (), index_urls: list[str] | None = None,
               python: str = sys.executable, timeout_s: float = 900) -> str:
     """Resolve ``row`` with pip and return the lock text (nothing is installed or written)."""
     with tempfile.TemporaryDirectory(prefix="kit-lock-") as tmp:
+        links = list(find_links)
+        sources = source_pins(row, Path(tmp), index_urls, python, timeout_s) if row.sdists else {}
+        if sources:
+            links.append(Path(tmp) / "built")
         report = Path(tmp) / "report.json"
-        cmd = lock_command(row, report, find_links, index_urls, python)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=isolated_env(), timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise ImageError(f"pip did not resolve {row.name} within {timeout_s:.0f} s", where=" ".join(cmd[:4]),
-                             fix="check the network or give --find-links with the wheels") from None
-        if proc.returncode != 0 or not report.exists():
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-            raise ImageError(f"pip could not resolve the requirements of {row.name}:\n{tail}", where="images/matrix.toml",
-                             fix="correct the row's requirements, or give --find-links/--index for files the index lacks")
-        pins = pins_from_report(json.loads(report.read_text(encoding="utf-8")))
-    return format_lock(row, pins, pip_version(python))
+        cmd = lock_command(row, report, links, index_urls, python)
+        _run_pip(cmd, row, "resolve the requirements", timeout_s)
+        if not report.exists():
+            raise ImageError(f"pip wrote no report for {row.name}", where=" ".join(cmd[:4]), fix="run kit images lock again")
+        data = json.loads(report.read_text(encoding="utf-8"))
+        pins = pins_from_report(data)
+    gaps = marker_gaps(row, data)
+    if gaps:
+        raise ImageError(f"the resolution for CPython {row.python} lacks what its packages require there: "
+                         + "; ".join(gaps[:6]), where=f"images/matrix.toml: {row.name}",
+                         fix="add them to the row's requirements, or pin older versions that do not need them "
+                             f"(pip evaluated these markers for this host's Python {sys.version_info[0]}."
+                             f"{sys.version_info[1]}, not the row's)")
+    chosen = {p.key: p for p in pins}
+    for key, src in sources.items():
+        if key not in chosen or chosen[key].version != src.version:
+            got = chosen[key].version if key in chosen else "nothing"
+            raise ImageError(f"sdists pins {src.name}=={src.version}, but the resolution chose {got}",
+                             where=f"images/matrix.toml: {row.name}.sdists", fix="pin the version the resolution needs")
+    return format_lock(row, [sources.get(p.key, p) for p in pins], pip_version(python))
 
 
 def write_lock(row: ImageRow, text: str) -> Path:
@@ -196,7 +283,11 @@ def default_wheelhouse() -> Path:
 
 
 def wheel_key(filename: str) -> tuple[str, str] | None:
-    """(normalised name, version) of a wheel file name; None for anything else."""
+    """(normalised name, version) of a wheel or source archive file name; None for anything else."""
+    for ext in (".tar.gz", ".zip"):  # a paper-era row's sdists: name-version.tar.gz
+        if filename.endswith(ext):
+            name, _, version = filename[: -len(ext)].rpartition("-")
+            return (normalize(name), version) if name and version else None
     if not filename.endswith(".whl"):
         return None
     parts = filename[:-4].split("-")
@@ -220,8 +311,9 @@ def missing_wheels(row: ImageRow, wheelhouse: Path) -> list[str]:
 
 def fetch_command(row: ImageRow, dest: Path, index_urls: list[str] | None = None,
                   python: str = sys.executable) -> list[str]:
+    no_binary = [f"--no-binary={','.join(row.no_binary)}"] if row.no_binary else []
     return [python, "-m", "pip", "download", "--no-deps", "--require-hashes", "--progress-bar", "off",
-            *target_args(row), *index_args(row, index_urls), "--dest", str(dest), "-r", str(row.lock_path)]
+            *target_args(row), *no_binary, *index_args(row, index_urls), "--dest", str(dest), "-r", str(row.lock_path)]
 
 
 def fetch_wheels(row: ImageRow, dest: Path, on_line: Callable[[str], None] | None = None,

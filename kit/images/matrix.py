@@ -36,7 +36,8 @@ _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ROW_KEYS = {"name", "framework", "version", "device", "cuda", "cudnn", "python", "base", "base_digest",
              "requirements", "lock", "index_url", "extra_index_urls", "default", "notes",
-             "paper_era", "papers", "harness", "platforms"}
+             "paper_era", "papers", "harness", "platforms", "sdists"}
+_SDIST_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==\d[0-9A-Za-z.]*$")
 _EXPERIMENT_ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _PLATFORM = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_2_\d+|linux)_x86_64$")
 # The oldest CPython the in-container harness (kit/harness.py, kit/workloads/*) imports on: it evaluates
@@ -68,6 +69,9 @@ class ImageRow:
     papers: tuple[str, ...] = ()  # the experiment ids (experiments/<id>) whose paper this stack reproduces
     harness: bool = True  # the kit's trial harness runs in this image (False: the kit schedules no trials here)
     platforms: tuple[str, ...] = ()  # wheel platform tags the lock resolves for; () = the bookworm default
+    # paper-era only: pure-Python dependencies the index publishes as source archives only ("termcolor==1.1.0"),
+    # locked by the archive's sha256 and built in the image (pip --no-binary for exactly these)
+    sdists: tuple[str, ...] = ()
     root: Path = field(default=IMAGES_DIR, compare=False, repr=False)
 
     @property
@@ -88,6 +92,11 @@ class ImageRow:
 
     def lock_sha256(self) -> str:
         return hashlib.sha256(self.lock_text().encode()).hexdigest()
+
+    @property
+    def no_binary(self) -> tuple[str, ...]:
+        """The normalised names of ``sdists`` (what pip installs from source for this row, and nothing else)."""
+        return tuple(re.sub(r"[-_.]+", "-", s.split("==")[0]).lower() for s in self.sdists)
 
     def python_tuple(self) -> tuple[int, int]:
         major, minor = self.python.split(".")[:2]
@@ -231,6 +240,13 @@ def parse_row(raw: Any, p: str, path: Path, defaults: dict[str, Any], root: Path
     for i, pl in enumerate(platforms):
         if not _PLATFORM.match(pl):
             raise _err(path, f"{p}.platforms[{i}]", "a linux x86_64 wheel platform tag such as 'manylinux1_x86_64'", pl)
+    sdists = _strs(merged, "sdists", p, path)
+    for i, sd in enumerate(sdists):
+        if not _SDIST_PIN.match(sd):
+            raise _err(path, f"{p}.sdists[{i}]", "a pinned source-only distribution such as 'termcolor==1.1.0'", sd)
+    if sdists and not paper_era:
+        raise _err(path, f"{p}.sdists", "no source archives on a current row (current rows install wheels only)",
+                   list(sdists))
     _check_era(raw, p, path, python, base, paper_era, papers, default, harness)
     _check_base_python(p, path, python, base)
     return ImageRow(
@@ -239,7 +255,7 @@ def parse_row(raw: Any, p: str, path: Path, defaults: dict[str, Any], root: Path
         index_url=_str(merged, "index_url", p, path, False, "https://pypi.org/simple"),
         extra_index_urls=_strs(merged, "extra_index_urls", p, path), default=default,
         notes=_str(merged, "notes", p, path, False), paper_era=paper_era, papers=papers, harness=harness,
-        platforms=platforms, root=root,
+        platforms=platforms, sdists=sdists, root=root,
     )
 
 
