@@ -295,3 +295,30 @@ def test_sdists_are_refused_on_current_rows_and_must_be_pinned(tmp_path: Path) -
              .replace("python:3.6.15-slim-bullseye", "python:3.11.15-slim-bookworm"))
     with pytest.raises(ImageError, match=r"image\[0\]\.sdists.*current row"):
         _parse(tmp_path, plain + 'sdists = ["termcolor==1.1.0"]\n')
+
+
+# -- the version probe in a paper-era image -----------------------------------
+
+def test_the_probe_is_sent_without_what_cpython_3_6_cannot_run() -> None:
+    import ast
+    import shutil
+    import subprocess
+
+    from kit.images.verify import probe_source
+
+    src = probe_source()
+    tree = ast.parse(src)
+    assert not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in ast.walk(tree))
+    assert not any(isinstance(n, ast.AnnAssign) for n in ast.walk(tree))
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        assert fn.returns is None and all(a.annotation is None for a in fn.args.args + fn.args.kwonlyargs), fn.name
+    assert "def probe(framework)" in src and "tf_gpu_names" in src
+    candidates = [*sorted(Path.home().glob(".pyenv/versions/3.6.*/bin/python")), shutil.which("python3.6")]
+    old = next((c for c in candidates if c and subprocess.run(
+        [str(c), "-c", "import sys; assert sys.version_info[:2] == (3, 6)"], capture_output=True, timeout=60,
+        check=False).returncode == 0), None)
+    if old is None:
+        pytest.skip("no CPython 3.6 on this host to compile the probe with")
+    out = subprocess.run([str(old), "-c", "import sys; compile(sys.stdin.read(), 'probe', 'exec')"], input=src,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr

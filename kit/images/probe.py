@@ -10,7 +10,9 @@ compare it with the matrix row.
 ``--gpu-ops`` adds ``gpu_ops``: one real operation per framework on the first GPU,
 checked against NumPy (PyTorch: a matmul on cuda:0; TensorFlow: a matmul on GPU:0
 and an XLA-compiled function, ``tf.function(jit_compile=True)``, which needs ptxas
-and libdevice). ``--selftest SECONDS`` adds ``selftest`` for ``kit selftest``: the
+and libdevice). It also runs in paper-era images (CPython 3.6, TensorFlow 1.x, torch 1.0):
+``kit.images.verify.probe_source`` sends it without annotations, and the TensorFlow part
+falls back where ``get_build_info`` (2.3) and ``tf.config`` (2.1) do not exist yet. ``--selftest SECONDS`` adds ``selftest`` for ``kit selftest``: the
 UUID of the GPU the framework computes on (torch's device properties or the CUDA
 driver API), the framework's TF32 defaults and, for PyTorch on a GPU, a busy-wait of
 SECONDS (``torch.cuda._sleep``, its cycles calibrated against CUDA events) timed the
@@ -52,24 +54,41 @@ def probe(framework: str) -> dict[str, object]:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 
-        info = dict(tf.sysconfig.get_build_info())
+        build_info = getattr(tf.sysconfig, "get_build_info", None)  # TensorFlow >= 2.3
+        info = dict(build_info()) if build_info is not None else {}
         out["framework_version"] = tf.__version__
         out["cuda"] = info.get("cuda_version")
         out["cudnn"] = info.get("cudnn_version")
         out["build_info"] = {k: str(v) for k, v in info.items()}
+        if build_info is None:  # a paper-era TensorFlow: it says only whether it was built with CUDA
+            out["built_with_cuda"] = bool(tf.test.is_built_with_cuda())
+            if out["built_with_cuda"]:
+                out["cuda_error"] = "TensorFlow < 2.3 does not report the CUDA/cuDNN it was built with"
         try:
             import keras
 
             out["keras_version"] = keras.__version__
         except ImportError:
             out["keras_version"] = None
-        out["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+        out["gpus"] = tf_gpu_names(tf)
     else:
         raise SystemExit(f"unknown framework {framework!r}")
     import numpy
 
     out["numpy_version"] = numpy.__version__
     return out
+
+
+def tf_gpu_names(tf: object) -> list[str]:
+    """The GPUs TensorFlow sees: tf.config (>= 2.1), its experimental twin (2.0), or device_lib (1.x)."""
+    config = getattr(tf, "config", None)
+    for owner in (config, getattr(config, "experimental", None)):
+        lister = getattr(owner, "list_physical_devices", None)
+        if lister is not None:
+            return [d.name for d in lister("GPU")]
+    from tensorflow.python.client import device_lib
+
+    return [d.name for d in device_lib.list_local_devices() if d.device_type == "GPU"]
 
 
 def uuid_text(raw: object) -> str | None:
@@ -120,7 +139,7 @@ def torch_gpu_ops() -> list[dict[str, object]]:
     import torch
 
     def matmul() -> str:
-        a = np.random.default_rng(0).standard_normal((256, 256)).astype("float32")
+        a = np.random.RandomState(0).standard_normal((256, 256)).astype("float32")  # numpy < 1.17 too
         got = (torch.from_numpy(a).to("cuda:0") @ torch.from_numpy(a).to("cuda:0")).cpu().numpy()
         err = float(np.max(np.abs(got - a @ a)) / max(1.0, float(np.max(np.abs(a @ a)))))
         if err > 1e-2:

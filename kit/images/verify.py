@@ -14,6 +14,7 @@ mismatch. Any mismatch is an :class:`ImageError` listing every difference.
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,33 @@ def compare(row: ImageRow, reported: dict[str, Any]) -> tuple[list[Mismatch], li
     return bad, notes
 
 
+class _StripAnnotations(ast.NodeTransformer):
+    """Remove what CPython 3.6 cannot run: ``from __future__ import annotations`` and evaluated annotations."""
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+        return None if node.module == "__future__" else node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.returns = None
+        a = node.args
+        for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
+            if arg is not None:
+                arg.annotation = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if node.value is None:
+            return ast.Pass()
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+def probe_source() -> str:
+    """The probe as sent into an image: without annotations, so that it runs on CPython >= 3.6 (paper-era rows)."""
+    tree = _StripAnnotations().visit(ast.parse(PROBE_SOURCE.read_text(encoding="utf-8")))
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
 def run_probe(engine: Engine, image: str, framework: str, device_requests: list[Any] | None = None,
               args: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run the probe in ``image`` (no network, removed afterwards) and return its report.
@@ -106,7 +134,7 @@ def run_probe(engine: Engine, image: str, framework: str, device_requests: list[
     import docker
     import requests
 
-    source = PROBE_SOURCE.read_text(encoding="utf-8")
+    source = probe_source()
     container = None
     try:
         container = engine.client.containers.create(
