@@ -148,6 +148,13 @@ for name, (imgs, bxs, labs) in attacks.items():
         refused[name] = "accepted"
     except WorkloadError as exc:
         refused[name] = str(exc)
+from kit.workloads.frcnn_keras_weights import set_torchvision_weights
+try:
+    set_torchvision_weights(m, {"backbone.body.conv1.weight": np.zeros((64, 3, 7, 7), np.float32),
+                                "../../etc/passwd": np.zeros(1, np.float32)})
+    refused["weights_unknown_key"] = "accepted"
+except WorkloadError as exc:
+    refused["weights_unknown_key"] = str(exc)
 for bad in ({"num_classes": 1}, {"min_size": 0}, {"min_size": 100, "max_size": 50}):
     try:
         fk.build(**bad)
@@ -239,3 +246,166 @@ def test_hostile_targets_and_images_are_refused_with_a_workload_error(both: tupl
     assert [k for k, v in refused.items() if v == "accepted"] == []
     assert "1..20" in refused["label_0"] and "1..20" in refused["label_21"]
     assert "positive width" in refused["flat_box"] and "HxWx3" in refused["huge_side"]
+    assert "1 unknown keys" in refused["weights_unknown_key"] and "missing" in refused["weights_unknown_key"]
+
+
+STEP = r"""
+import numpy as np, keras, tensorflow as tf
+from kit.workloads import frcnn_keras as fk
+m = fk.build(min_size=64, max_size=96, seed=3)
+rs = np.random.RandomState(0)
+imgs = [rs.uniform(0, 1, (64, 80, 3)).astype(np.float32), rs.uniform(0, 1, (70, 52, 3)).astype(np.float32)]
+boxes = [np.array([[5, 6, 40, 50], [30, 10, 78, 60]], np.float32), np.array([[10, 10, 50, 40]], np.float32)]
+labels = [np.array([3, 7], np.int64), np.array([20], np.int64)]
+before = [v.numpy().copy() for v in m.trainable_variables]
+opt = keras.optimizers.SGD(0.01, momentum=0.9)
+first = m.train_batch(imgs, boxes, labels, opt)
+changed = sum(not np.array_equal(a, v.numpy()) for a, v in zip(before, m.trainable_variables))
+# a background-only image (no boxes), as torchvision allows
+second = m.train_batch(imgs, [boxes[0], np.zeros((0, 4), np.float32)], [labels[0], np.zeros(0, np.int64)], opt)
+# a predictor biased to class 5, so that every proposal yields a detection whose box can be checked
+bias = m.box_predictor.cls_score.bias
+bias.assign(tf.tensor_scatter_nd_update(bias, [[5]], [20.0]))
+dets = [(b.tolist(), s.tolist(), l.tolist()) for b, s, l in m.detect(imgs)]
+print("JSON:" + json.dumps({"first": first, "second": second, "changed": changed,
+                            "variables": len(before), "dets": dets}))
+"""
+
+
+@pytest.mark.slow
+def test_one_training_step_and_detection_on_tiny_images() -> None:
+    env = {"PYTHONPATH": str(ROOT), "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([sys.executable, "-c", "import json\n" + STEP], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    res = _answer(proc)
+    for losses in (res["first"], res["second"]):
+        assert set(losses) == {"loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"}
+        assert all(np.isfinite(v) and v >= 0 for v in losses.values())
+    assert 2.0 < res["first"]["loss_classifier"] < 4.0  # about log(21) = 3.04 from a fresh predictor
+    assert res["changed"] == res["variables"]  # every trainable tensor moved in the step
+    for (boxes, scores, labels), (h, w) in zip(res["dets"], [(64, 80), (70, 52)], strict=True):
+        b = np.array(boxes).reshape(-1, 4)
+        assert 0 < len(b) == len(scores) == len(labels) <= 100 and set(labels) == {5}
+        assert b[:, 2].max() > 0.8 * w and b[:, 3].max() > 0.8 * h  # spread over the original image, not shrunk
+        assert (b[:, 0] >= 0).all() and (b[:, 1] >= 0).all() and (b[:, 2] <= w + 1e-3).all()
+        assert (b[:, 3] <= h + 1e-3).all() and (b[:, 2] > b[:, 0]).all() and (b[:, 3] > b[:, 1]).all()
+        assert all(s > 0.05 for s in scores) and scores == sorted(scores, reverse=True)
+
+
+SAME_WEIGHTS_TORCH = r"""
+import sys, numpy as np, torch, torchvision
+torch.manual_seed(0)
+m = torchvision.models.detection.fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=21,
+                                                          min_size=64, max_size=96)
+with torch.no_grad():  # BatchNorm statistics and affine away from 0/1, so that a mislaid one shows
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.2, 0.2); mod.running_var.uniform_(0.5, 1.5)
+            mod.weight.uniform_(0.5, 1.5); mod.bias.uniform_(-0.2, 0.2)
+    b = m.roi_heads.box_predictor.cls_score.bias
+    # features this deep grow large under random weights: small predictor weights plus ten favoured classes
+    # make many detections of sane boxes over several classes above the 0.05 threshold, to compare
+    m.roi_heads.box_predictor.cls_score.weight.mul_(1e-3); m.roi_heads.box_predictor.bbox_pred.weight.mul_(1e-3)
+    b[1:11] += torch.linspace(1.5, 2.5, 10)
+m.eval()
+rs = np.random.RandomState(0)
+imgs = [rs.uniform(0, 1, (64, 80, 3)).astype(np.float32), rs.uniform(0, 1, (70, 52, 3)).astype(np.float32)]
+with torch.no_grad():
+    il, _ = m.transform([torch.tensor(i).permute(2, 0, 1) for i in imgs])
+    feats = m.backbone(il.tensors)
+    logits, deltas = m.rpn.head(list(feats.values()))
+    props, _ = m.rpn(il, feats)
+    dets = m([torch.tensor(i).permute(2, 0, 1) for i in imgs])
+    state = {k: v.numpy().copy() for k, v in m.state_dict().items()}  # before train mode moves the statistics
+    m.backbone.train()  # BatchNorm on batch statistics, as in a training step
+    train_p2 = m.backbone(il.tensors)["0"].numpy().transpose(0, 2, 3, 1)
+out = {"w:" + k: v for k, v in state.items()}
+out["train_p2"] = train_p2
+for i, im in enumerate(imgs):
+    out[f"image{i}"] = im
+    out[f"props{i}"] = props[i].numpy()
+    for k in ("boxes", "scores", "labels"):
+        out[f"det_{k}{i}"] = dets[i][k].numpy()
+for i, (f, lg, dl) in enumerate(zip(feats.values(), logits, deltas)):
+    out[f"feat{i}"] = f.numpy().transpose(0, 2, 3, 1)
+    out[f"logits{i}"] = lg.numpy().transpose(0, 2, 3, 1)
+    out[f"deltas{i}"] = dl.numpy().transpose(0, 2, 3, 1)
+np.savez(sys.argv[1], **out)
+"""
+
+SAME_WEIGHTS_KERAS = r"""
+import sys, json, numpy as np, tensorflow as tf
+from kit.workloads import frcnn_keras as fk
+from kit.workloads.frcnn_keras_weights import set_torchvision_weights
+ref = np.load(sys.argv[1])
+m = fk.build(min_size=64, max_size=96, seed=1)
+state = {k[2:]: ref[k] for k in ref.files if k.startswith("w:")}
+from kit.workloads.common import WorkloadError
+before = m.backbone.body.conv1.kernel.numpy().copy()
+attacks = {"shape": ("roi_heads.box_predictor.bbox_pred.weight", np.zeros((84, 1000), np.float32)),
+           "nan": ("rpn.head.conv.0.0.bias", np.full(256, np.nan, np.float32)),
+           "int": ("backbone.fpn.layer_blocks.0.0.bias", np.zeros(256, np.int64)),
+           "fc6": ("roi_heads.box_head.fc6.weight", np.zeros((1024, 12543), np.float32))}
+refused = {}
+for name, (key, value) in attacks.items():
+    try:
+        set_torchvision_weights(m, {**state, key: value})
+        refused[name] = "accepted"
+    except WorkloadError as exc:
+        refused[name] = str(exc)
+unchanged = bool(np.array_equal(before, m.backbone.body.conv1.kernel.numpy()))
+n = set_torchvision_weights(m, state)
+imgs = [ref["image0"], ref["image1"]]
+batch, sizes, _, _ = m._prepare(imgs)
+feats = m.backbone(batch, training=False)
+logits, deltas = m.rpn_head(feats)
+def rel(a, b):
+    return float(np.abs(np.asarray(a) - b).max() / np.abs(b).max())
+res = {"assigned": n, "refused": refused, "unchanged_after_refusal": unchanged, "feat": [rel(f, ref[f"feat{i}"]) for i, f in enumerate(feats)],
+       "logits": [rel(x, ref[f"logits{i}"]) for i, x in enumerate(logits)],
+       "deltas": [rel(x, ref[f"deltas{i}"]) for i, x in enumerate(deltas)]}
+obj, dl, anchors, per_level = m._rpn(feats, tf.shape(batch)[1:3])
+props = m._proposals(obj, dl, anchors, per_level, sizes, 2, 1000, 1000)
+def matched(mine, theirs, tol):  # share of the reference rows that have a row of ours within tol
+    if len(theirs) == 0:
+        return 1.0 if len(mine) == 0 else 0.0
+    d = np.abs(np.asarray(mine)[None, :, :] - theirs[:, None, :]).max(axis=2) if len(mine) else None
+    return float((d.min(axis=1) <= tol).mean()) if d is not None else 0.0
+# 0.1 px: the RPN deltas of these random weights are large, exp(dw) multiplies their 4e-6 rounding up to 0.06 px
+res["props"] = [[len(p), len(ref[f"props{i}"]), matched(p, ref[f"props{i}"], 0.1)] for i, p in enumerate(props)]
+dets = m.detect(imgs)
+res["train_p2"] = rel(m.backbone(batch, training=True)[0], ref["train_p2"])
+res["dets"] = []
+for i, (b, s, l) in enumerate(dets):
+    mine = np.concatenate([b, s[:, None] * 100, l[:, None]], axis=1)
+    theirs = np.concatenate([ref[f"det_boxes{i}"], ref[f"det_scores{i}"][:, None] * 100,
+                             ref[f"det_labels{i}"][:, None]], axis=1)
+    res["dets"].append([len(mine), len(theirs), matched(mine, theirs, 0.1)])
+print("JSON:" + json.dumps(res))
+"""
+
+
+@pytest.mark.slow
+def test_same_weights_give_torchvisions_features_proposals_and_detections(tmp_path: Path) -> None:
+    """Layer for layer: torchvision's weights loaded into the Keras build reproduce its FPN features and RPN
+    outputs to float rounding, and its proposals and detections (eval mode, original pixels)."""
+    env = {"PYTHONPATH": str(ROOT), "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    npz = tmp_path / "ref.npz"
+    for code in (SAME_WEIGHTS_TORCH, None):
+        if code is not None:
+            proc = subprocess.run([sys.executable, "-c", code, str(npz)], cwd=ROOT, env=env, text=True,
+                                  capture_output=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+    res = _answer(subprocess.Popen([sys.executable, "-c", SAME_WEIGHTS_KERAS, str(npz)], cwd=ROOT, env=env,
+                                   text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    print(json.dumps(res))
+    assert [k for k, v in res["refused"].items() if v == "accepted"] == [] and res["unchanged_after_refusal"]
+    assert res["assigned"] == 41_449_656 + 53_120  # trainable + BatchNorm moving mean and var (26,560 channels)
+    assert max(res["feat"] + res["logits"] + res["deltas"]) < 1e-4  # 5.4e-6 measured
+    # train mode: 53 BatchNorms each divide by their batch's own std, which magnifies rounding (1.2e-4 measured)
+    assert res["train_p2"] < 1e-3
+    for mine, theirs, share in res["props"] + res["dets"]:
+        assert theirs > 0 and abs(mine - theirs) <= max(1, theirs // 100) and share >= 0.99
+    assert min(theirs for _, theirs, _ in res["dets"]) >= 20
