@@ -16,7 +16,7 @@ by :mod:`kit.synthetic` in the same on-disk format (never the real data).
 
 from __future__ import annotations
 
-from kit.dataset_types import DatasetFile, DatasetInfo
+from kit.dataset_types import UNPINNED, DatasetFile, DatasetInfo
 
 _MNIST_MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/{}",
@@ -157,5 +157,27 @@ VOC2012 = DatasetInfo(
 )
 
 MORE_DATASETS: tuple[DatasetInfo, ...] = (CIFAR10, CIFAR100, SVHN, IMDB, PTB, VOC2012)
+# Tatoeba's English-Spanish pairs as manythings.org/anki publishes them, in TensorFlow's stable copy (the TF and
+# Keras NMT tutorials' URL; DLBench's code fetched it from download.tensorflow.org). NOT PINNED: no project that
+# downloads and verifies this file records its SHA-256 (searched: TFDS, HF datasets, torchtext, d2l, keras-io and
+# keras-hub, tensorflow/text and docs; the tutorials call get_file without a hash), so the kit cannot vouch for
+# any copy and refuses it unless the user gives the digest they verified ($KIT_DATASET_SHA256, kit.datasets).
+# The size is the Content-Length the tutorials' download logs print (2646016/2638744 bytes).
+SPA_ENG = DatasetInfo(
+    name="spa_eng",
+    title="Tatoeba English-Spanish sentence pairs (manythings.org/anki spa-eng.zip, TensorFlow's copy)",
+    license="CC BY 2.0 FR (Tatoeba)",
+    files=(
+        DatasetFile("spa-eng.zip", UNPINNED,
+                    ("http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip",
+                     "https://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip"), 2638744),
+    ),
+    # "tatoeba": DLBench's 100,000 pairs (the first lines of spa.txt), 80 % / 20 % as the authors split them
+    sources={"tatoeba": ("spa-eng.zip",), "synthetic": ()},
+    full_sizes={"tatoeba": (80000, 20000), "synthetic": (2000, 500)},
+    synthetic="kit.synthetic:write_spa_eng",
+)
+# Datasets whose files no two independent projects pin: registered, used only with a user-supplied digest.
+USER_PINNED_DATASETS: tuple[DatasetInfo, ...] = (SPA_ENG,)
 # Every dataset the kit knows, MNIST first: kit.datasets.DATASETS is this tuple by name, built once, never mutated.
-ALL_DATASETS: tuple[DatasetInfo, ...] = (MNIST, *MORE_DATASETS)
+ALL_DATASETS: tuple[DatasetInfo, ...] = (MNIST, *MORE_DATASETS, *USER_PINNED_DATASETS)

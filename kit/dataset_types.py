@@ -12,11 +12,14 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 SYNTHETIC = "synthetic"  # the source name of generated stand-ins (see kit.synthetic)
+# The sha256 of a file no two independent projects pin: the kit uses it only with a digest the user gives
+# (kit.datasets.expected_digest), never with one computed from whatever copy it finds.
+UNPINNED = ""
 
 
 @dataclass(frozen=True)
 class DatasetFile:
-    """One pinned file: its name, where it can be fetched, and its digest."""
+    """One pinned file: its name, where it can be fetched, and its digest (``UNPINNED``: none recorded)."""
 
     name: str
     sha256: str

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kit.dataset_registry import ALL_DATASETS, MNIST
-from kit.dataset_types import CHUNK, SYNTHETIC, DatasetFile, DatasetInfo, ResolvedDataset, sha256_file
+from kit.dataset_types import CHUNK, SYNTHETIC, UNPINNED, DatasetFile, DatasetInfo, ResolvedDataset, sha256_file
 from kit.errors import ChecksumError, DatasetError
 from kit.synthetic import resolve_synthetic
 
@@ -33,6 +33,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_DIRS: tuple[Path, ...] = (REPO_ROOT / "data",)
 ENV_DATA_DIR = "KIT_DATA_DIR"
 ENV_CACHE_DIR = "KIT_CACHE_DIR"
+# "name=sha256[,name=sha256...]": the digests the user verified for files the registry leaves unpinned
+ENV_SHA256 = "KIT_DATASET_SHA256"
 
 Progress = Callable[[str, int, int | None], None]  # (file name, bytes done, bytes total)
 
@@ -67,12 +69,42 @@ def search_dirs(info: DatasetInfo, data_dir: Path | None = None) -> list[tuple[s
     return dirs
 
 
+def expected_digest(f: DatasetFile) -> str:
+    """The SHA-256 ``f`` must have: the registry's, or for an unpinned file the one the user gave.
+
+    A file no two independent projects pin has no digest the kit can vouch for; the kit never takes the
+    digest of whatever copy it finds as the truth, so it refuses the file until the user names the digest
+    they verified (``$KIT_DATASET_SHA256="spa-eng.zip=<64 hex>"``).
+    """
+    if f.sha256 != UNPINNED:
+        return f.sha256
+    given: dict[str, str] = {}
+    for item in os.environ.get(ENV_SHA256, "").split(","):
+        if not item.strip():
+            continue
+        name, sep, digest = item.strip().partition("=")
+        digest = digest.strip().lower()
+        if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise DatasetError(f"${ENV_SHA256} entry {item.strip()[:80]!r} is not name=<64 hex digits>",
+                               where=f"${ENV_SHA256}", fix=f'set {ENV_SHA256}="{f.name}=<sha256 of your copy>"')
+        given[name.strip()] = digest
+    if f.name not in given:
+        raise DatasetError(
+            f"{f.name} is not pinned: no two independent projects record its SHA-256, so the kit cannot "
+            "vouch for any copy of it",
+            where=f.name,
+            fix=f"check your copy against a digest you trust (e.g. from a copy you verified before), then "
+                f'set {ENV_SHA256}="{f.name}=<its sha256>"; the run records the digest it used')
+    return given[f.name]
+
+
 def verify_file(path: Path, expected: DatasetFile) -> str:
     """Return the digest of ``path`` or raise ChecksumError naming both digests."""
+    want = expected_digest(expected)
     got = sha256_file(path)
-    if got != expected.sha256:
+    if got != want:
         raise ChecksumError(
-            f"SHA-256 mismatch: expected {expected.sha256}, got {got}",
+            f"SHA-256 mismatch: expected {want}, got {got}",
             where=str(path),
             fix="delete the file and let the kit download it again, or replace it with the original from the dataset's publisher",
         )
@@ -127,6 +159,7 @@ def resolve(
 
 def fetch(f: DatasetFile, target: Path, progress: Progress | None = None) -> str:
     """Download ``f`` into ``target`` (resuming a ``.part`` file), verify, rename."""
+    expected_digest(f)  # an unpinned file without the user's digest is refused before any download
     target.mkdir(parents=True, exist_ok=True)
     final = target / f.name
     if final.is_file():

@@ -193,6 +193,45 @@ def write_ptb(directory: Path, n_train: int = 20000, n_test: int = 4000, seed: i
     return ["ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"]
 
 
+# an invented parallel vocabulary: (English, Spanish) per slot; Spanish puts the adjective after the noun
+_SUBJECTS = (("i", "yo"), ("you", "tú"), ("he", "él"), ("she", "ella"), ("we", "nosotros"), ("they", "ellos"))
+_VERBS = (("see", "veo"), ("want", "quiero"), ("have", "tengo"), ("seek", "busco"), ("draw", "dibujo"),
+          ("sell", "vendo"), ("buy", "compro"), ("find", "encuentro"))
+_NOUNS = (("dog", "perro"), ("cat", "gato"), ("house", "casa"), ("song", "canción"), ("boy", "niño"),
+          ("tree", "árbol"), ("car", "coche"), ("book", "libro"), ("bird", "pájaro"), ("river", "río"))
+_ADJS = (("red", "rojo"), ("big", "grande"), ("old", "viejo"), ("small", "pequeño"), ("green", "verde"),
+         ("happy", "feliz"))
+
+
+def write_spa_eng(directory: Path, n_train: int = 2000, n_test: int = 500, seed: int = _SEED) -> list[str]:
+    """spa-eng.zip holding spa-eng/spa.txt: ``English TAB Spanish TAB attribution`` lines (the newer format).
+
+    Sentences from a small invented parallel grammar ("Do you see the big dog?" / "¿Tú veo el perro
+    grande?"), so a translation is learnable: subject, verb, optional adjective (after the noun in
+    Spanish), noun, then "." or a question; accents and ¿ exercise the real tokeniser.
+    """
+    import zipfile
+
+    rng = np.random.default_rng(seed + 5)
+    lines = []
+    for i in range(n_train + n_test):
+        (se, ss), (ve, vs), (ne, ns) = (x[int(rng.integers(len(x)))] for x in (_SUBJECTS, _VERBS, _NOUNS))
+        adj = _ADJS[int(rng.integers(len(_ADJS)))] if rng.random() < 0.5 else None
+        en_obj = f"the {adj[0]} {ne}" if adj else f"the {ne}"
+        es_obj = f"el {ns} {adj[1]}" if adj else f"el {ns}"
+        if rng.random() < 0.3:
+            en, es = f"Do {se} {ve} {en_obj}?", f"¿{ss.capitalize()} {vs} {es_obj}?"
+        else:
+            en, es = f"{se.capitalize()} {ve} {en_obj}.", f"{ss.capitalize()} {vs} {es_obj}."
+        lines.append(f"{en}\t{es}\tCC-BY 2.0 (France) Attribution: SYNTHETIC kit.synthetic #{2 * i} & #{2 * i + 1}")
+    info = zipfile.ZipInfo("spa-eng/spa.txt", date_time=(2018, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    with zipfile.ZipFile(directory / "spa-eng.zip", "w") as zf:
+        zf.writestr(info, ("\n".join(lines) + "\n").encode("utf-8"))
+    return ["spa-eng.zip"]
+
+
 # -- the registry's "synthetic" source ---------------------------------------------------------------
 
 def _writer(info: DatasetInfo) -> Any:
