@@ -31,6 +31,11 @@ def image_overrides(items: list[str]) -> dict[str, str]:
             raise KitError(f"--image {item!r} is not FRAMEWORK=ROW", where="--image",
                            fix="e.g. --image pytorch=pytorch-2.6-cu124 (rows: kit images list)")
         out[fw.strip()] = row.strip()
+    from kit.images.matrix import load_matrix, require_harness
+
+    matrix = load_matrix()
+    for fw, row in out.items():  # before any engine is asked: a paper-era row cannot host the kit's trials
+        require_harness(matrix.get(row), f"--image {fw}={row}")
     return out
 
 

@@ -322,3 +322,17 @@ def test_the_probe_is_sent_without_what_cpython_3_6_cannot_run() -> None:
     out = subprocess.run([str(old), "-c", "import sys; compile(sys.stdin.read(), 'probe', 'exec')"], input=src,
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
+
+
+def test_kit_run_refuses_a_paper_era_image_before_asking_for_an_engine() -> None:
+    from typer.testing import CliRunner
+
+    from kit.cli import app
+
+    runs = Path("/nonexistent/never")
+    res = CliRunner().invoke(app, ["run", "florencio2019_lenet", "-p", "quick", "--backend", "docker",
+                                   "--image", "pytorch=pytorch-1.0-py36-cu90", "--runs-dir", str(runs)])
+    assert isinstance(res.exception, ImageError) and not runs.exists()  # the CLI prints it as cause/where/fix
+    msg = str(res.exception)
+    assert "cannot run trials in image pytorch-1.0-py36-cu90" in msg
+    assert msg.startswith("--image pytorch=pytorch-1.0-py36-cu90: ") and "kit images build pytorch-1.0-py36-cu90" in msg
