@@ -22,10 +22,14 @@ the failure's pattern (e.g. every TensorFlow NCHW cell) to a factor. The
 factor fits are then not computed; ``failed_cells`` lists each cell with its
 first error, and the validity rule ``failed_cells`` reports it as high.
 Out-of-memory and skipped cells remain what they are, a result of the design.
+
+The ``kernels`` case (``mode = "profile"``, one configuration per network) is no design run: its trials
+profile the training step (kernels.py reads their tables) and enter neither the factor fits nor the rows.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -49,18 +53,30 @@ FACTORS: dict[str, tuple[str, Any, Any]] = {
 }
 
 
-def factor_configs(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """config id -> {case, model, and the level of every factor}."""
+def _config_workloads(manifest: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """config id -> (case, its workload: [workload], its case's overrides, its grid values)."""
     spec = manifest["spec"]
     wl = {**spec["workload"], **(spec["workload"].get("params") or {})}
     out = {}
     for cid, cfg in manifest["plan"]["configs"].items():
         case = cfg.get("case") or cid
         over = ((spec.get("cases") or {}).get(case) or {}).get("workload") or {}
-        m = {**wl, **over, **{k: v for k, v in cfg.items() if k != "case"}}
-        out[cid] = {"config_id": cid, "case": case, "model": m.get("model"),
-                    **{f: m.get(f, FACTORS[f][1]) for f in FACTORS}}
+        out[cid] = (case, {**wl, **over, **{k: v for k, v in cfg.items() if k != "case"}})
     return out
+
+
+def factor_configs(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """config id -> {case, model, and the level of every factor}: the design runs (profile configurations,
+    mode = "profile", are not: they time nothing; :func:`profile_configs`)."""
+    return {cid: {"config_id": cid, "case": case, "model": m.get("model"),
+                  **{f: m.get(f, FACTORS[f][1]) for f in FACTORS}}
+            for cid, (case, m) in _config_workloads(manifest).items() if m.get("mode") != "profile"}
+
+
+def profile_configs(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """config id -> {case, model} of the profile configurations (the kernel view; kernels.py)."""
+    return {cid: {"config_id": cid, "case": case, "model": m.get("model")}
+            for cid, (case, m) in _config_workloads(manifest).items() if m.get("mode") == "profile"}
 
 
 def _rss(x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -270,7 +286,7 @@ def analyse(run: RunView) -> dict[str, Any]:
             row[f"{arm}_status"] = cell["status"]
             row[f"{arm}_reason"] = cell.get("reason")
             row[f"{arm}_step_s"] = cell.get("train_step_s")
-            row[f"{arm}_items_per_s"] = float(np.mean(items)) if items and all(items) else None
+            row[f"{arm}_items_per_s"] = float(np.mean([float(i) for i in items if i])) if items and all(items) else None
         tf_s, pt_s = row.get("tensorflow_step_s"), row.get("pytorch_step_s")
         row["ratio"] = tf_s / pt_s if tf_s and pt_s else None
         row["log_ratio"] = math.log(row["ratio"]) if row["ratio"] else None
@@ -294,6 +310,10 @@ def analyse(run: RunView) -> dict[str, Any]:
             baseline.append({"model": model, "geomean_ratio": float(np.exp(np.mean([r["log_ratio"] for r in rs]))),
                              "min_ratio": min(r["ratio"] for r in rs), "max_ratio": max(r["ratio"] for r in rs),
                              "n": len(rs)})
+    # the study's sibling module, imported within the study's package (kit.workloads.study_import)
+    kernels = importlib.import_module(f"{__package__}.kernels")
+
     return {"arms": arms, "alpha": alpha, "rows": rows, "gap_effects": gap, "framework_effects": per_fw,
+            "kernels": kernels.kernel_view(run, profile_configs(run.manifest)),
             "per_model": baseline, "factors": {f: list(v) for f, v in FACTORS.items()},
             "missing": [r for r in rows if r["ratio"] is None], "failed_cells": failed, "error": error}

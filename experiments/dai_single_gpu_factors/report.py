@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -155,4 +156,6 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                      "rows": [[m["model"], _g(m["geomean_ratio"], ".3f"), _g(m["min_ratio"], ".3f"),
                                _g(m["max_ratio"], ".3f"), m["n"]] for m in d["per_model"]]}],
                 "figures": [{"id": "dai-throughput-fig", "title": "Training throughput", "svg": tfig}] if tfig else []})
+    # the study's sibling module, imported within the study's package (kit.workloads.study_import)
+    out += importlib.import_module(f"{__package__}.kernel_report").kernel_sections(d)
     return out

@@ -99,14 +99,15 @@ def hypothesis_unit(spec: Mapping[str, Any], hyp: dict[str, Any]) -> str:
 
 
 def config_phases(spec: Mapping[str, Any], config: dict[str, Any]) -> tuple[str, ...]:
-    """The phases a configuration measures: inference only where its workload's mode is 'infer'."""
+    """The phases a configuration measures: inference only where its workload's mode is 'infer'; none where it is
+    'profile' (a profile trial: the framework's profiler around the steps, no time tested; kit.workloads.kernel_profile)."""
     mode = config.get("mode")
     case = config.get("case")
     if mode is None and case is not None:
         mode = (((spec.get("cases") or {}).get(case) or {}).get("workload") or {}).get("mode")
     if mode is None:
         mode = ((spec.get("workload") or {}).get("params") or {}).get("mode")
-    return ("infer",) if mode == "infer" else PHASES
+    return () if mode == "profile" else ("infer",) if mode == "infer" else PHASES
 
 
 def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], arms: list[str] | tuple[str, ...],
