@@ -203,6 +203,7 @@ def test_crafted_curves_are_left_out_and_named() -> None:
     assert d["epoch_accuracy"]["overall"]["n_runs"] == 3
     text = _text(rep.sections({}, {"extras": {"dlbench": d}}))
     assert "c00-pytorch-0 (epoch_test_accuracy is str, not a list)" in text
+    assert "No cluster bootstrap interval: 1 run(s) in a dataset and framework" in text  # said once, below the table
 
 
 def _text(sections: list[dict[str, Any]]) -> str:

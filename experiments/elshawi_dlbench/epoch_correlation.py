@@ -238,7 +238,8 @@ def epoch_accuracy(curves: Sequence[Curve], labels: Mapping[str, str]) -> dict[s
         raise ValueError(f"{n_points} per-epoch accuracies (at most {MAX_ACCURACY_POINTS})")
     cases = list(dict.fromkeys(c.case for c in curves))
     arms = list(dict.fromkeys(c.arm for c in curves))
-    overall = correlate(curves, "every (epoch number, test accuracy after that epoch) point of every run's curve, "
+    overall = correlate(curves, "every (epoch number, accuracy after that epoch) point of every run's curve (each "
+                                "dataset's own accuracy measure), "
                                 f"all {len(cases)} datasets and {len(arms)} frameworks together")
     per = []
     for case in cases:

@@ -75,8 +75,12 @@ def panels(rows: list[dict[str, Any]], arms: list[str], metrics: list[dict[str, 
     shown = [m for m in metrics if any((r.get(m["metric"]) or {}).get("n") for r in rows)]
     if not shown:
         return None
-    fig, axes = plt.subplots(1, len(shown), figsize=(2.1 * len(shown) + 0.4, 2.6), squeeze=False)
-    for ax, m in zip(axes.flat, shown, strict=True):
+    cols = len(shown) if len(shown) <= 3 else math.ceil(len(shown) / 2)  # two rows from four panels on
+    rows_n = math.ceil(len(shown) / cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(2.3 * cols + 0.4, 2.5 * rows_n), squeeze=False)
+    for ax in axes.flat[len(shown):]:
+        ax.set_visible(False)
+    for ax, m in zip(axes.flat, shown, strict=False):
         k, unit = SCALE.get(m["metric"], (1.0, m["unit"]))
         for j, arm in enumerate(arms):
             d = next((r.get(m["metric"]) for r in rows if r["arm"] == arm), None)
@@ -109,18 +113,31 @@ def _r(v: float | None) -> str:
     return "–" if v is None else f"{v:.4f}"
 
 
-def _ci(ci: list[float] | None, why: str = "") -> str:
-    return f"{ci[0]:.4f} to {ci[1]:.4f}" if ci else (f"– ({why})" if why else "–")
+def _ci(ci: list[float] | None) -> str:
+    return f"{ci[0]:.4f} to {ci[1]:.4f}" if ci else "–"
 
 
 def pearson_row(first: str, c: dict[str, Any]) -> list[Any]:
-    """One table row of a Pearson result: what, runs, points, r, Fisher's interval, the cluster bootstrap's."""
-    r = _r(c["r"]) if c["r"] is not None else f"undefined: {c['reason']}"
-    return [first, c["n_runs"], c["n_points"], r, _ci(c["fisher_ci"]), _ci(c["bootstrap_ci"], c["bootstrap_reason"])]
+    """One table row of a Pearson result: what, runs, points, r, Fisher's interval, the cluster bootstrap's
+    (why a value is missing goes below the table, :func:`pearson_notes`, so that the columns stay narrow)."""
+    r = _r(c["r"]) if c["r"] is not None else "undefined"
+    return [first, c["n_runs"], c["n_points"], r, _ci(c["fisher_ci"]), _ci(c["bootstrap_ci"])]
 
 
-PEARSON_COLUMNS = ["pooled", "runs", "points", "Pearson r", "95 % CI, Fisher z (assumes independent pairs)",
-                   "95 % CI, cluster bootstrap over runs"]
+def pearson_notes(results: list[dict[str, Any]]) -> list[str]:
+    """Why r or an interval is missing, each reason once: r undefined; no Fisher interval (n < 4); no bootstrap."""
+    notes: list[str] = []
+    for c in results:
+        if c["r"] is None:
+            notes.append(f"r undefined: {c['reason']}.")
+        elif c["fisher_ci"] is None:
+            notes.append("No Fisher interval: fewer than 4 points.")
+        if c["r"] is not None and c["bootstrap_ci"] is None and c["bootstrap_reason"]:
+            notes.append(f"No cluster bootstrap interval: {c['bootstrap_reason']}.")
+    return list(dict.fromkeys(notes))
+
+
+PEARSON_COLUMNS = ["pooled", "runs", "points", "Pearson r", "95 % CI, Fisher z", "95 % CI, cluster bootstrap"]
 
 
 def _section_id(case: str) -> str:
@@ -242,7 +259,9 @@ def case_section(case: str, info: dict[str, Any], label: str, d: dict[str, Any],
                        "rows": peak})
     if pear:
         tables.append({"caption": f"{label}: Pearson r between epoch number and {acc_label}, per framework (the "
-                                  f"paper printed one pooled value, {ea.get('paper_r')}: see the pooled section)",
+                                  f"paper printed one pooled value, {ea.get('paper_r')}; Fisher's interval assumes independent "
+                                  "pairs and is too narrow for a curve's points, the cluster bootstrap resamples "
+                                  "whole runs: see the pooled section)",
                        "columns": ["framework", *PEARSON_COLUMNS[1:]], "rows": pear})
     figs = []
     svg = panels(rows, arms, metric_cols, acc_label)
@@ -253,7 +272,9 @@ def case_section(case: str, info: dict[str, Any], label: str, d: dict[str, Any],
         figs.append({"id": f"{_section_id(case)}-convergence", "title": f"{label}: {acc_label} after each epoch "
                      "(mean ± sd over runs)", "svg": convergence_plot(conv, [case], {case: label}, arms, acc_label)})
     title = f"DLBench: {label}" + (f" ({paper['model']}; paper {paper['architecture']})" if paper else "")
-    return {"id": _section_id(case), "title": title, "paragraphs": [head, note], "tables": tables, "figures": figs}
+    pear_notes = pearson_notes([p for p in ea.get("per_case_arm", []) if p["case"] == case])
+    return {"id": _section_id(case), "title": title, "paragraphs": [head, note, *pear_notes], "tables": tables,
+            "figures": figs}
 
 
 def pearson_section(d: dict[str, Any]) -> dict[str, Any] | None:
@@ -286,6 +307,7 @@ def pearson_section(d: dict[str, Any]) -> dict[str, Any] | None:
         f"times with seed {boot['seed']}, and takes the 2.5 and 97.5 percentiles of r; it needs at least "
         f"{boot['min_runs']} runs per dataset and framework." + inside,
     ]
+    paras += pearson_notes([o])
     if ea.get("refused"):
         paras.append("Left out, their per-epoch accuracies unusable: " + "; ".join(
             f"{x['trial_id']} ({x['reason']})" for x in ea["refused"][:20])
