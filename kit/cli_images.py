@@ -92,7 +92,7 @@ def fetch_cmd(names: Names = None, all_: AllRows = False, framework: Framework =
     dest = dest or default_wheelhouse()
     rows = _rows(names, all_, framework, device, try_engine())
     for name, n in fetch_rows(rows, dest, index, on_line=lambda s: console.out(f"  | {s}", highlight=False)).items():
-        out.print(f"{name}: {n} wheels in {dest / name}")
+        out.print(f"{name}: {n} locked files in {dest / name}")
 
 
 @images_app.command("render")
