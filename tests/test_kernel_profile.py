@@ -296,3 +296,26 @@ def test_a_profile_configuration_measures_no_phase() -> None:
     spec = {"cases": {"kernels": {"workload": {"mode": "profile"}}}, "workload": {"params": {"mode": "train_infer"}}}
     assert config_phases(spec, {"case": "kernels", "model": "vgg16"}) == ()
     assert config_phases(spec, {"model": "vgg16"}) == ("train", "infer")
+
+
+def test_a_skipped_repetition_imports_no_framework() -> None:
+    """The study's workload modules skip a later repetition of the profile configuration before any framework
+    import (the quick profile's budget): run as the harness imports them, in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from kit.workloads.study_import import import_study_module\n"
+        "from kit.workloads.common import SkipTrial\n"
+        "for name in ('workload_torch', 'workload_keras'):\n"
+        "    mod = import_study_module(Path('experiments/dai_single_gpu_factors'), name)\n"
+        "    try:\n"
+        "        mod.run({'trial_id': 'r001-c04-x', 'workload': {'mode': 'profile'}}, Path('.'), None)\n"
+        "    except SkipTrial:\n"
+        "        pass\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))\n")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

@@ -54,12 +54,12 @@ def device_totals(averages: Any) -> list[kp.OpTotal]:
 
 
 def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str, Any], dict[str, Any]]:
+    sub = kp.profile_request(req)  # first: a skipped repetition costs no framework import
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from kit.workloads import zoo_torch
 
-    sub = kp.profile_request(req)
     steps = int(sub["workload"]["repeats"])
     want_gpu = torch.cuda.is_available()  # a CPU trial on a GPU host records no kernel: no gpu table
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if want_gpu else [])
