@@ -94,3 +94,81 @@ def test_both_decoders_give_the_same_pixels(voc_dir: Path) -> None:
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[-2:] == ["10", "0"]  # 10 images, largest pixel difference 0
+
+
+# -- the shared protocol with a framework-free model (fast) ----------------------------------------------------------
+
+class _Markers:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.sync = lambda: None
+
+    def start(self, phase: str) -> float:
+        self.events.append(("start", phase))
+        return 0.0
+
+    def end(self, phase: str, **_: object) -> float:
+        self.events.append(("end", phase))
+        return 0.5
+
+    def event(self, event: str, **fields: object) -> None:
+        self.events.append((event, str(fields.get("epoch"))))
+
+
+def test_protocol_order_reset_and_perfect_detections_score_one(voc_dir: Path) -> None:
+    from kit.workloads import detect
+    from kit.workloads.tasks import epoch_order
+
+    data = voc.load_voc(voc_dir, _pil)
+    index = {im.pixels.tobytes(): k for k, im in enumerate(data.train)}
+    seen: list[list[int]] = []
+    resets: list[int] = []
+    truth = {im.pixels.tobytes(): im for im in data.test}
+
+    def train_step(images: list[np.ndarray], boxes: list[np.ndarray], labels: list[np.ndarray]) -> float:
+        seen.append([index[(x * 255).round().astype(np.uint8).tobytes()] for x in images])
+        assert all(len(b) == len(lab) for b, lab in zip(boxes, labels, strict=True))
+        return 1.0
+
+    def detect_batch(images: list[np.ndarray]) -> list:
+        ims = [truth[(x * 255).round().astype(np.uint8).tobytes()] for x in images]
+        return [(im.boxes, np.ones(len(im.boxes)), im.labels) for im in ims]  # the ground truth itself
+
+    adapter = detect.Adapter(train_step, float, detect_batch, lambda: resets.append(len(seen)), lambda: None, 7)
+    s = detect.settings({**WL, "warmup_steps": 2})
+    m = _Markers()
+    out = detect.run_protocol({"seed": 17, "min_phase_s": 0}, s, data, adapter, m)  # type: ignore[arg-type]
+    # warm-up: 2 steps in file order, then the reset; each epoch: tasks.epoch_order's permutation, full batches
+    assert seen[:2] == [[0, 1], [2, 3]] and resets == [2]
+    for e in range(2):
+        order = epoch_order(6, 17, e)
+        assert seen[2 + 3 * e: 5 + 3 * e] == [list(order[i:i + 2]) for i in (0, 2, 4)]
+    assert out["test_accuracy"] == 1.0 and out["epoch_test_accuracy"] == [1.0, 1.0]
+    assert out["accuracy_metric"] == "mAP@0.5" and out["param_count"] == 7 and out["train_examples_per_epoch"] == 6
+    assert out["epoch_train_loss"] == [1.0, 1.0] and out["train_images"] == 12 and out["test_images"] == 4
+    assert [e for e in m.events if e[0] in ("start", "end")] == [
+        ("start", "warmup"), ("end", "warmup"), ("start", "train"), ("end", "train"), ("start", "infer"),
+        ("end", "infer")]
+
+
+def _pil(data: bytes) -> np.ndarray:
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"optimizer": "sgd"}, "trains with Adam"),
+    ({"defaults": "shared"}, "not implemented for Faster R-CNN"),
+    ({"detect_max_size": 32}, "out of range"),
+    ({"weight_decay": -1.0}, "weight_decay"),
+])
+def test_settings_refuse_what_the_protocol_cannot_run(change: dict, match: str) -> None:
+    from kit.workloads import detect
+    from kit.workloads.common import WorkloadError
+
+    with pytest.raises(WorkloadError, match=match):
+        detect.settings({**WL, **change})
