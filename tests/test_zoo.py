@@ -318,8 +318,15 @@ def test_distributed_quick_profile(quick) -> None:  # type: ignore[no-untyped-de
 @pytest.mark.slow
 def test_dai_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
     _man, trials, analysis, text = _load(quick("dai"))
-    assert all(t["status"] == "ok" for t in trials), [(t["trial_id"], t["error"]) for t in trials if t["status"] != "ok"]
+    # the kernels case profiles in repetition 0 only: its later repetition is skipped by design
+    bad = [(t["trial_id"], t["error"]) for t in trials if t["status"] != "ok"
+           and not (t["status"] == "skipped" and "repetition 0 only" in str(t["error"]))]
+    assert not bad and any(t["status"] == "skipped" for t in trials)
     d = analysis["extras"]["dai_factors"]
+    (view,) = d["kernels"]
+    assert view["model"] == "transformer" and view["domain"] == "cpu" and not view["problems"]
+    assert {r["op_type"] for r in view["by_type"]["rows"]} >= {"matmul", "optimizer", "elementwise"}
+    assert "which kernels differ" in text.lower()
     by = {f["factor"]: f for f in d["gap_effects"]["factors"]}
     assert by["cudnn_autotune"]["status"] == "not varied" and by["layout"]["status"] == "not varied"
     for f in ("execution", "precision", "input_pipeline"):
