@@ -119,6 +119,11 @@ def test_a_refused_arm_is_reported_and_the_other_stands() -> None:
     (view,) = kernels.kernel_view(_run(tf=bad), {"c16": {"model": "resnet18"}})
     assert len(view["problems"]) == 1 and view["problems"][0].startswith("tensorflow: refused:")
     assert "table" in view["arms"]["pytorch"] and "by_type" not in view
+    gpu = _results("pytorch/resnet18/default")
+    gpu["kernel_profile"]["tables"].append({**copy.deepcopy(gpu["kernel_profile"]["tables"][0]), "domain": "gpu"})
+    (view,) = kernels.kernel_view(_run(pt=gpu), {"c16": {"model": "resnet18"}})
+    assert view["domain"] == "cpu" and view["problems"] == [
+        "GPU kernels only for pytorch: the frameworks are compared on their CPU ops"] and "by_type" in view
     (view,) = kernels.kernel_view(_Run(("tensorflow", "pytorch")), {"c16": {"model": "resnet18"}})
     assert view["problems"] == ["tensorflow: no profile (no trial)", "pytorch: no profile (no trial)"]
 
@@ -159,7 +164,7 @@ def test_kernel_section_renders_beside_the_effect_shares() -> None:
     kr = study_module("dai_single_gpu_factors", "kernel_report")
     (sec,) = kr.kernel_sections(_analysis_d())
     text = " ".join(sec["paragraphs"])
-    for words in ("ONE configuration per network", "SEPARATE trials", "No timed trial is profiled",
+    for words in ("ONE configuration per network", "SEPARATE trials", "No timed trial is profiled", "one sample",
                   "CPU ops", "not GPU kernels", "tensorflow − pytorch"):
         assert words in text, words
     shares, top, types = sec["tables"]
@@ -187,3 +192,27 @@ def test_profile_configurations_stay_out_of_the_factorial_and_the_section_is_in_
     d["gap_effects"] = {**d["gap_effects"], "residual_share": 0.1}
     ids = [s["id"] for s in report.sections({}, {"extras": {"dai_factors": d}})]
     assert ids[-1] == "dai-kernels" and "dai-gap" in ids
+
+
+def test_a_gpu_run_compares_kernels_and_says_so() -> None:
+    """Where every framework recorded device kernels (a GPU host: not exercised here, tables built from the
+    captured CPU ones relabelled), the view compares the gpu tables and the wording says GPU kernels."""
+    def with_gpu(key: str) -> dict[str, Any]:
+        res = _results(key)
+        cpu = res["kernel_profile"]["tables"][0]
+        res["kernel_profile"]["tables"].append({**copy.deepcopy(cpu), "domain": "gpu", "total_s": cpu["total_s"] / 2,
+                                                "other_s": cpu["other_s"] / 2,
+                                                "rows": [{**r, "self_s": r["self_s"] / 2} for r in cpu["rows"]],
+                                                "by_type_s": {k: v / 2 for k, v in cpu["by_type_s"].items()}})
+        return res
+
+    (view,) = kernels.kernel_view(_run(tf=with_gpu("tensorflow/resnet18/default"),
+                                       pt=with_gpu("pytorch/resnet18/default")), {"c16": {"model": "resnet18"}})
+    assert view["domain"] == "gpu" and not view["problems"]
+    tot = view["by_type"]["totals_s_per_step"]
+    cpu_tf = NAMES["tensorflow/resnet18/default"]["tables"][0]
+    assert tot["tensorflow"] == pytest.approx(cpu_tf["total_s"] / 2 / cpu_tf["steps"])
+    kr = study_module("dai_single_gpu_factors", "kernel_report")
+    (sec,) = kr.kernel_sections({**_analysis_d(), "kernels": [view]})
+    text = " ".join(sec["paragraphs"])
+    assert "GPU kernels (self device time" in text and "On a CPU host" not in text

@@ -75,7 +75,9 @@ def kernel_sections(d: dict[str, Any], top_n: int = 10) -> list[dict[str, Any]]:
         "same training step as the timed trials under torch.profiler / tf.profiler.experimental, "
         f"{'/'.join(map(str, steps)) or '?'} step(s) after the warm-up. No timed trial is profiled (profiling "
         "perturbs timing), and these times are not the timed trials' and enter no test; they show where each "
-        "framework's step spends its time, not how long it takes.",
+        "framework's step spends its time, not how long it takes. One profile of a few steps is one sample: "
+        "on a busy host a single preempted call can dominate a row (profile trials have no timed phase, so the "
+        "kit's disturbance check does not re-run them).",
         "Time domain: " + "; ".join(DOMAIN_TEXT.get(str(x), str(x)) for x in domains) + ". Names are matched by "
         "operation type (kit.workloads.kernel_profile.op_type: a fixed table of name patterns, tested on both "
         "profilers' names); the difference column is "

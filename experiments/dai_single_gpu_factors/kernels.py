@@ -190,6 +190,10 @@ def kernel_view(run: Any, configs: Mapping[str, Mapping[str, Any]]) -> list[dict
                 entry["problems"].append(f"{arm}: refused: {exc.one_line()}")
         if found:
             domain = "gpu" if all("gpu" in found.get(a, {}) for a in arms) else "cpu"
+            with_gpu = sorted(a for a, tabs in found.items() if "gpu" in tabs)
+            if domain == "cpu" and with_gpu:
+                entry["problems"].append(f"GPU kernels only for {', '.join(with_gpu)}: the frameworks are compared "
+                                         "on their CPU ops")
             entry["domain"] = domain
             for arm, tabs in found.items():
                 if domain in tabs:
