@@ -129,6 +129,9 @@ def run_protocol(req: dict[str, Any], s: DetectSettings, data: voc.VocSplits, mo
         markers.start("warmup")
         train_epoch(np.arange(n), min(s.warmup_steps, steps))
         model.detect(voc.batch_inputs(list(data.test[:s.infer_batch_size])))
+        tail = len(data.test) % s.infer_batch_size
+        if tail and len(data.test) > s.infer_batch_size:  # the last, smaller batch: a graph of its own in Keras
+            model.detect(voc.batch_inputs(list(data.test[-tail:])))
         markers.end("warmup")
         model.reset()
     logs: list[EpochLog] = []
