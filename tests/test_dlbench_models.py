@@ -221,10 +221,10 @@ def test_one_report_section_per_case_with_the_papers_figures_and_pearson() -> No
     d = an.analyse(_run({c: min(e, 12) for c, e in cases.items()}, results={"voc2012": {"accuracy_metric": "mAP@0.5"}}))
     secs = rep.sections({}, {"extras": {"dlbench": d}})
     ids = [s["id"] for s in secs]
-    assert [i for i in ids if i.startswith("dlbench-case-")] == ["dlbench-case-mnist", "dlbench-case-spa_eng",
+    assert [i for i in ids if i.startswith("dlbench-case-")] == ["dlbench-case-mnist", "dlbench-case-spa-eng",
                                                                 "dlbench-case-voc2012"]
     by = {s["id"]: s for s in secs}
-    voc, spa = by["dlbench-case-voc2012"], by["dlbench-case-spa_eng"]
+    voc, spa = by["dlbench-case-voc2012"], by["dlbench-case-spa-eng"]
     assert "Figs. 11 (CPU), 20 (GPU)" in voc["paragraphs"][0] and "Fig. 16a" in voc["paragraphs"][0]
     assert "Figs. 10c (CPU), 19c (GPU)" in spa["paragraphs"][0] and "Fig. 3c" in spa["title"]
     assert "mAP@0.5 (%)" in voc["tables"][0]["columns"]
@@ -274,9 +274,17 @@ def test_the_dlbench_report_fits_1280_px(tmp_path: Path) -> None:
                                  env={"framework": t.framework, "device": "cpu"}), [])
     page = write_report(rd.path, analyze_run(rd.path), ("html",))[0]
     text = page.read_text(encoding="utf-8")
-    assert all(f'id="dlbench-case-{c}"' in text for c in spec.cases)
+    assert all(f'id="dlbench-case-{c.replace("_", "-")}"' in text for c in spec.cases)
     got = measure(page, tmp_path)
     assert got["vw"] == WIDTH
     tables = got["tables"]
     assert isinstance(tables, list) and len(tables) > 3 * len(spec.cases)
     assert [t for t in tables if t["scroll"] > t["client"] or t["table"] > t["client"]] == []
+
+
+def test_a_case_id_makes_a_safe_section_id() -> None:
+    """Case ids come from the run's spec; the section id names LaTeX table files and an HTML id."""
+    assert rep._section_id("spa_eng") == "dlbench-case-spa-eng"
+    assert rep._section_id("../../etc/passwd") == "dlbench-case-etc-passwd"
+    assert rep._section_id("<script>") == "dlbench-case-script" and rep._section_id("__") == "dlbench-case-case"
+    assert len(rep._section_id("x" * 500)) == len("dlbench-case-") + 40

@@ -141,7 +141,8 @@ PEARSON_COLUMNS = ["pooled", "runs", "points", "Pearson r", "95 % CI, Fisher z",
 
 
 def _section_id(case: str) -> str:
-    return "dlbench-case-" + (re.sub(r"[^A-Za-z0-9_-]", "-", case)[:40] or "case")
+    """The case's section id: letters, digits and '-' only (the LaTeX report names its table files after it)."""
+    return "dlbench-case-" + (re.sub(r"[^A-Za-z0-9-]+", "-", case)[:40].strip("-") or "case")
 
 
 def _p(p: float | None) -> str:
