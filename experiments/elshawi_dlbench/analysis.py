@@ -16,6 +16,12 @@ reads the Holm-adjusted p, never the raw one): a table of 30 tests at
 first threshold is α/m, so what the run can show depends on n twice: the
 smallest exact two-sided p is 2/2ⁿ, and it must fall below α/m
 (:func:`reach`, which the report words).
+
+Beside them: each case's accuracy measure (:func:`accuracy_label`: mAP@0.5 for Faster R-CNN, per-token
+accuracy for the translation model, from the trials' ``accuracy_metric``), the paper's Pearson correlation of
+epochs and accuracy (:mod:`epoch_correlation`, from the runs' per-epoch accuracies, checked before use),
+and the paper's models no case of the run is (:func:`not_reproduced`), so a copy of the spec that leaves
+one out says so.
 """
 
 from __future__ import annotations
