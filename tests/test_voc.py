@@ -111,6 +111,19 @@ def test_billion_laughs_annotation_refused_before_parsing(tmp_path: Path) -> Non
     refused(write(tmp_path, replace(members(), f"{ROOT}/Annotations/2012_000002.xml", bomb)), "DOCTYPE or ENTITY")
 
 
+@pytest.mark.parametrize(("data", "match"), [
+    # UTF-16 (no BOM): expat detects it from the NUL bytes and would expand the entity ("&x;" -> "hello")
+    ('<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE a [<!ENTITY x "hello">]><annotation>'
+     "<filename>&x;</filename></annotation>".encode("utf-16-le"), "encoding|NUL"),
+    ('<!DOCTYPE a [<!ENTITY x "hello">]><annotation><filename>&x;</filename></annotation>'.encode("utf-16"), "NUL"),
+    (b'<?xml version="1.0" encoding="cp037"?>' + "<!DOCTYPE a><annotation/>".encode("cp037"), "encoding 'cp037'"),
+    (b'<?xml version="1.0" encoding="latin-1"?><annotation>\xe9</annotation>', "encoding 'latin-1'"),
+    (b"<annotation>\xff\xfe</annotation>", "not UTF-8"),
+])
+def test_entity_declarations_hidden_by_an_encoding_refused(tmp_path: Path, data: bytes, match: str) -> None:
+    refused(write(tmp_path, replace(members(), f"{ROOT}/Annotations/2012_000002.xml", data)), match)
+
+
 def test_symlink_member_refused(tmp_path: Path) -> None:
     write(tmp_path, members())
     with tarfile.open(tmp_path / voc.TAR_NAME, "a") as tar:

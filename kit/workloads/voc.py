@@ -44,7 +44,8 @@ MAX_LIST_BYTES = 2 * 1024 * 1024
 MAX_SIDE_PX = 4096
 MAX_OBJECTS = 500
 _ID = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-_FORBIDDEN_XML = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+_FORBIDDEN_XML = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+_XML_ENCODING = re.compile(rb"^(?:\xef\xbb\xbf)?\s*<\?xml[^>]*?encoding\s*=\s*['\"]([^'\"]*)['\"]", re.IGNORECASE)
 
 Decoder = Callable[[bytes], np.ndarray]  # JPEG bytes -> (H, W, 3) uint8
 
@@ -173,7 +174,20 @@ def parse_annotation(data: bytes, where: str) -> Annotation:
     """A VOC annotation XML, refused before parsing if it declares a DOCTYPE or ENTITY, validated after."""
     if len(data) > MAX_XML_BYTES:
         raise WorkloadError(f"{where}: {len(data)} bytes, over the cap of {MAX_XML_BYTES} for an annotation")
-    if _FORBIDDEN_XML.search(data):
+    # The DOCTYPE check must see the text the parser will see: expat also reads UTF-16 (detected from NUL bytes)
+    # and, through Python's codecs, any single-byte encoding a declaration names (EBCDIC...), in which the
+    # keyword's bytes differ. VOC's annotations are ASCII: UTF-8 only, no NUL, no other declared encoding.
+    enc = _XML_ENCODING.match(data)
+    if enc and enc.group(1).lower() not in (b"utf-8", b"utf8", b"us-ascii", b"ascii"):
+        name = enc.group(1)[:40].decode("ascii", "replace")
+        raise WorkloadError(f"{where}: declares encoding {name!r} (refused: UTF-8 or ASCII only)")
+    if b"\0" in data:
+        raise WorkloadError(f"{where}: holds NUL bytes (refused: not a UTF-8 text; UTF-16 would hide a DOCTYPE)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{where}: not UTF-8 ({exc})") from exc
+    if _FORBIDDEN_XML.search(text):
         raise WorkloadError(f"{where}: declares a DOCTYPE or ENTITY (refused before parsing: entity expansion)")
     try:
         root = ET.fromstring(data)
