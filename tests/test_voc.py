@@ -184,7 +184,10 @@ def test_bad_annotation_refused(tmp_path: Path, fields: dict[str, str], match: s
 def test_size_that_disagrees_with_the_jpeg_refused(tmp_path: Path) -> None:
     xml = _xml().replace(b"{w}", b"200").replace(b"{h}", b"150")
     refused(write(tmp_path, replace(members(), f"{ROOT}/Annotations/2012_000001.xml", xml)),
-            "its annotation says 200 x 150")
+            "header says 128 x 98 px, its annotation 200 x 150")
+    # a decoder that disagrees with the header it was given is caught after decoding too
+    with pytest.raises(WorkloadError, match=r"the JPEG is \d+ x 50 px, its annotation says"):
+        voc.load_voc(write(tmp_path, members()), lambda data: pil_decode(data)[:50])
 
 
 def test_truncated_and_fake_jpeg_refused(tmp_path: Path) -> None:
@@ -192,8 +195,34 @@ def test_truncated_and_fake_jpeg_refused(tmp_path: Path) -> None:
     name = f"{ROOT}/JPEGImages/2012_000003.jpg"
     refused(write(tmp_path, replace(ms, name, dict(ms)[name][:-300])), "truncated JPEG")
     refused(write(tmp_path, replace(ms, name, b"GIF89a" + b"\0" * 100)), "not a JPEG")
-    # markers intact, body garbage: the decoder's error, as a WorkloadError
-    refused(write(tmp_path, replace(ms, name, b"\xff\xd8\xff" + b"\x13" * 200 + b"\xff\xd9")), "cannot be decoded")
+    refused(write(tmp_path, replace(ms, name, b"\xff\xd8\xff" + b"\x13" * 200 + b"\xff\xd9")), "malformed JPEG")
+    # whatever the framework's decoder raises becomes a WorkloadError naming the member
+
+    def broken(data: bytes) -> np.ndarray:
+        raise RuntimeError("Unsupported marker type 0x13")
+
+    with pytest.raises(WorkloadError, match=r"2012_000001\.jpg: the JPEG cannot be decoded \(RuntimeError"):
+        voc.load_voc(write(tmp_path, ms), broken)
+
+
+def test_decompression_bomb_refused_before_decoding(tmp_path: Path) -> None:
+    ms = members()
+    name = f"{ROOT}/JPEGImages/2012_000003.jpg"
+    jpeg = bytearray(dict(ms)[name])
+    h, w = voc.jpeg_size(bytes(jpeg), "x")
+    assert (h, w) == pil_decode(bytes(jpeg)).shape[:2]
+    at = bytes(jpeg).index(b"\xff\xc0")  # baseline frame header: FF C0, length, precision, height, width
+    jpeg[at + 5:at + 9] = (65000).to_bytes(2, "big") * 2
+    calls: list[int] = []
+
+    def decode(data: bytes) -> np.ndarray:
+        calls.append(1)
+        return pil_decode(data)
+
+    write(tmp_path, replace(ms, name, bytes(jpeg)))
+    with pytest.raises(WorkloadError, match=r"header says 65000 x 65000 px.*refused before decoding"):
+        voc.load_voc(tmp_path, decode)
+    assert len(calls) == 2  # the two images before it; never the bomb
 
 
 def test_bad_image_lists_refused(tmp_path: Path) -> None:

@@ -242,6 +242,31 @@ def check_jpeg(data: bytes, where: str) -> None:
         raise WorkloadError(f"{where}: truncated JPEG (no end-of-image marker)")
 
 
+_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def jpeg_size(data: bytes, where: str) -> tuple[int, int]:
+    """(height, width) from the JPEG's frame header, read before decoding (a few bytes can declare 65535 x 65535
+    pixels: the decoder would allocate them all)."""
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            raise WorkloadError(f"{where}: malformed JPEG (no marker at byte {i})")
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        length = int.from_bytes(data[i + 2:i + 4], "big")
+        if marker in _SOF:
+            if length < 8 or i + 9 > len(data):
+                raise WorkloadError(f"{where}: malformed JPEG frame header")
+            return int.from_bytes(data[i + 5:i + 7], "big"), int.from_bytes(data[i + 7:i + 9], "big")
+        if marker == 0xDA or length < 2:  # start of scan before any frame header
+            break
+        i += 2 + length
+    raise WorkloadError(f"{where}: malformed JPEG (no frame header before the image data)")
+
+
 def _image(tar: tarfile.TarFile, files: dict[str, tarfile.TarInfo], image_id: str, decode: Decoder,
            archive: Path) -> VocImage:
     xml_name = f"{ROOT}/Annotations/{image_id}.xml"
@@ -252,6 +277,10 @@ def _image(tar: tarfile.TarFile, files: dict[str, tarfile.TarInfo], image_id: st
         raise WorkloadError(f"{archive}:{xml_name}: <filename> {ann.filename[:80]!r}, expected {image_id}.jpg")
     data = _read(tar, files, jpg_name, MAX_JPEG_BYTES, archive)
     check_jpeg(data, where)
+    if jpeg_size(data, where) != (ann.height, ann.width):
+        h, w = jpeg_size(data, where)
+        raise WorkloadError(f"{where}: the JPEG's header says {w} x {h} px, its annotation {ann.width} x {ann.height} "
+                            "(refused before decoding)")
     try:
         px = decode(data)
     except Exception as exc:  # the framework's decoder: any failure is the file's
