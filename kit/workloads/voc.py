@@ -2,9 +2,10 @@
 
 The archive is never extracted: its members are indexed once (headers only) and the few the trial needs are
 read from it. Everything in it is treated as hostile: the tar may hold links, absolute or ``..`` paths,
-duplicate names, huge members or millions of entries; an annotation may carry a DOCTYPE/ENTITY bomb, a class
-that is not VOC's, boxes outside the image or a size its JPEG does not have; a JPEG may be truncated. Each is
-refused with a :class:`WorkloadError` that names the member, never skipped in silence.
+duplicate names, huge members or millions of entries; an annotation may carry a DOCTYPE/ENTITY bomb (also
+hidden in UTF-16 or a declared encoding), a class that is not VOC's, boxes outside the image or a size its JPEG
+does not have; a JPEG may be truncated or declare a huge frame to make the decoder allocate it (its header is
+read before decoding). Each is refused with a :class:`WorkloadError` that names the member, never skipped.
 
 JPEGs are decoded by a function the caller passes in (the framework's own decoder: torchvision.io in the
 PyTorch image, tf.io in the TensorFlow one, since Pillow is in neither image's lock), all before any timed
