@@ -244,7 +244,9 @@ def test_scaling_table_per_framework_strategy_and_device_count() -> None:
     assert sc["figures"] and sc["figures"][0]["svg"].lstrip().startswith("<svg")
     rows = {(r[0], r[2]): r for r in sc["tables"][0]["rows"] if r[1] == "DistributedDataParallel"}
     assert rows[("pytorch", 4)][7] == "0.8" or rows[("pytorch", 4)][7].startswith("0.8")
-    assert "Not measured" in sc["paragraphs"][1] and "4" in sc["paragraphs"][1]
+    measured, _, missing = sc["paragraphs"][1].partition("Not measured")
+    assert "pytorch DistributedDataParallel on 4" in measured and "tensorflow MirroredStrategy on 2" in measured
+    assert "tensorflow MirroredStrategy on 4" in missing and "pytorch" not in missing
 
 
 # -- the per-model winner table -------------------------------------------------------------------------------------

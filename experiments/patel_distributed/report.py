@@ -40,6 +40,13 @@ def speedup_figure(rows: list[dict[str, Any]]) -> str | None:
     return to_svg(fig)
 
 
+def strategy_name(arm: str, strategy: str) -> str:
+    """The strategy as the framework calls it: dp is DataParallel in PyTorch, MirroredStrategy in TensorFlow."""
+    if strategy == "dp":
+        return "MirroredStrategy" if arm.split("@")[0] == "tensorflow" else "DataParallel"
+    return STRATEGY.get(strategy, strategy)
+
+
 def efficiency_figure(effs: list[dict[str, Any]], threshold: float) -> str | None:
     """Scaling efficiency against the device count, one line per framework and strategy, with the CI as whiskers."""
     lines: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -55,7 +62,7 @@ def efficiency_figure(effs: list[dict[str, Any]], threshold: float) -> str | Non
         err = [[y - (e["low"] if e.get("low") is not None else y) for y, e in zip(ys, es, strict=True)],
                [(e["high"] if e.get("high") is not None else y) - y for y, e in zip(ys, es, strict=True)]]
         ax.errorbar(xs, ys, yerr=err, marker="o", ms=4, lw=1, capsize=3, color=arm_color(arm, j),
-                    linestyle="-" if strategy == "ddp" else "--", label=f"{arm} {STRATEGY.get(strategy, strategy)}")
+                    linestyle="-" if strategy == "ddp" else "--", label=f"{arm} {strategy_name(arm, strategy)}")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.axhline(threshold, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log", base=2)
@@ -73,27 +80,30 @@ def scaling_section(d: dict[str, Any]) -> dict[str, Any] | None:
         return None
     thr = float(d.get("near_linear_threshold") or 0.9)
     conf = effs[0].get("conf") or 0.95
-    rows = [[e["arm"], STRATEGY.get(e["strategy"], e["strategy"]), e["devices"], e.get("device_kind") or "–",
+    rows = [[e["arm"], strategy_name(e["arm"], e["strategy"]), e["devices"], e.get("device_kind") or "–",
              e["status"], f"{e['n_multi']}/{e['n_single']}", _g(e.get("speedup"), ".3f"), _g(e.get("efficiency"), ".3f"),
              f"[{_g(e.get('low'), '.3f')}, {_g(e.get('high'), '.3f')}]", e["verdict"], e.get("reason") or ""]
             for e in effs]
-    measured = sorted({e["devices"] for e in effs if e.get("efficiency") is not None})
-    missing = sorted({e["devices"] for e in effs if e.get("efficiency") is None})
+    def named(es: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{e['arm']} {strategy_name(e['arm'], e['strategy'])} on {e['devices']}" for e in es)
+
+    measured = [e for e in effs if e.get("efficiency") is not None]
+    missing = [e for e in effs if e.get("efficiency") is None]
     return {"id": "zoo-dist-scaling", "title": "Scaling efficiency per framework, strategy and device count",
             "paragraphs": [
                 "Scaling efficiency = throughput(N) / (N × throughput(1)): the ratio of the mean training throughput "
                 "of the N-device trials to the mean of the same framework's one-device trials, divided by N "
-                f"(1 = linear). Interval: {conf:.0%} delta-method CI on the log of the ratio of means (trials as "
+                f"(1 = linear). Interval: {conf * 100:.0f} % delta-method CI on the log of the ratio of means (trials as "
                 "independent processes, Welch degrees of freedom). The verdict reads the interval against "
                 f"{thr:g}, the kit's reading of the paper's 'near-linear' (the paper gives no figure): 'near-linear' "
                 "when the whole interval lies at or above it, 'below near-linear' when wholly below, else 'undecided'.",
-                ("Device counts measured here: " + ", ".join(map(str, measured)) + "." if measured else
-                 "No device count beyond one was measured here.")
-                + (" Not measured (skipped or failed, reason in the table): " + ", ".join(map(str, missing)) + "."
+                ("Measured here: " + named(measured) + "." if measured else
+                 "No strategy beyond one device was measured here.")
+                + (" Not measured (skipped or failed, the reason in the table): " + named(missing) + "."
                    if missing else "")],
             "tables": [{"caption": "Scaling efficiency (trials N-device / one-device)", "columns": [
                 "framework", "strategy", "devices", "device", "status", "trials", "speed-up", "efficiency",
-                f"{conf:.0%} CI", "verdict", "why"], "rows": rows}],
+                f"{conf * 100:.0f} % CI", "verdict", "why"], "rows": rows}],
             "figures": [f for f in ({"id": "zoo-dist-efficiency", "title": "Scaling efficiency against the device "
                                      "count (dotted: the near-linear threshold; whiskers: CI)",
                                      "svg": efficiency_figure(effs, thr)},) if f["svg"]]}
