@@ -31,12 +31,16 @@ def image_overrides(items: list[str]) -> dict[str, str]:
             raise KitError(f"--image {item!r} is not FRAMEWORK=ROW", where="--image",
                            fix="e.g. --image pytorch=pytorch-2.6-cu124 (rows: kit images list)")
         out[fw.strip()] = row.strip()
+    return out
+
+
+def check_image_rows(overrides: dict[str, str]) -> None:
+    """Before any engine is asked: each ``--image`` row exists and can host the kit's trials (not a paper-era row)."""
     from kit.images.matrix import load_matrix, require_harness
 
     matrix = load_matrix()
-    for fw, row in out.items():  # before any engine is asked: a paper-era row cannot host the kit's trials
+    for fw, row in overrides.items():
         require_harness(matrix.get(row), f"--image {fw}={row}")
-    return out
 
 
 def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, backend: str, runs_dir: Path,
@@ -71,6 +75,7 @@ def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, 
     loaded = load_spec(spec, profile) if spec is not None else None
     if image:
         opts.backend_options["images"] = image_overrides(image)
+        check_image_rows(opts.backend_options["images"])
     if images and loaded is not None:
         from kit.backends.container import image_arms
 
