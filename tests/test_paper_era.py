@@ -336,3 +336,14 @@ def test_kit_run_refuses_a_paper_era_image_before_asking_for_an_engine() -> None
     msg = str(res.exception)
     assert "cannot run trials in image pytorch-1.0-py36-cu90" in msg
     assert msg.startswith("--image pytorch=pytorch-1.0-py36-cu90: ") and "kit images build pytorch-1.0-py36-cu90" in msg
+
+
+def test_a_bullseye_row_without_platforms_resolves_for_glibc_2_31() -> None:
+    from kit.images.lock import PLATFORMS, row_platforms
+
+    era = next(r for r in load_matrix().rows if r.paper_era)
+    bare = dataclasses.replace(era, platforms=())
+    assert row_platforms(bare)[0] == "manylinux_2_31_x86_64" and "manylinux_2_32_x86_64" not in row_platforms(bare)
+    assert row_platforms(load_matrix().get("pytorch-2.13-cpu")) == PLATFORMS  # bookworm rows: unchanged
+    args = target_args(bare)
+    assert args[args.index("--platform") + 1] == "manylinux_2_31_x86_64"

@@ -30,9 +30,25 @@ from typing import Any
 from kit.errors import ImageError
 from kit.images.matrix import ImageRow
 
-GLIBC_MINOR = 36  # Debian bookworm, the base of every row: wheels up to manylinux_2_36 run there
-PLATFORMS = (*(f"manylinux_2_{m}_x86_64" for m in range(GLIBC_MINOR, 4, -1)), "manylinux2014_x86_64",
-             "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64")
+GLIBC_MINOR = 36  # Debian bookworm, the base of every current row: wheels up to manylinux_2_36 run there
+# glibc of the Debian release an official python image's tag names (python:3.6.15-slim-bullseye: 2.31)
+GLIBC_BY_DEBIAN = {"bookworm": 36, "bullseye": 31, "buster": 28, "stretch": 24}
+
+
+def glibc_platforms(minor: int) -> tuple[str, ...]:
+    return (*(f"manylinux_2_{m}_x86_64" for m in range(minor, 4, -1)), "manylinux2014_x86_64",
+            "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64")
+
+
+PLATFORMS = glibc_platforms(GLIBC_MINOR)
+
+
+def row_platforms(row: ImageRow) -> tuple[str, ...]:
+    """The row's ``platforms``, else those its base's Debian release runs (bookworm when the tag does not say)."""
+    if row.platforms:
+        return row.platforms
+    codename = row.base.rsplit(":", 1)[-1].rsplit("-", 1)[-1]
+    return glibc_platforms(GLIBC_BY_DEBIAN.get(codename, GLIBC_MINOR))
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 
@@ -66,7 +82,7 @@ def target_args(row: ImageRow) -> list[str]:
     major, minor = row.python.split(".")[:2]
     abi = f"cp{major}{minor}" + ("m" if (int(major), int(minor)) < (3, 8) else "")
     args = ["--only-binary=:all:", "--python-version", f"{major}.{minor}", "--implementation", "cp", "--abi", abi]
-    for p in row.platforms or PLATFORMS:
+    for p in row_platforms(row):
         args += ["--platform", p]
     return args
 
