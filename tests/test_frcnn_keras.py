@@ -409,3 +409,96 @@ def test_same_weights_give_torchvisions_features_proposals_and_detections(tmp_pa
     for mine, theirs, share in res["props"] + res["dets"]:
         assert theirs > 0 and abs(mine - theirs) <= max(1, theirs // 100) and share >= 0.99
     assert min(theirs for _, theirs, _ in res["dets"]) >= 20
+
+
+GRAD_KEYS = ("roi_heads.box_predictor.cls_score.bias", "roi_heads.box_predictor.bbox_pred.weight",
+             "roi_heads.box_head.fc6.weight", "rpn.head.cls_logits.weight", "rpn.head.bbox_pred.bias",
+             "rpn.head.conv.0.0.weight", "backbone.fpn.layer_blocks.0.0.weight", "backbone.body.layer4.2.conv3.weight",
+             "backbone.body.conv1.weight", "backbone.body.bn1.weight")
+
+TRAIN_TORCH = r"""
+import sys, copy, numpy as np, torch, torchvision
+torch.manual_seed(0)
+m = torchvision.models.detection.fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=21,
+                                                          min_size=64, max_size=96)
+m.rpn.fg_bg_sampler.batch_size_per_image = 10**6  # every labelled anchor and proposal: no random draw
+m.roi_heads.fg_bg_sampler.batch_size_per_image = 10**6
+with torch.no_grad():  # spread the objectness: at init its scores nearly tie and NMS would follow float rounding
+    m.rpn.head.cls_logits.weight.mul_(100.0)
+state = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+m.train()
+rs = np.random.RandomState(0)
+imgs = [rs.uniform(0, 1, (64, 80, 3)).astype(np.float32), rs.uniform(0, 1, (70, 52, 3)).astype(np.float32)]
+boxes = [np.array([[5, 6, 40, 50], [30, 10, 78, 60]], np.float32), np.array([[10, 10, 50, 40]], np.float32)]
+labels = [np.array([3, 7]), np.array([20])]
+out = {"w:" + k: v for k, v in state.items()}
+for tag, dt in (("", torch.float32), ("64", torch.float64)):  # float64: the yardstick of float32 rounding
+    mm = copy.deepcopy(m).to(dt)
+    losses = mm([torch.tensor(i).permute(2, 0, 1).to(dt) for i in imgs],
+                [{"boxes": torch.tensor(b).to(dt), "labels": torch.tensor(l)} for b, l in zip(boxes, labels)])
+    sum(losses.values()).backward()
+    params = dict(mm.named_parameters())
+    out.update({f"g{tag}:" + k: params[k].grad.double().numpy() for k in GRAD_KEYS})
+    out.update({f"l{tag}:" + k: v.detach().double().numpy() for k, v in losses.items()})
+out.update({f"image{i}": im for i, im in enumerate(imgs)})
+out.update({f"boxes{i}": b for i, b in enumerate(boxes)})
+out.update({f"labels{i}": l for i, l in enumerate(labels)})
+np.savez(sys.argv[1], **out)
+"""
+
+TRAIN_KERAS = r"""
+import sys, json, numpy as np, tensorflow as tf
+from kit.workloads import frcnn_keras as fk
+from kit.workloads.frcnn_keras_weights import _convert, _targets, set_torchvision_weights
+ref = np.load(sys.argv[1])
+m = fk.build(min_size=64, max_size=96, seed=1)
+set_torchvision_weights(m, {k[2:]: ref[k] for k in ref.files if k.startswith("w:")})
+m.rpn_batch_per_image = m.box_batch_per_image = 10**6
+targets = _targets(m)
+class Capture:  # an "optimizer" that keeps the gradients instead of applying them
+    built = True
+    def __init__(self):
+        self.store = {k: tf.Variable(tf.zeros_like(targets[k][0])) for k in GRAD_KEYS}
+        self.by_var = {id(targets[k][0]): k for k in GRAD_KEYS}
+    def apply_gradients(self, pairs):
+        for g, v in pairs:
+            if id(v) in self.by_var:
+                self.store[self.by_var[id(v)]].assign(g)
+cap = Capture()
+losses = m.train_batch([ref["image0"], ref["image1"]], [ref["boxes0"], ref["boxes1"]],
+                       [ref["labels0"], ref["labels1"]], cap)
+def rel(a, b):
+    return float(np.abs(np.asarray(a) - b).max() / max(np.abs(b).max(), 1e-12))
+# each figure: (Keras vs torchvision float64, torchvision float32 vs float64)
+res = {"losses": {k: [abs(v / float(ref["l64:" + k]) - 1), abs(float(ref["l:" + k] / ref["l64:" + k]) - 1)]
+                  for k, v in losses.items()},
+       "grads": {k: [rel(cap.store[k].numpy(), _convert(ref["g64:" + k], targets[k][1])), rel(ref["g:" + k],
+                                                                                           ref["g64:" + k])]
+                 for k in GRAD_KEYS}}
+print("JSON:" + json.dumps(res))
+"""
+
+
+@pytest.mark.slow
+def test_same_weights_and_every_sample_give_torchvisions_losses_and_gradients(tmp_path: Path) -> None:
+    """The training algorithm, not only the forward pass: with torchvision's weights and the samplers told to take
+    every labelled anchor/proposal (so that no random draw differs), one step's four losses and the gradients
+    of layers from the predictor down to conv1 equal torchvision's."""
+    env = {"PYTHONPATH": str(ROOT), "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    npz = tmp_path / "train.npz"
+    head = f"GRAD_KEYS = {GRAD_KEYS!r}\n"
+    proc = subprocess.run([sys.executable, "-c", head + TRAIN_TORCH, str(npz)], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = _answer(subprocess.Popen([sys.executable, "-c", head + TRAIN_KERAS, str(npz)], cwd=ROOT, env=env,
+                                   text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    print(json.dumps(res))
+    # float64 torchvision is the yardstick: Keras may stray from it as far as torchvision's own float32 does
+    # (twice, plus a floor); backbone gradients of 64-96 px images are ill-conditioned (BatchNorm over 3x3 maps
+    # in layer4): torchvision's float32 is 13-34 % off its float64 there. The RoI-head figures get a wider floor:
+    # one proposal in ~1100 sits at the NMS threshold (IoU 0.69994 here, above 0.7 in PyTorch's rounding), and
+    # one RoI more or less moves loss_box_reg (a sum / number sampled) by 1/1100 = 9e-4.
+    for name, (mine, own) in {**res["losses"], **res["grads"]}.items():
+        roi_head = name in ("loss_classifier", "loss_box_reg") or name.startswith("roi_heads.")
+        assert mine <= 2 * own + (2e-3 if roi_head else 1e-4), (name, mine, own)

@@ -121,6 +121,9 @@ class FasterRCNN(keras.Model):
         self.box_predictor = FastRCNNPredictor(num_classes, gen, name="box_predictor")
         self.cell = [ops.cell_anchors(s, ASPECT_RATIOS) for s in ANCHOR_SIZES]
         self._unsaved = _Unsaved(seed)
+        # torchvision's sample sizes; read when a step is traced (a test raises both so that every labelled
+        # anchor/proposal is taken and the losses no longer depend on the random draw)
+        self.rpn_batch_per_image, self.box_batch_per_image = 256, 512
 
     def call(self, images: tf.Tensor, training: bool = False) -> list[tf.Tensor]:
         """The FPN features P2..P6 of a normalised, padded NHWC batch."""
@@ -231,7 +234,7 @@ class FasterRCNN(keras.Model):
                 lab = gt_labels[j, :counts[j]]
                 m = ops.match(ops.box_iou(g, anchors), 0.7, 0.3, allow_low_quality=True)
                 a_lab = tf.where(m >= 0, 1, tf.where(tf.equal(m, ops.BETWEEN_THRESHOLDS), -1, 0))
-                pos, neg = ops.sample(a_lab, 256, 0.5, rng)
+                pos, neg = ops.sample(a_lab, self.rpn_batch_per_image, 0.5, rng)
                 both = tf.concat([pos, neg], axis=0)
                 o_logit.append(tf.gather(obj[j], both))
                 o_label.append(tf.cast(tf.gather(a_lab, both), tf.float32))
@@ -243,7 +246,7 @@ class FasterRCNN(keras.Model):
                 safe = tf.where(m >= 0, m, counts[j])  # -1/-2 point at a sentinel background label
                 c = tf.gather(tf.concat([lab, [0]], axis=0), safe)
                 c = tf.where(tf.equal(m, ops.BETWEEN_THRESHOLDS), -1, c)
-                pos, neg = ops.sample(c, 512, 0.25, rng)
+                pos, neg = ops.sample(c, self.box_batch_per_image, 0.25, rng)
                 both = tf.concat([pos, neg], axis=0)
                 rois.append(tf.gather(p, both))
                 roi_img.append(tf.fill([tf.size(both)], j))
