@@ -7,8 +7,9 @@ framework's defaults, but this model is a transcription of torchvision's): PyTor
 momentum 0.9 (the weight of the old moving value), eps 1e-5. One difference stays: PyTorch updates the running
 variance with the unbiased batch variance, Keras with the biased one (a factor n/(n-1), n = N*H*W).
 
-The layout is NHWC; PyTorch's symmetric padding is written out (ZeroPadding2D + ``valid`` convolution),
-because Keras's ``same`` pads stride-2 convolutions on the bottom/right only. The 3x3 max pool pads with
+The layout is NHWC. Stride-1 3x3 convolutions use ``same`` (one pixel on every side, PyTorch's padding=1);
+stride-2 ones have PyTorch's symmetric padding written out (ZeroPadding2D + ``valid``), because ``same``
+pads them on the bottom/right only. The 3x3 max pool pads with
 zeros, which equals PyTorch's -inf padding after a ReLU. Bottlenecks stride on the 3x3 convolution (ResNet
 v1.5, torchvision's). Initialisers as torchvision's: convolutions of the body kaiming-normal fan_out (ReLU
 gain; Keras's fan_out of a kernel is kh*kw*out, the same number), BN gamma 1 / beta 0; FPN convolutions
@@ -49,9 +50,10 @@ class Bottleneck(keras.layers.Layer):
         init = kaiming_fan_out
         self.conv1 = keras.layers.Conv2D(width, 1, use_bias=False, kernel_initializer=init(seed), name="conv1")
         self.bn1 = _bn("bn1")
-        self.pad2 = keras.layers.ZeroPadding2D(1)
+        # stride 1: TF's "same" pads a 3x3 kernel by 1 on every side, as PyTorch; stride 2: written out
+        self.pad2 = keras.layers.ZeroPadding2D(1) if stride != 1 else None
         self.conv2 = keras.layers.Conv2D(width, 3, strides=stride, use_bias=False, kernel_initializer=init(seed),
-                                         name="conv2")
+                                         padding="same" if stride == 1 else "valid", name="conv2")
         self.bn2 = _bn("bn2")
         self.conv3 = keras.layers.Conv2D(width * 4, 1, use_bias=False, kernel_initializer=init(seed), name="conv3")
         self.bn3 = _bn("bn3")
@@ -62,7 +64,7 @@ class Bottleneck(keras.layers.Layer):
 
     def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
         y = tf.nn.relu(self.bn1(self.conv1(x), training=training))
-        y = tf.nn.relu(self.bn2(self.conv2(self.pad2(y)), training=training))
+        y = tf.nn.relu(self.bn2(self.conv2(self.pad2(y) if self.pad2 is not None else y), training=training))
         y = self.bn3(self.conv3(y), training=training)
         if self.down_conv is not None and self.down_bn is not None:
             x = self.down_bn(self.down_conv(x), training=training)
@@ -109,20 +111,19 @@ class FPN(keras.layers.Layer):
         super().__init__(**kw)
         self.inner = [keras.layers.Conv2D(FPN_CHANNELS, 1, kernel_initializer=kaiming_uniform_a1(seed),
                                           name=f"inner_{i}") for i in range(4)]
-        self.pads = [keras.layers.ZeroPadding2D(1) for _ in range(4)]
-        self.outer = [keras.layers.Conv2D(FPN_CHANNELS, 3, kernel_initializer=kaiming_uniform_a1(seed),
+        self.outer = [keras.layers.Conv2D(FPN_CHANNELS, 3, padding="same", kernel_initializer=kaiming_uniform_a1(seed),
                                           name=f"layer_{i}") for i in range(4)]
 
     def call(self, feats: list[tf.Tensor]) -> list[tf.Tensor]:
         last = self.inner[3](feats[3])
-        results = [self.outer[3](self.pads[3](last))]
+        results = [self.outer[3](last)]
         for i in (2, 1, 0):
             lateral = self.inner[i](feats[i])
             # nearest upsampling to the lateral's size; sizes are exact halves (the batch is padded to a
             # multiple of 32), where TF's and PyTorch's nearest rules pick the same pixels
             top_down = tf.image.resize(last, tf.shape(lateral)[1:3], method="nearest")
             last = lateral + top_down
-            results.insert(0, self.outer[i](self.pads[i](last)))
+            results.insert(0, self.outer[i](last))
         results.append(results[-1][:, ::2, ::2, :])  # max_pool2d(kernel 1, stride 2) is a stride-2 subsample
         return results
 
