@@ -86,7 +86,10 @@ def winner_sentence(w: dict[str, Any]) -> str:
                  "" if w.get("agrees_with_paper") is None else " (agrees)" if w["agrees_with_paper"] else " (disagrees)"))
     if w["decided"]:
         return f"{lead} at {what} {ci} ({tail}){paper}."
-    return f"{what}: no winner (undecided); as measured {lead} {ci} ({tail}){paper}."
+    marginal = (w.get("factor_low") is not None and w["factor_low"] > 1 and w.get("p_holm") is not None)
+    why = (f"; the interval alone excludes 1, but Holm's adjustment over the table's rows leaves p above "
+           f"α = {1 - w['conf']:.2g}" if marginal else "")
+    return f"{what}: no winner (undecided); as measured {lead} {ci} ({tail}){paper}{why}."
 
 
 def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
