@@ -281,7 +281,7 @@ def _load(run_dir: Path) -> tuple[dict, list[dict], dict, str]:
 
 @pytest.mark.slow
 def test_patel_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
-    _man, trials, analysis, text = _load(quick("patel"))
+    man, trials, analysis, text = _load(quick("patel"))
     by_status: dict[str, list[str]] = {}
     for t in trials:
         by_status.setdefault(t["status"], []).append(t["config_id"] + "-" + t["arm"])
@@ -297,8 +297,16 @@ def test_patel_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
     assert {t["unit"] for t in z["decrease_across_curves"].values()} == {"curve"}
     assert all(c.get("mfu_train") is not None for c in z["cells"] if c["status"] == "ok" and c["mode"] == "train_infer")
     for part in ("parameter counts", "Figs. 1–3", "decreases up to a limit", "NOT MEASURED", "model FLOP utilisation",
-                 "out of memory", "QUICK PROFILE"):
+                 "out of memory", "QUICK PROFILE", "Which framework was faster, per model and phase"):
         assert part in text, part
+    # issue 28: CPU inference on the paper's one core, pinned and checked in every trial; the winner table
+    cpu_cfgs = {cid for cid, cfg in man["plan"]["configs"].items() if cfg.get("case") == "cpu_mobilenet_v2"}
+    pinned = [t["env"].get("cpu_pinning") for t in trials if t["config_id"] in cpu_cfgs and t["status"] == "ok"]
+    assert pinned and all(p and len(p["cpus_pinned"]) == 1 and p["intra_op_threads"] == p["inter_op_threads"] == 1
+                          for p in pinned)
+    labels = {(w["model"], w["label"]) for w in z["winners"]}
+    assert ("mobilenet_v2", "inference (CPU, 1 core)") in labels and ("resnet18", "training (CPU)") in labels
+    assert all(w["decided"] == (w["p_holm"] < z["alpha"]) for w in z["winners"])
 
 
 @pytest.mark.slow
@@ -315,6 +323,13 @@ def test_distributed_quick_profile(quick) -> None:  # type: ignore[no-untyped-de
         assert rows[key]["speedup"] > 0 and rows[key]["efficiency"] == pytest.approx(rows[key]["speedup"] / 2)
     assert "error" not in st.values()
     assert "scaling efficiency" in text and "DataParallel replicates over CUDA devices only" in text
+    # issue 28: the scaling-efficiency table (N = 2 against one device on CPU devices; 4 and 8 need GPUs)
+    eff = {(e["arm"], e["strategy"], e["devices"]): e for e in d["scaling_efficiency"]}
+    for key, row in ((("pytorch", "ddp", 2), ("ddp", "pytorch")), (("tensorflow", "dp", 2), ("dp", "tensorflow"))):
+        assert eff[key]["efficiency"] == pytest.approx(rows[row]["efficiency"])
+        assert eff[key]["low"] is not None and eff[key]["low"] <= eff[key]["efficiency"] <= eff[key]["high"]
+    assert eff[("pytorch", "dp", 2)]["efficiency"] is None and "CUDA" in eff[("pytorch", "dp", 2)]["reason"]
+    assert "Scaling efficiency per framework, strategy and device count" in text
 
 
 @pytest.mark.slow
