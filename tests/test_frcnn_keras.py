@@ -138,6 +138,8 @@ attacks = {
     "int_image": ([np.zeros((8, 8, 3), np.uint8)], box, [np.array([1])]),
     "nan_image": ([np.full((8, 8, 3), np.nan, np.float32)], box, [np.array([1])]),
     "huge_side": ([np.zeros((20001, 1, 3), np.float32)], box, [np.array([1])]),
+    "zero_side": ([np.zeros((0, 8, 3), np.float32)], box, [np.array([1])]),
+    "bool_label": (ok, box, [np.array([True])]), "inf_box": (ok, [np.array([[1, 1, np.inf, 5]], np.float32)], [np.array([1])]),
     "empty_batch": ([], [], []),
     "too_many_boxes": (ok, [np.tile(box[0], (1001, 1))], [np.ones(1001, np.int64)]),
 }
