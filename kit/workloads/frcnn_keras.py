@@ -28,7 +28,7 @@ permutation of fc6's input rows, the same function class and parameter count
 (:mod:`kit.workloads.frcnn_keras_weights` maps torchvision's weights across). Each call of
 :meth:`FasterRCNN.train_batch` / :meth:`FasterRCNN.detect` runs one ``tf.function`` whose signature leaves
 image height/width and the number of boxes open, so it traces once per batch size (and optimizer), never per
-image size or padded shape (tracing the training step costs ~20 s of one CPU core, once). Randomness
+image size or padded shape (tracing the training step costs 8-20 s of one CPU core, once). Randomness
 (sampling) comes from a ``tf.random.Generator`` seeded by ``seed``, as do the initial weights.
 
 Measured against torchvision (tests/test_frcnn_keras.py): with torchvision's weights loaded, FPN features and
