@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,7 +198,7 @@ def test_efficiency_verdict_recovers_a_planted_efficiency(true_eff: float, verdi
     assert e["low"] < true_eff < e["high"] and e["verdict"] == verdict
 
 
-def _scaling_run() -> tuple[dict, list[dict]]:
+def _scaling_run(tf_factor: float = 1.0) -> tuple[dict, list[dict]]:
     """single, ddp on 1/2/4 devices and TF dp on 2, 4 (4: skipped, too few devices), 3 repetitions."""
     cases: dict[str, dict[str, Any]] = {"single": {"strategy": "single"}, "ddp_x1": {"strategy": "ddp", "devices": 1},
              "ddp": {"strategy": "ddp"}, "ddp_x4": {"strategy": "ddp", "devices": 4}, "dp": {"strategy": "dp"},
@@ -219,7 +220,8 @@ def _scaling_run() -> tuple[dict, list[dict]]:
                     trials.append({"trial_id": tid, "config_id": cid, "arm": arm, "repetition": rep,
                                    "status": "skipped", "error": "strategy on 4 CPU devices asked for, 2 CPUs"})
                     continue
-                ips = 100.0 * n * eff[case] * float(np.exp(rng.normal(0, 0.005)))
+                ips = 100.0 * n * eff[case] * float(np.exp(rng.normal(0, 0.005))) * (tf_factor if arm == "tensorflow"
+                                                                                     else 1.0)
                 trials.append({"trial_id": tid, "config_id": cid, "arm": arm, "repetition": rep, "status": "ok",
                                "results": {"devices": n, "train_throughput_ips": ips, "device_kind": "cpu"}})
     return manifest, trials
@@ -247,6 +249,27 @@ def test_scaling_table_per_framework_strategy_and_device_count() -> None:
     measured, _, missing = sc["paragraphs"][1].partition("Not measured")
     assert "pytorch DistributedDataParallel on 4" in measured and "tensorflow MirroredStrategy on 2" in measured
     assert "tensorflow MirroredStrategy on 4" in missing and "pytorch" not in missing
+
+
+def test_framework_winner_per_strategy_and_device_count() -> None:
+    manifest, trials = _scaling_run(tf_factor=1.25)
+    out = dist.analyse(run_view(manifest, trials))
+    by = {(w["strategy"], w["devices"]): w for w in out["framework_winners"]}
+    assert set(by) == {("single", 1), ("dp", 2)}  # DDP and DP x4 have no TensorFlow trial: no pair
+    for w in by.values():
+        assert w["decided"] and w["faster"] == "tensorflow" and w["factor"] == pytest.approx(1.25, rel=0.02)
+        assert w["low"] > 1.0 and w["p_holm"] < 0.05  # the interval excludes a tie
+    row = {"strategy": "single", "devices": 1, "model": "resnet18", "batch_size": 8}
+    even = dist.framework_winners([{**row, "arm": "tensorflow", "ips": [100.0, 102.0, 98.0]},
+                                   {**row, "arm": "pytorch", "ips": [98.0, 100.0, 102.0]}], 0.05)
+    assert len(even) == 1 and even[0]["ratio_tf_over_pt"] == pytest.approx(1.0)
+    assert not even[0]["decided"] and even[0]["faster"] is None and even[0]["low"] < 1.0 < even[0]["high"]
+    (sec,) = [s for s in dist_report.sections({}, {"extras": {"zoo_distributed": out}}) if s["id"] == "zoo-dist-winners"]
+    assert re.search(r"TensorFlow trained 1\.2\d× faster than PyTorch on one device \[95 % CI 1\.2", sec["paragraphs"][0])
+    assert dist_report.sections({}, {"extras": {"zoo_distributed": out}})[0]["id"] == "zoo-dist-winners"
+    r = dist.ratio_of_means([180.0, 190.0, 170.0], [100.0, 110.0, 90.0], 0.95)
+    e = dist.efficiency_ci([100.0, 110.0, 90.0], [180.0, 190.0, 170.0], 2, 0.95)
+    assert (r["low"] / 2, r["high"] / 2) == pytest.approx((e["low"], e["high"]))
 
 
 # -- the per-model winner table -------------------------------------------------------------------------------------

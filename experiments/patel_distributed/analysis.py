@@ -42,6 +42,31 @@ def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> di
     return {"speedup": s, "efficiency": s / devices, "speedup_min": min(ratios), "speedup_max": max(ratios)}
 
 
+def ratio_of_means(a_vals: list[float], b_vals: list[float], conf: float) -> dict[str, Any]:
+    """mean(a) / mean(b) of independent trials with the delta-method interval on its log and the dual p.
+
+    Var(log R) = s_a^2 / (n_a m_a^2) + s_b^2 / (n_b m_b^2); t quantile and p at Welch-Satterthwaite
+    degrees of freedom. ``ratio`` None without a positive mean on both sides; no interval (``reason``)
+    below two trials on either side.
+    """
+    a, b = np.asarray(a_vals, float), np.asarray(b_vals, float)
+    out: dict[str, Any] = {"ratio": None, "low": None, "high": None, "p": None, "reason": None}
+    if a.size == 0 or b.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()) \
+            or a.mean() <= 0 or b.mean() <= 0:
+        return {**out, "reason": "no finished trial with a positive throughput on one side"}
+    r = float(a.mean() / b.mean())
+    if a.size < 2 or b.size < 2:
+        return {**out, "ratio": r, "reason": f"{min(a.size, b.size)} trial(s) on one side: no interval (2 or more each)"}
+    va, vb = a.var(ddof=1) / (a.size * a.mean() ** 2), b.var(ddof=1) / (b.size * b.mean() ** 2)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return {**out, "ratio": r, "low": r, "high": r, "p": None if r == 1 else 0.0}
+    df = (va + vb) ** 2 / ((va**2 / (a.size - 1) if va else 0.0) + (vb**2 / (b.size - 1) if vb else 0.0))
+    q = float(sps.t.ppf(0.5 + conf / 2, df))
+    return {**out, "ratio": r, "low": r * math.exp(-q * se), "high": r * math.exp(q * se),
+            "p": float(2 * sps.t.sf(abs(math.log(r)) / se, df))}
+
+
 def efficiency_ci(single_ips: list[float], multi_ips: list[float], devices: int, conf: float) -> dict[str, Any]:
     """Scaling efficiency throughput(N) / (N x throughput(1)) as a ratio of trial means, with a delta-method CI.
 
@@ -56,25 +81,46 @@ def efficiency_ci(single_ips: list[float], multi_ips: list[float], devices: int,
                            "n_single": len(single_ips), "n_multi": len(multi_ips), "speedup": None,
                            "method": "ratio of trial means; delta-method CI on its log (Welch df)",
                            "verdict": "not testable", "reason": None}
-    a, b = np.asarray(multi_ips, float), np.asarray(single_ips, float)
-    if devices < 1 or a.size == 0 or b.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()) \
-            or a.mean() <= 0 or b.mean() <= 0:
-        return {**out, "reason": "no finished trial with a positive throughput on one side"}
-    speedup = float(a.mean() / b.mean())
-    out.update(speedup=speedup, efficiency=speedup / devices)
-    if a.size < 2 or b.size < 2:
-        return {**out, "reason": f"{min(a.size, b.size)} trial(s) on one side: no interval (2 or more each)"}
-    va, vb = a.var(ddof=1) / (a.size * a.mean() ** 2), b.var(ddof=1) / (b.size * b.mean() ** 2)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        lo = hi = speedup / devices
-    else:
-        df = (va + vb) ** 2 / ((va**2 / (a.size - 1) if va else 0.0) + (vb**2 / (b.size - 1) if vb else 0.0))
-        q = float(sps.t.ppf(0.5 + conf / 2, df))
-        lo, hi = speedup * math.exp(-q * se) / devices, speedup * math.exp(q * se) / devices
+    r = ratio_of_means(multi_ips, single_ips, conf)
+    if devices < 1 or r["ratio"] is None:
+        return {**out, "reason": r["reason"] or "no device"}
+    out.update(speedup=r["ratio"], efficiency=r["ratio"] / devices, reason=r["reason"])
+    if r["low"] is None:
+        return out
+    lo, hi = r["low"] / devices, r["high"] / devices
     verdict = ("near-linear" if lo >= NEAR_LINEAR_EFFICIENCY else "below near-linear" if hi < NEAR_LINEAR_EFFICIENCY
                else "undecided")
     return {**out, "low": lo, "high": hi, "verdict": verdict}
+
+
+def framework_winners(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
+    """Per strategy and device count run by both frameworks: which trained faster, by how much, decided or not.
+
+    TF/PT training throughput as a ratio of trial means with its delta-method interval at 1 - alpha
+    (:func:`ratio_of_means`); decided when the p, Holm-adjusted over these rows, is below alpha.
+    DataParallel pairs with MirroredStrategy (both ``dp``: one process, a replica per device).
+    """
+    out = []
+    for r in rows:
+        if r["arm"].split("@")[0] != "tensorflow" or not r["ips"]:
+            continue
+        pt = next((b for b in rows if b["arm"].split("@")[0] == "pytorch" and b["strategy"] == r["strategy"]
+                   and b["devices"] == r["devices"] and b["model"] == r["model"] and b["batch_size"] == r["batch_size"]
+                   and b["ips"]), None)
+        if pt is None:
+            continue
+        res = ratio_of_means(r["ips"], pt["ips"], 1.0 - alpha)
+        out.append({"strategy": r["strategy"], "devices": r["devices"], "model": r["model"], "tf_arm": r["arm"],
+                    "pt_arm": pt["arm"], "ratio_tf_over_pt": res["ratio"], "low": res["low"], "high": res["high"],
+                    "p": res["p"], "reason": res["reason"], "conf": 1.0 - alpha, "n_tf": len(r["ips"]),
+                    "n_pt": len(pt["ips"])})
+    for w, p_adj in zip(out, stats.holm([w["p"] for w in out]), strict=True):
+        ratio = w["ratio_tf_over_pt"]
+        leader = "tensorflow" if ratio >= 1 else "pytorch"  # a throughput ratio: above 1, TensorFlow faster
+        decided = p_adj is not None and p_adj < alpha and ratio != 1
+        w.update(p_holm=p_adj, decided=decided, leader=leader, faster=leader if decided else None,
+                 factor=ratio if ratio >= 1 else 1 / ratio)
+    return out
 
 
 def scaling_table(rows: list[dict[str, Any]], conf: float) -> list[dict[str, Any]]:
@@ -214,6 +260,7 @@ def analyse(run: RunView) -> dict[str, Any]:
     alpha = float(spec["design"]["alpha"])
     return {"arms": arms, "rows": rows, "ddp_vs_dp": ddp_vs_dp(run.trials, rows, alpha),
             "scaling_efficiency": scaling_table(rows, 1.0 - alpha), "near_linear_threshold": NEAR_LINEAR_EFFICIENCY,
+            "framework_winners": framework_winners(rows, alpha),
             "ddp_scaling": ddp_scaling(run.trials, rows, alpha),
             "skipped": [{k: r[k] for k in ("case", "arm", "strategy", "status", "reason")} for r in rows
                         if r["status"] != "ok"]}

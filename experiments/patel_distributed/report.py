@@ -109,6 +109,48 @@ def scaling_section(d: dict[str, Any]) -> dict[str, Any] | None:
                                      "svg": efficiency_figure(effs, thr)},) if f["svg"]]}
 
 
+NAME = {"tensorflow": "TensorFlow", "pytorch": "PyTorch"}
+
+
+def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
+    """Which framework trained faster per strategy and device count (the strategies both frameworks run)."""
+    ws = d.get("framework_winners") or []
+    if not ws:
+        return None
+
+    def setting(w: dict[str, Any]) -> str:
+        if w["strategy"] == "single":
+            return "on one device"
+        return f"with DataParallel vs MirroredStrategy on {w['devices']} devices"
+
+    def sentence(w: dict[str, Any]) -> str:
+        other = "pytorch" if w["leader"] == "tensorflow" else "tensorflow"
+        lo, hi = w.get("low"), w.get("high")
+        f_lo, f_hi = ((lo, hi) if w["leader"] == "tensorflow" else (1 / hi, 1 / lo)) if lo and hi else (None, None)
+        ci = (f"[{w['conf'] * 100:.0f} % CI {_g(f_lo, '.2f')}–{_g(f_hi, '.2f')}]" if f_lo is not None else
+              f"[no interval: {w.get('reason')}]")
+        lead = f"{NAME[w['leader']]} trained {_g(w['factor'], '.2f')}× faster than {NAME[other]}"
+        tail = f"({w['n_tf']}/{w['n_pt']} trials, p (Holm) = {_g(w.get('p_holm'))})"
+        return (f"{lead} {setting(w)} {ci} {tail}." if w["decided"] else
+                f"{setting(w).capitalize()}: no winner (undecided); as measured {lead} {ci} {tail}.")
+
+    rows = [[STRATEGY.get(w["strategy"], w["strategy"]), w["devices"], w["model"],
+             NAME.get(w["faster"] or "", "no winner (undecided)"), _g(w["ratio_tf_over_pt"], ".3f"),
+             f"[{_g(w.get('low'), '.3f')}, {_g(w.get('high'), '.3f')}]", f"{w['n_tf']}/{w['n_pt']}",
+             _g(w.get("p_holm"))] for w in ws]
+    return {"id": "zoo-dist-winners", "title": "Which framework trained faster, per strategy and device count",
+            "paragraphs": [" ".join(sentence(w) for w in ws),
+                           "TensorFlow/PyTorch training throughput (global images per second) as a ratio of trial "
+                           "means with a delta-method interval on its log (Welch degrees of freedom); a winner only "
+                           "when its p, Holm-adjusted over these rows, is below α. DataParallel (PyTorch) is paired "
+                           "with MirroredStrategy (TensorFlow): both are one process with a replica per device. "
+                           "DistributedDataParallel has no TensorFlow counterpart here."],
+            "tables": [{"caption": "Framework winner per strategy and device count (throughput TF/PT > 1: TensorFlow "
+                                   "faster)", "columns": ["strategy", "devices", "model", "winner", "TF/PT",
+                                                          f"{ws[0]['conf'] * 100:.0f} % CI", "trials TF/PT",
+                                                          "p (Holm)"], "rows": rows}]}
+
+
 def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
     d = analysis.get("extras", {}).get("zoo_distributed")
     if not d:
@@ -140,7 +182,9 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     if not claim:
         paras.append("The paper's DDP vs DataParallel comparison needs both on GPUs; it is not available from this "
                      "run (see the skipped strategies and their reasons below).")
-    out = [{"id": "zoo-dist", "title": "Distributed training: DataParallel vs DistributedDataParallel vs "
+    win = winners_section(d)
+    out = [win] if win else []
+    out += [{"id": "zoo-dist", "title": "Distributed training: DataParallel vs DistributedDataParallel vs "
             "MirroredStrategy (Section VI-E)", "paragraphs": paras,
             "tables": [{"caption": "Throughput, speed-up and scaling efficiency", "columns": [
                 "case", "framework", "strategy", "devices", "device", "collective", "batch/device", "status",
