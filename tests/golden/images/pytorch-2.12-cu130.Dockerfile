@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.12-cu130" \
       io.kit.cudnn="9.20.0" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.12-cu130.txt" \
-      io.kit.lock.sha256="5a7f7f61d7766e68e1e89865b8fe13e2e43f04019a5b170119d472443a84058a" \
+      io.kit.lock.sha256="ebef6cc048c0e0805d8c483141ff433bf8676cea962171a0276159362e004c46" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.13-cu130" \
       io.kit.cudnn="9.20.0" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.13-cu130.txt" \
-      io.kit.lock.sha256="1f3b013e620d829f98b641b1ee3de2f6f42ceff83d528e2953309d1568611360" \
+      io.kit.lock.sha256="41f874e0b86b3712d84ae38bdeb0bc06fa670d8696a612401a03da564116c2d5" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.14-cu130" \
       io.kit.cudnn="9.24.0" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.14-cu130.txt" \
-      io.kit.lock.sha256="932fd8052a8a4ba718e4085e4c0280acb31d0ad69b7cdd59550ef570805ed12c" \
+      io.kit.lock.sha256="6bfc40c7ca7192b5b0650e60c07af5dcab9ef1cf2cbf6d320a11d129568e5633" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

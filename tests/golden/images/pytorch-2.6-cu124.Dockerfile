@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.6-cu124" \
       io.kit.cudnn="9.1.0" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.6-cu124.txt" \
-      io.kit.lock.sha256="00a9e579f08b988f01510773f990e9f0cee633567f2d6db492188c44b0569530" \
+      io.kit.lock.sha256="9f169e3b7c357819d25097ef9df72ec2efceea4d0610cdc1b1c9030a7bf44e30" \
       io.kit.base.pinned="true"
 
 USER 1000:1000

@@ -41,7 +41,7 @@ LABEL org.opencontainers.image.title="kit pytorch-2.7-cu126" \
       io.kit.cudnn="9.5.1" \
       io.kit.python="3.11" \
       io.kit.lock="locks/pytorch-2.7-cu126.txt" \
-      io.kit.lock.sha256="ffba42f541e08345fef94f57be0d4c3185f1736cc712cdfa170cec7a5f38dce6" \
+      io.kit.lock.sha256="8258a8290b494f890b37acdbd4982627745ee7e0efe6435297fb8c83c9d30314" \
       io.kit.base.pinned="true"
 
 USER 1000:1000
