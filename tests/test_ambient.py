@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
 from _sysfs import hwmon_chip
+
 from kit.analysis.ambient import TrialAmbient, ambient_temperature
 from kit.analysis.threats import Ctx
 from kit.collectors import ambient
