@@ -501,6 +501,9 @@ def run(
     budget: Annotated[str | None, typer.Option(help="With --until-conclusive: the most time to spend, e.g. 20m or 1h.")] = None,
     max_repetitions: Annotated[int | None, typer.Option(help="With --until-conclusive: the most repetitions per arm (default 4 x the spec's).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the run's summary as JSON on stdout (run directory, status, report); the progress and tables go to stderr.")] = False,
+    trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help="With --resume: run the study code in the run's own copy (study/*.py) for this command; by default a resumed run runs only the kit's own studies, a folder you name with --study, and digests trusted with `kit trust`. Read the code first.")] = False,
+    study: Annotated[Path | None, typer.Option("--study", help="With --resume: your own study folder; the run's copy must be byte for byte its code (the resume is refused otherwise).")] = None,
+    study_digest: Annotated[str | None, typer.Option("--study-digest", hidden=True, help="Inside a cluster job: the digest of the study copy the submitting kit checked.")] = None,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
     from kit.catalog import resolve_experiment
@@ -516,7 +519,8 @@ def run(
         data_dir=data_dir, download=download, seed=seed, max_trials=max_trials, executor=executor.value,
         slurm={"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
                "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None},
-        chunk=chunk, label=label, retry_failed=retry_failed, retry_oom=retry_oom, image=image, images=images)
+        chunk=chunk, label=label, retry_failed=retry_failed, retry_oom=retry_oom, image=image, images=images,
+        trust_study_code=trust_study_code, study=study, study_digest=study_digest)
     if build_images and req.opts.backend == "docker" and req.spec is not None:
         _build_run_images(req.spec, req.opts.arms or req.spec.experiment.frameworks,
                           req.opts.backend_options.get("images"))
@@ -528,8 +532,6 @@ def run(
             rd = _run_until_conclusive(req, budget, max_repetitions, events)
         else:
             rd = execute(req, events)
-    if resume is None:  # a resumed run may be someone else's: running it is no reason to trust its code for good
-        _trust_what_ran(rd)
     out.print(f"run directory: [bold]{_esc(rd.path)}[/]")
     if chunk is not None:
         return
@@ -542,7 +544,7 @@ def run(
         formats, note = default_formats()
         if note:
             out.print(f"[yellow]{note}[/]")
-        _make_report(rd.path, formats)
+        _make_report(rd.path, formats, req.opts.study_trust)
     elif status != "complete":
         out.print(f"[yellow]run is {_esc(status)}[/]: continue with `kit run --resume {_esc(rd.path)}`")
     if json_out:
@@ -570,23 +572,6 @@ def _run_until_conclusive(req: Any, budget: str | None, max_repetitions: int | N
     for o in seq.get("open") or []:
         out.print(f"  [yellow]open[/] {_esc(o['key'])}: {_esc(o['why'])}")
     return rd
-
-
-def _trust_what_ran(rd: RunDir) -> None:
-    """The study code a `kit run` just executed is code the user chose to run: its digest joins their allow-list,
-    so this run's report (and later ones) include the study's own sections."""
-    from kit import trust as trustmod
-    from kit.studies import RUN_COPY, resolve_hooks
-
-    man = rd.manifest()
-    hooks = resolve_hooks(rd.path, man, trustmod.StudyTrust(trust_run_copy=True))
-    if hooks.kind == "copy" and hooks.digest:  # not the kit's own bundled study (always trusted)
-        meta = man.study or {}
-        try:
-            trustmod.trust(hooks.digest, str(meta.get("source") or rd.path / RUN_COPY), list(meta.get("files") or []))
-        except (OSError, KitError) as exc:  # the run is done; only the convenience is lost
-            console.print(f"[yellow]note:[/] {_esc(f'could not add the study to your trusted code ({exc}); `kit report` will ask for --trust-study-code')}",
-                          highlight=False, soft_wrap=True)
 
 
 def _wait_for_jobs(rd: RunDir) -> None:
@@ -620,6 +605,7 @@ def reproduce_all_cmd(
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images each run needs if they are missing.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
+    trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help="Resume the runs the state file names even when their study code (study/*.py) is neither the kit's own nor on your allow-list (`kit trust`). Read the code first.")] = False,
 ) -> None:
     """Run every study whose profile fits this host, one after another (resumable), and write one summary page."""
     from kit.report import default_formats
@@ -638,12 +624,15 @@ def reproduce_all_cmd(
             _build_run_images(req.spec, req.opts.arms or req.spec.experiment.frameworks,
                               req.opts.backend_options.get("images"))
 
+    from kit.trust import StudyTrust
+
+    trust = StudyTrust(trust_run_copy=trust_study_code)
     runner = KitRunner(runs_dir, chosen, data_dir, events=lambda: RichEvents(console), prepare=prepare,
-                       on_new_run=_trust_what_ran, report=lambda path: _make_report(path, formats))
+                       report=lambda path: _make_report(path, formats, trust), trust=trust)
     if note and not dry_run:
         out.print(f"[yellow]{note}[/]")
     res = reproduce_all(runs_dir, runner, profile=profile, budget_s=budget_s, only=only or (),
-                        experiments=experiments or BUNDLED, events=_ReproduceLines(), dry_run=dry_run)
+                        experiments=experiments or BUNDLED, events=_ReproduceLines(), dry_run=dry_run, trust=trust)
     for p in res.summary:
         out.print(f"summary: [bold]{_esc(p)}[/]")
     if res.interrupted:

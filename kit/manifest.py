@@ -91,6 +91,58 @@ def _plan(p: dict[str, Any]) -> Plan:
                 configs={k: dict(v) for k, v in p["configs"].items()}, trials=trials)
 
 
+# The sequential rule's inputs (`kit run --until-conclusive`, kit.analysis.sequential), held to these ranges when the
+# rule is set up and again when a manifest is read: an equivalence margin of 0.99 would call arms 1.99x apart
+# "equivalent", and a schedule of thousands of looks would spend the analysis on a crafted record.
+SEQUENTIAL_MARGIN = (0.001, 0.25)  # equivalence: the arms' ratio within [1/(1+m), 1+m]
+SEQUENTIAL_MAX_LOOKS = 100
+SEQUENTIAL_MAX_REPETITIONS = 10_000
+SEQUENTIAL_MAX_BUDGET_S = 30 * 24 * 3600.0
+
+
+def _int_in(v: Any, low: int, high: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def check_sequential(seq: Any, where: str) -> None:
+    """A recorded ``sequential`` table: every number in its range (StoreError naming the key path otherwise)."""
+    def bad(key: str, expected: str, got: Any) -> StoreError:
+        return StoreError(f"sequential.{key} must be {expected}, not {got!r}"[:300], where=f"{where}: sequential.{key}",
+                          fix=FIX_MANIFEST)
+
+    if not isinstance(seq, dict):
+        raise StoreError("sequential must be a table", where=f"{where}: sequential", fix=FIX_MANIFEST)
+    top = seq.get("max_repetitions")
+    if not _int_in(top, 2, SEQUENTIAL_MAX_REPETITIONS):
+        raise bad("max_repetitions", f"an integer in [2, {SEQUENTIAL_MAX_REPETITIONS}]", top)
+    assert isinstance(top, int)
+    first, step = seq.get("first", 2), seq.get("step", 1)
+    if not _int_in(first, 2, top):
+        raise bad("first", f"an integer in [2, max_repetitions = {top}]", first)
+    if not _int_in(step, 1, SEQUENTIAL_MAX_REPETITIONS):
+        raise bad("step", f"an integer in [1, {SEQUENTIAL_MAX_REPETITIONS}]", step)
+    looks = (top - first) // step + 1 + (1 if (top - first) % step else 0)
+    if looks > SEQUENTIAL_MAX_LOOKS:
+        raise bad("step", f"a step giving at most {SEQUENTIAL_MAX_LOOKS} looks (this one gives {looks})", step)
+    lo, hi = SEQUENTIAL_MARGIN
+    margin = seq.get("margin", 0.05)
+    if not (_num(margin) is not None and lo <= margin <= hi):
+        raise bad("margin", f"an equivalence margin in [{lo}, {hi}]", margin)
+    alpha = seq.get("alpha")
+    if alpha is not None and not (_num(alpha) is not None and 0 < alpha < 0.5):
+        raise bad("alpha", "a significance level in (0, 0.5)", alpha)
+    budget = seq.get("budget_s")
+    if budget is not None and not (_num(budget) is not None and 0 < budget <= SEQUENTIAL_MAX_BUDGET_S):
+        raise bad("budget_s", f"a number of seconds in (0, {SEQUENTIAL_MAX_BUDGET_S:g}], or null", budget)
+    stopped = seq.get("stopped")
+    if stopped is not None:
+        if not isinstance(stopped, dict):
+            raise bad("stopped", "a table", stopped)
+        at = stopped.get("at_repetitions")
+        if at is not None and not _int_in(at, first, top):
+            raise bad("stopped.at_repetitions", f"an integer in [first = {first}, max_repetitions = {top}]", at)
+
+
 @dataclass(frozen=True)
 class Manifest:
     """manifest.json, checked and typed (see the module docstring)."""
@@ -147,10 +199,7 @@ class Manifest:
         nodes = man.get("nodes")
         seq = man.get("sequential")
         if seq is not None:
-            top = seq.get("max_repetitions") if isinstance(seq, dict) else None
-            if not (isinstance(top, int) and not isinstance(top, bool) and 2 <= top <= 10_000):
-                raise StoreError("sequential.max_repetitions must be an integer in [2, 10000]", where=where,
-                                 fix=FIX_MANIFEST)
+            check_sequential(seq, where)
         return cls(
             schema_version=MANIFEST_SCHEMA, experiment=man["experiment"], title=_str(man.get("title")),
             profile=_str(man.get("profile")), profile_description=_str(man.get("profile_description")),

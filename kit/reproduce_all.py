@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,9 +27,11 @@ from kit.doctor import Finding
 from kit.errors import KitError, StoreError, disk_error
 from kit.plan import Plan, Trial
 from kit.runner import Interrupted, RunEvents, sigterm_as_interrupt
+from kit.safeio import kind_of
 from kit.spec import Spec, load_spec
 from kit.store import RunDir, atomic_write_json
 from kit.studies import BUNDLED, experiment_paths
+from kit.trust import StudyTrust
 
 STATE_DIR = "reproduce-all"
 STATE_FILE = "state.json"
@@ -197,6 +200,75 @@ def load_state(runs_dir: Path) -> dict[str, StudyState]:
         out[sid] = StudyState(e["profile"], e["run_dir"], e["status"], str(e.get("reason") or ""),
                               float(e.get("wall_s", 0.0)))
     return out
+
+
+def _inside(runs_dir: Path, rel: str, where: str) -> Path | None:
+    """``runs_dir / rel`` when it is a run directory inside the runs directory reached without a link (None when
+    it does not exist: the study then runs anew); StoreError naming the state's key otherwise."""
+    path = runs_dir
+    for part in Path(rel).parts:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(f"names a run directory that cannot be read ({exc.strerror or exc})", where=where,
+                             fix=STATE_FIX) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise StoreError(f"names {kind_of(st.st_mode)} ({path}), not a run directory; the kit never follows a "
+                             "link out of the runs directory", where=where, fix=STATE_FIX)
+    try:
+        path.resolve(strict=True).relative_to(runs_dir.resolve(strict=True))
+    except (OSError, ValueError):
+        raise StoreError("names a run directory outside the runs directory", where=where, fix=STATE_FIX) from None
+    return path
+
+
+def check_state(states: Mapping[str, StudyState], studies: Sequence[Study], runs_dir: Path,
+                trust: StudyTrust) -> None:
+    """Every run directory the state names is data until shown otherwise: inside the runs directory (no link on
+    the way), a run of the study it is listed under at the profile it is listed with, recording that study's
+    protocol as its spec gives it now, and (for the studies this call plans) holding only study code this reader
+    trusts (kit.run_code, the rule `kit run --resume` applies). A crafted state.json is refused with the key
+    path before anything is resumed, run or summarised; it can neither run a stranger's code nor show one
+    study's claims under another's name."""
+    from kit.run_code import resume_code
+    from kit.runner import protocol_differences, protocol_of
+
+    state = state_path(runs_dir)
+    by_id = {s.id: s for s in studies}
+    for sid, st in states.items():
+        where = f"{state}: studies.{sid}.run_dir"
+        path = _inside(runs_dir, st.run_dir, where)
+        if path is None:
+            continue
+        try:
+            man = RunDir.open(path).manifest()
+        except KitError as err:
+            raise StoreError(f"names a run directory whose manifest cannot be read ({err.cause})", where=where,
+                             fix=STATE_FIX) from None
+        if man.experiment != sid:
+            raise StoreError(f"names a run of experiment {man.experiment!r}, not of study {sid!r}", where=where,
+                             fix=STATE_FIX)
+        if (man.profile or "paper") != st.profile:
+            raise StoreError(f"names a run of profile {man.profile or 'paper'!r}, listed as {st.profile!r}",
+                             where=where, fix=STATE_FIX)
+        study = by_id.get(sid)
+        if study is None or study.error:
+            continue  # not planned in this call: neither resumed nor summarised
+        try:
+            spec = load_spec(study.path, st.profile)
+        except KitError:
+            continue  # the plan skips the study with its spec's error
+        diffs = protocol_differences(protocol_of(spec.to_dict()), protocol_of(man.spec))
+        if diffs:
+            raise StoreError(f"names a run whose recorded protocol is not study {sid}'s as {study.path.name} gives "
+                             f"it ({'; '.join(diffs[:3])})", where=where, fix=STATE_FIX)
+        try:
+            resume_code(path, man, trust, declares_study=spec.workload_info.folder)
+        except KitError as err:
+            raise type(err)(err.cause, where=f"{where} -> {err.where}", fix=err.fix) from None
 
 
 def save_state(runs_dir: Path, states: Mapping[str, StudyState]) -> None:
@@ -513,6 +585,7 @@ class KitRunner:
     prepare: Callable[[Any], None] | None = None
     on_new_run: Callable[[RunDir], None] | None = None
     report: Callable[[Path], None] | None = None
+    trust: StudyTrust = field(default_factory=StudyTrust)  # whose study code a resumed run may execute (kit.run_code)
 
     def __call__(self, entry: PlanEntry, resume: Path | None, on_run_dir: Callable[[Path], None]) -> Path:
         from kit.run_request import execute, run_request
@@ -523,7 +596,9 @@ class KitRunner:
         req = run_request(spec=None if resume is not None else Path(entry.path),
                           profile=None if resume is not None else entry.profile, resume=resume,
                           backend=self.backend, runs_dir=self.runs_dir, data_dir=self.data_dir,
-                          download=self.download)
+                          download=self.download,
+                          trust_study_code=resume is not None and self.trust.trust_run_copy,
+                          study=self.trust.study_dir if resume is not None else None)
         if self.prepare is not None:
             self.prepare(req)
         with (self.events() if self.events is not None else contextlib.nullcontext(RunEvents())) as inner:
@@ -541,7 +616,7 @@ class KitRunner:
         from kit.analysis.analyze import analyze_run
         from kit.report import default_formats, write_report
 
-        write_report(path, analyze_run(path), default_formats()[0])
+        write_report(path, analyze_run(path, trust=self.trust), default_formats()[0], self.trust)
 
 
 class _Announcing(RunEvents):

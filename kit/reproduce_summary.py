@@ -29,12 +29,14 @@ from kit.reproduce_all import (
     ReproduceEvents,
     Result,
     RunStudy,
+    check_state,
     discover,
     load_state,
     make_plan,
     run_plan,
 )
 from kit.store import RunDir, atomic_write_bytes
+from kit.trust import StudyTrust
 
 VERDICTS = ("replicated", "contradicted", "inconclusive", "not testable")
 CLAIM_TEXT = ("id", "source", "statement", "kind", "paper_text", "value_text", "verdict", "reason")
@@ -147,6 +149,8 @@ def _study_row(result: Result, runs_dir: Path, out_dir: Path, hosts: list[str]) 
     href = urllib.parse.quote(Path(os.path.relpath(report, out_dir)).as_posix()) if report.is_file() else ""
     try:
         man = RunDir.open(path).manifest()
+        if man.experiment != e.study:  # never one study's claims under another's name (check_state refuses it first)
+            return replace(row, claims_note=f"not this study's run: {result.run_dir} is a run of {man.experiment}")
         line = _host_line(man.host)
         if line not in hosts:
             hosts.append(line)
@@ -197,11 +201,18 @@ def write_summary(summary: Summary, runs_dir: Path) -> list[Path]:
 
 def reproduce_all(runs_dir: Path, run_study: RunStudy, *, profile: str = "auto", budget_s: float | None = None,
                   only: Sequence[str] = (), experiments: Path = BUNDLED, host: Host | None = None,
-                  events: ReproduceEvents | None = None, dry_run: bool = False) -> Outcome:
-    """Discover, plan (printed through ``events.planned`` before anything runs), run, and write the summary."""
+                  events: ReproduceEvents | None = None, dry_run: bool = False,
+                  trust: StudyTrust | None = None) -> Outcome:
+    """Discover, plan (printed through ``events.planned`` before anything runs), run, and write the summary.
+
+    The state file is checked first (:func:`kit.reproduce_all.check_state`): a run it names that is not the
+    study's, or whose code this reader does not trust, stops the command before anything runs."""
     events = events or QuietEvents()
     host = host if host is not None else Host.detect()
-    plan = make_plan(discover(experiments, only), host, profile, runs_dir, load_state(runs_dir), budget_s)
+    studies = discover(experiments, only)
+    states = load_state(runs_dir)
+    check_state(states, studies, runs_dir, trust or StudyTrust())
+    plan = make_plan(studies, host, profile, runs_dir, states, budget_s)
     events.planned(plan, host, budget_s)
     if dry_run:
         return Outcome(tuple(Result(e, "skipped", "dry run") for e in plan))

@@ -13,6 +13,7 @@ from kit.errors import KitError
 from kit.runner import RETRY_FAILED, RunEvents, RunOptions, resume_run, start_run
 from kit.spec import Spec, load_spec
 from kit.store import RunDir
+from kit.trust import StudyTrust
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,9 @@ def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, 
                 data_dir: Path | None = None, download: bool = True, seed: int | None = None,
                 max_trials: int | None = None, executor: str = "local", slurm: dict[str, Any] | None = None,
                 chunk: int | None = None, label: str | None = None, retry_failed: bool = False,
-                retry_oom: bool = False, image: list[str] | None = None, images: str | None = None) -> RunRequest:
+                retry_oom: bool = False, image: list[str] | None = None, images: str | None = None,
+                trust_study_code: bool = False, study: Path | None = None,
+                study_digest: str | None = None) -> RunRequest:
     """Check the flags together (KitError naming them) and load the spec of a new run."""
     if resume is not None and spec is not None:
         raise KitError("give either a spec or --resume, not both", where="kit run",
@@ -69,9 +72,17 @@ def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, 
     if images and resume is not None:
         raise KitError("--images applies to a new run, not --resume", where="--images",
                        fix="a resumed run keeps the arms and images of its manifest")
+    if (trust_study_code or study is not None or study_digest is not None) and resume is None:
+        flag = "--trust-study-code" if trust_study_code else "--study" if study is not None else "--study-digest"
+        raise KitError(f"{flag} says whose code a resumed run may execute; a new run runs the study you give it",
+                       where=flag, fix="use it with --resume RUN_DIR, or drop it")
+    if study_digest is not None and not (len(study_digest) == 64 and all(c in "0123456789abcdef" for c in study_digest)):
+        raise KitError("--study-digest is not a SHA-256 digest (64 lower-case hex digits)", where="--study-digest",
+                       fix="the kit writes this option into the jobs it submits; do not set it by hand")
     opts = RunOptions(runs_root=runs_dir, backend=backend, data_dir=data_dir, download=download, seed=seed,
                       max_trials=max_trials, executor=executor, slurm=dict(slurm or {}), chunk=chunk, label=label,
-                      retry=retry)
+                      retry=retry, study_trust=StudyTrust(trust_run_copy=trust_study_code, study_dir=study),
+                      study_digest=study_digest)
     loaded = load_spec(spec, profile) if spec is not None else None
     if image:
         opts.backend_options["images"] = image_overrides(image)

@@ -41,8 +41,10 @@ from kit.harness import REQUEST_FILE
 from kit.manifest import Manifest
 from kit.plan import Plan, Trial, arm_framework, make_plan
 from kit.provenance import host_provenance, kit_provenance
+from kit.run_code import resume_code, snapshot
 from kit.spec import Spec, parse_spec
 from kit.store import BASELINE_ID, RunDir
+from kit.trust import StudyTrust
 
 NO_DATASET = "none"  # the name of the empty stand-in the trials of a dataset-less workload are given
 RANDOM_INPUTS = "random"  # its source: the workload generates its inputs (not a synthetic stand-in of a dataset)
@@ -79,6 +81,10 @@ class RunOptions:
     # and recorded in the manifest; after each trial ``should_stop`` may end the run (it returns why)
     sequential: dict[str, Any] | None = None
     should_stop: Callable[[RunDir, Trial], str | None] | None = None
+    # resume only: whose study code the resumed trials may run (kit.run_code): the user's trust for this command,
+    # and the digest a cluster job was handed by the kit that checked the copy and submitted it
+    study_trust: StudyTrust = field(default_factory=StudyTrust)
+    study_digest: str | None = None
 
 
 # What `--retry-failed` re-runs: a trial that did not finish its work (an error, including a kill by a
@@ -393,6 +399,8 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
         if isinstance(exc, DiskError):
             raise
         raise disk_error(exc, rd.path, "copy the study folder into the run directory") from None
+    if study_files is not None:
+        _trust_what_runs(spec, study_files, events)
     if executor.hands_off:  # the trials run in the jobs submitted now, each a chunk of the plan
         executor.submit_all(rd, events.message)
         return rd
@@ -410,6 +418,26 @@ def _host_selftest(spec: Spec, devices: DevicePlan) -> dict[str, Any]:
         return host_selftest([g.index for g in devices.allowed], spec.telemetry.period_s)
     except KitError as err:  # recorded, not fatal: the trials still check their own device
         return {"schema": 1, "ok": False, "gpu": bool(devices.allowed), "error": str(err), "checks": []}
+
+
+def _trust_what_runs(spec: Spec, files: list[tuple[str, bytes]], events: RunEvents) -> None:
+    """The study code a new run is about to execute is code the user chose to run: its digest joins their
+    allow-list now, before the first trial (not when the run ends), so that a run killed half-way resumes, and
+    its report includes the study's own sections, without --trust-study-code. The kit's own bundled studies
+    need no entry (they are always trusted); a folder without Python files holds no code."""
+    from kit import trust as trustmod
+
+    digest = studies.digest_of(files)
+    bundled = studies.bundled_folder(spec.experiment.id)
+    if bundled is not None and studies.digest_of(studies.study_files(bundled)) == digest:
+        return
+    if not any(rel.endswith(".py") for rel, _ in files):
+        return
+    try:
+        trustmod.trust(digest, spec.study_dir, [rel for rel, _ in files])
+    except (OSError, KitError) as exc:  # the run goes on; only the convenience is lost
+        events.message(f"could not add the study to your trusted code ({exc}); resuming this run or reporting it "
+                       "will ask for --trust-study-code")
 
 
 def _study_files(spec: Spec, plan: Plan) -> list[tuple[str, bytes]] | None:
@@ -565,7 +593,10 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
         raise KitError("retrying failed trials is done on this host, not by cluster jobs", where="--retry-failed",
                        fix=f"kit run --resume {rd.path} --retry-failed (without --executor slurm)")
     wanted = executor.chunk_blocks(opts.chunk, str(rd.path)) if opts.chunk is not None else frozenset()
-    with run_lock(rd, ".lock" if opts.chunk is None else f".lock-chunk-{opts.chunk}"):
+    # the run directory may be someone else's: its study code runs only if this reader trusts it (kit.run_code)
+    code = resume_code(rd.path, man, opts.study_trust, declares_study=spec.workload_info.folder,
+                       pinned_digest=opts.study_digest)
+    with run_lock(rd, ".lock" if opts.chunk is None else f".lock-chunk-{opts.chunk}"), snapshot(code) as study_dir:
         if resubmit:
             executor.resubmit(rd, plan, events.message)
             return rd
@@ -573,6 +604,9 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
         datasets = _more_datasets(spec, opts, events) if spec.cases else {}
         ctx = _Context(spec, plan, rd, checked.backend, checked.dataset, opts, events, executor, datasets=datasets,
                        devices=checked.devices)
+        ctx.backend.study_dir = study_dir  # the checked bytes, not the run's copy as it may be now
+        if code.kind != "kit":
+            events.message(f"study code: {code.describe()}")
         if opts.chunk is not None:
             ctx.only = frozenset(t.trial_id for t in plan.trials if t.block in wanted)
             ctx.shared = True
@@ -581,7 +615,7 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
             ctx.retry = _to_retry(ctx)  # read under the lock, before the run is marked running again
             rd.log_event("resume", finished=len(rd.finished_ids()), backend=opts.backend,
                          devices=checked.device_summary, spec_digest=digest_state, retry=list(opts.retry),
-                         to_retry=sorted(ctx.retry))
+                         to_retry=sorted(ctx.retry), study_code=code.kind, study_digest=code.digest)
             rd.update_manifest(status="running")
         _execute_locked(ctx)
     return rd

@@ -26,7 +26,7 @@ from typing import Any
 
 from kit.claim_spec import Claim, check_claims
 from kit.disturbance import DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
-from kit.errors import SpecError
+from kit.errors import SpecError, StoreError
 from kit.metric_catalog import METRICS
 from kit.spec_invalid import Invalid as _Invalid
 from kit.workloads import FRAMEWORKS, MOVED_TO_STUDIES, WORKLOADS, WorkloadInfo
@@ -172,6 +172,22 @@ class Workload:
     def check(self, p: str) -> None:
         if self.name not in _workloads():
             raise _unknown_workload(f"{p}.name", self.name)
+        self.check_numbers(p)
+        optimizers = _workloads()[self.name].optimizers
+        if self.optimizer not in optimizers:
+            raise _Invalid(f"{p}.optimizer", f"one of {', '.join(map(repr, optimizers))} (the optimizers both builds "
+                           f"of {self.name} implement)", self.optimizer)
+        declared = _workloads()[self.name].params
+        for key, val in self.params.items():
+            prm = declared[key]
+            if prm.choices and val not in prm.choices:
+                raise _Invalid(f"{p}.{key}", f"one of {', '.join(map(str, prm.choices))}", val)
+            if prm.minimum is not None and isinstance(val, (int, float)) and val < prm.minimum:
+                raise _Invalid(f"{p}.{key}", f"a value >= {prm.minimum}", val)
+
+    def check_numbers(self, p: str) -> None:
+        """The keys every workload has (sizes, rates, device, threads): also checked when a run's recorded spec is
+        read (:func:`check_recorded`), where the workload itself may be a study's and not known here."""
         for key, top in (("batch_size", 1 << 20), ("epochs", 100_000), ("steps_per_epoch", 10**8),
                          ("infer_batch_size", 1 << 20)):
             val = getattr(self, key)
@@ -183,10 +199,6 @@ class Workload:
             raise _Invalid(f"{p}.learning_rate", "a number in (0, 10)", self.learning_rate)
         if not 0 <= self.momentum < 1:
             raise _Invalid(f"{p}.momentum", "a number in [0, 1)", self.momentum)
-        optimizers = _workloads()[self.name].optimizers
-        if self.optimizer not in optimizers:
-            raise _Invalid(f"{p}.optimizer", f"one of {', '.join(map(repr, optimizers))} (the optimizers both builds "
-                           f"of {self.name} implement)", self.optimizer)
         if self.device not in DEVICES:
             raise _Invalid(f"{p}.device", f"one of {', '.join(DEVICES)}", self.device)
         if self.threads is not None and not 1 <= self.threads <= 4096:
@@ -200,13 +212,6 @@ class Workload:
         if acc and not (len(acc) == 2 and 0 <= acc[0] <= acc[1] <= 1):
             raise _Invalid(f"{p}.expected_accuracy", "[low, high] with 0 <= low <= high <= 1 (test accuracy as a "
                            "fraction), or [] for none", list(acc))
-        declared = _workloads()[self.name].params
-        for key, val in self.params.items():
-            prm = declared[key]
-            if prm.choices and val not in prm.choices:
-                raise _Invalid(f"{p}.{key}", f"one of {', '.join(map(str, prm.choices))}", val)
-            if prm.minimum is not None and isinstance(val, (int, float)) and val < prm.minimum:
-                raise _Invalid(f"{p}.{key}", f"a value >= {prm.minimum}", val)
 
     def flat(self) -> dict[str, Any]:
         """Common keys and the workload's own keys in one table (the harness's view)."""
@@ -828,6 +833,43 @@ def load_spec(path: str | Path, profile: str | None = None) -> Spec:
     check_modules(folder, spec.study)
     study_files(folder)  # links, special files and sizes refused at load, before anything runs
     return dataclasses.replace(spec, study_dir=str(folder.resolve()))
+
+
+# What readers of a run take from its recorded spec (manifest.json's ``spec``) and check against the ranges the loader
+# enforces: the design's numbers (alpha, repetitions, disturbance threshold), the sampling numbers, and the keys every
+# workload has. Names and lists (collectors, the workload's name and own keys) are not re-checked: a run made by
+# another kit version may name one this kit does not know, and no reader computes with them.
+_RECORDED: tuple[tuple[str, Any, Any, tuple[str, ...] | None], ...] = (
+    ("design", Design, lambda: Design(repetitions=2), None),
+    ("telemetry", Telemetry, Telemetry, ("period_s", "baseline_s", "cooldown_band_c", "cooldown_max_s", "ambient_c",
+                              "ambient_sensor")),
+    ("workload", Workload, lambda: Workload(name="-", batch_size=1, epochs=1, learning_rate=0.1),
+     ("batch_size", "epochs", "learning_rate", "steps_per_epoch", "momentum", "infer_batch_size", "warmup_steps",
+      "device", "threads", "tf32", "min_phase_s", "expected_accuracy")),
+)
+FIX_RECORDED = "the manifest was edited or made by another tool; restore it from the run's bundle or re-run the study"
+
+
+def check_recorded(spec: Any, where: str) -> None:
+    """The numbers a run recorded in its spec, held to the ranges a spec file is held to when loaded (a crafted
+    ``design.alpha`` of 0.9 or a sampling period of 1e-9 is a StoreError naming the key path, never used)."""
+    if not isinstance(spec, Mapping):
+        return  # its shape is kit.records.check_manifest's to refuse
+    for key, cls, make, names in _RECORDED:
+        table = spec.get(key)
+        if not isinstance(table, Mapping):
+            continue
+        base = make()
+        hints = _hints(cls)
+        known = {f.name for f in dataclasses.fields(base)}
+        keep = [n for n in (names or sorted(known)) if n in table and n in known]
+        try:
+            values = {n: _convert(hints[n], table[n], f"spec.{key}.{n}") for n in keep}
+            obj = dataclasses.replace(base, **values)
+            (obj.check_numbers if isinstance(obj, Workload) else obj.check)(f"spec.{key}")
+        except _Invalid as exc:
+            raise StoreError(f"the recorded {exc.path} is out of range: expected {exc.expected}{_fmt(exc.got)}",
+                             where=f"{where}: {exc.path}", fix=FIX_RECORDED) from None
 
 
 def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:

@@ -36,6 +36,7 @@ from kit.errors import StoreError, disk_error
 from kit.manifest import MANIFEST_SCHEMA, Manifest
 from kit.records import TrialRecord
 from kit.safeio import create_exclusive, load_json, open_append, read_capped, real_dir
+from kit.spec import check_recorded
 
 SCHEMA_VERSION = MANIFEST_SCHEMA  # manifest.json's schema_version
 MANIFEST = "manifest.json"
@@ -126,6 +127,14 @@ def run_dir_name(experiment_id: str, now: datetime | None = None) -> str:
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{experiment_id}"
 
 
+def _checked_manifest(man: Any, where: str) -> Manifest:
+    """A manifest's JSON typed (its shape checked by kit.records) and the numbers of its recorded spec held to the
+    ranges a spec file is held to (kit.spec.check_recorded): every reader gets checked values, none its own."""
+    typed = Manifest.from_json(man, where)
+    check_recorded(typed.spec, where)
+    return typed
+
+
 class RunDir:
     """Read and append to one run directory."""
 
@@ -184,14 +193,14 @@ class RunDir:
                 where=str(rd.path / MANIFEST),
                 fix="use the kit version that wrote it (see manifest.kit.version)",
             )
-        Manifest.from_json(man, str(rd.path / MANIFEST))
+        _checked_manifest(man, str(rd.path / MANIFEST))
         return rd
 
     # -- manifest ----------------------------------------------------------
     def manifest(self) -> Manifest:
         """manifest.json, checked and typed (:class:`kit.manifest.Manifest`; a malformed one is a StoreError
         naming the key path)."""
-        return Manifest.from_json(self.manifest_json(), str(self.path / MANIFEST))
+        return _checked_manifest(self.manifest_json(), str(self.path / MANIFEST))
 
     def manifest_json(self) -> dict[str, Any]:
         """manifest.json as JSON, read without following a link or blocking on a FIFO, capped, a JSON object (its

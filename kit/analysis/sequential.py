@@ -37,6 +37,7 @@ import numpy as np
 from scipy import stats as sps
 
 from kit.analysis.stats import MIN_N_FOR_TESTS, holm, wilcoxon_paired
+from kit.manifest import SEQUENTIAL_MARGIN, SEQUENTIAL_MAX_LOOKS
 
 DEFAULT_MARGIN = 0.05  # equivalence: arms within 5 % of each other (the kit's practical threshold for a change)
 
@@ -65,12 +66,16 @@ def obf_spent(t: float, alpha: float) -> float:
 
 def schedule(first: int, step: int, max_repetitions: int, alpha: float, margin: float = DEFAULT_MARGIN) -> Schedule:
     """Looks at ``first``, ``first + step``, ... up to ``max_repetitions`` (always the last look)."""
-    if not (first >= 2 and step >= 1 and max_repetitions >= first and 0 < alpha < 0.5 and 0 < margin < 1):
+    lo, hi = SEQUENTIAL_MARGIN
+    if not (first >= 2 and step >= 1 and max_repetitions >= first and 0 < alpha < 0.5 and lo <= margin <= hi):
         raise ValueError(f"bad sequential schedule: first {first}, step {step}, max {max_repetitions}, "
-                         f"alpha {alpha}, margin {margin}")
+                         f"alpha {alpha}, margin {margin} (the margin must lie in [{lo}, {hi}])")
     looks = list(range(first, max_repetitions + 1, step))
     if looks[-1] != max_repetitions:
         looks.append(max_repetitions)
+    if len(looks) > SEQUENTIAL_MAX_LOOKS:
+        raise ValueError(f"bad sequential schedule: {len(looks)} looks (first {first}, step {step}, max "
+                         f"{max_repetitions}); at most {SEQUENTIAL_MAX_LOOKS}: take a larger step")
     spent = [obf_spent(n / max_repetitions, alpha) for n in looks]
     alphas = [spent[0]] + [b - a for a, b in itertools.pairwise(spent)]
     return Schedule(tuple(looks), tuple(alphas), alpha, margin)
@@ -209,8 +214,9 @@ def schedule_of(record: Mapping[str, Any], alpha: float) -> Schedule:
         return v
 
     margin = record.get("margin", DEFAULT_MARGIN)
-    if not (isinstance(margin, (int, float)) and not isinstance(margin, bool) and 0 < margin < 1):
-        raise ValueError(f"sequential.margin must be a number in (0, 1), not {margin!r}")
+    lo, hi = SEQUENTIAL_MARGIN
+    if not (isinstance(margin, (int, float)) and not isinstance(margin, bool) and lo <= margin <= hi):
+        raise ValueError(f"sequential.margin must be a number in [{lo}, {hi}], not {margin!r}")
     return schedule(whole("first", 2), whole("step", 1), whole("max_repetitions", 2), alpha, float(margin))
 
 

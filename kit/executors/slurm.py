@@ -93,9 +93,12 @@ def _line_safe(value: str, what: str, rx: re.Pattern[str] = _SBATCH_VALUE) -> st
     return value
 
 
-def job_script(run_dir: Path, opts: SlurmOptions, backend: str, experiment: str) -> str:
+def job_script(run_dir: Path, opts: SlurmOptions, backend: str, experiment: str, study_digest: str | None = None
+               ) -> str:
     """The sbatch script of a run (one array task per chunk). Every value on an #SBATCH line is checked
-    (:func:`_line_safe`): the options of a resumed run come from its manifest."""
+    (:func:`_line_safe`): the options of a resumed run come from its manifest. ``study_digest``: the digest of
+    the run's study copy as the submitting kit read it after checking it (kit.run_code): each job runs that
+    code and nothing else, whatever the allow-list on its node says."""
     for what, value in (("experiment", experiment), ("time limit", opts.time_limit), ("partition", opts.partition),
                         ("account", opts.account)):
         _line_safe(value, what)
@@ -127,6 +130,11 @@ def job_script(run_dir: Path, opts: SlurmOptions, backend: str, experiment: str)
     lines += [f"#SBATCH {o}" for o in opts.sbatch_options]
     cmd = [opts.python, "-m", "kit", "run", "--resume", str(run_dir), "--chunk", '"$SLURM_ARRAY_TASK_ID"',
            "--backend", backend]
+    if study_digest is not None:
+        if not re.fullmatch(r"[0-9a-f]{64}", study_digest):
+            raise ExecutorError("the study digest is not a SHA-256 digest", where="executor slurm",
+                                fix="a kit bug: report it")
+        cmd += ["--study-digest", study_digest]
     lines += [
         "set -euo pipefail",
         f"cd {shlex.quote(str(KIT_ROOT))}",
@@ -171,7 +179,10 @@ def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend:
     sdir = real_dir(run_dir / SLURM_DIR, create=True, what="slurm/ in the run directory")  # never a planted link
     real_dir(sdir / "logs", create=True, what="slurm/logs/ in the run directory")
     script = sdir / "job.sh"
-    atomic_write_bytes(script, job_script(run_dir, opts, backend, experiment).encode())  # replaces, never follows
+    from kit.studies import copy_digest
+
+    digest = copy_digest(run_dir, RunDir.open(run_dir).manifest())  # from the copy's bytes, checked just before
+    atomic_write_bytes(script, job_script(run_dir, opts, backend, experiment, digest).encode())  # never follows
     array = ",".join(str(i) for i in sorted(chunk_ids))
     res = _run(["sbatch", "--parsable", f"--array={array}", str(script)])
     if res.returncode != 0:
