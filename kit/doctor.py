@@ -175,11 +175,25 @@ def check_tex() -> list[Finding]:
                      "apt-get install texlive-latex-base texlive-latex-recommended texlive-latex-extra latexmk")]
 
 
+def check_seal_key() -> list[Finding]:
+    """The key that seals this kit's analyses (kit.trust): private, or replaced, or unusable.
+
+    Not optional: a replaced key means every analysis sealed with the old one is recomputed and that someone else
+    may have read it (and sealed forged analyses this kit trusted until now); an unusable one means nothing stored
+    is trusted and everything is recomputed. ``--strict`` fails on either, saying why, until it is dealt with."""
+    from kit.trust import seal_key_status
+
+    status = seal_key_status()
+    ok = status.state == "ok"
+    detail = f"{status.path}: {status.reason}" if ok else f"{status.state.upper()}: {status.path}: {status.reason}"
+    return [_finding("analysis seal key", ok, detail, status.fix, optional=False)]
+
+
 def run_checks(data_dir: Path | None = None, download: bool = True) -> list[Finding]:
     findings = [_finding("python", sys.version_info >= (3, 11), sys.version.split()[0], "use Python 3.11 or newer",
                          optional=False)]
-    for check in (check_frameworks, check_driver, check_cpu_builds, check_engine, check_collectors, check_governor,
-                  check_controls, check_tex):
+    for check in (check_frameworks, check_seal_key, check_driver, check_cpu_builds, check_engine, check_collectors,
+                  check_governor, check_controls, check_tex):
         findings += check()
     findings += check_datasets(data_dir, download)
     return findings

@@ -22,6 +22,10 @@ missing key) is recomputed.
 ``benchmarks/analysis_seal_bench.py`` measures what reuse saves over
 recomputing every time.
 
+The HMAC is :func:`kit.private_files.mac` in its own domain (``analysis-seal``), so nothing the kit MACs
+elsewhere under the same key (the power and history caches) can pass for a seal. A key that others could
+read is replaced before it is used (:mod:`kit.trust`): a seal made with a stolen key stops verifying.
+
 The owner of a key can always re-seal their own files: the seal defends
 readers against run directories made by others and against accidents, not a
 user against themselves (README, *Security*).
@@ -38,11 +42,12 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from kit.private_files import mac, mac_holds
 from kit.store import ATTEMPTS, MANIFEST, NODES, TRIALS
 
 DIGEST_KEY = "raw_digest"
 SEAL_KEY = "seal"
-SEAL_VERSION = 1
+SEAL_VERSION = 2  # 2: the MAC of kit.private_files (domain-separated); version-1 seals are recomputed
 
 
 def _hash_tree(h: Any, root: str, sub: str, recursive: bool = False, depth: int = 0) -> None:
@@ -129,20 +134,22 @@ def _content_digest(analysis: dict[str, Any]) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def _mac(key: bytes, inputs: str, hooks: str, content: str) -> str:
-    msg = f"kit-analysis-seal/{SEAL_VERSION}\n{inputs}\n{hooks}\n{content}".encode()
-    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+def _parts(inputs: str, hooks: str, content: str) -> tuple[str, ...]:
+    return (str(SEAL_VERSION), inputs, hooks, content)
 
 
-def seal(analysis: dict[str, Any], inputs: str, hooks: str) -> dict[str, Any] | None:
-    """The seal of an analysis this kit just computed (None when the user has no key: it will be recomputed)."""
-    from kit.trust import seal_key
+def seal(analysis: dict[str, Any], inputs: str, hooks: str, key: bytes | None = None) -> dict[str, Any] | None:
+    """The seal of an analysis this kit just computed (None when the user has no key: it will be recomputed).
 
-    key = seal_key()
+    ``key``: seal under this key instead of the user's (what a holder of a stolen key could do; tests)."""
+    if key is None:
+        from kit.trust import seal_key
+
+        key = seal_key()
     if key is None:
         return None
     return {"version": SEAL_VERSION, "inputs": inputs, "hooks": hooks,
-            "hmac": _mac(key, inputs, hooks, _content_digest(analysis))}
+            "hmac": mac(key, "analysis-seal", *_parts(inputs, hooks, _content_digest(analysis)))}
 
 
 def seal_holds(analysis: dict[str, Any], run_dir: Path, hooks: str | None) -> bool:
@@ -151,14 +158,16 @@ def seal_holds(analysis: dict[str, Any], run_dir: Path, hooks: str | None) -> bo
     from kit.trust import seal_key
 
     s = analysis.get(SEAL_KEY)
-    key = seal_key(create=False)
-    if not isinstance(s, dict) or key is None or s.get("version") != SEAL_VERSION:
+    if not isinstance(s, dict) or s.get("version") != SEAL_VERSION:
         return False
-    inputs, state, mac = s.get("inputs"), s.get("hooks"), s.get("hmac")
-    if not (isinstance(inputs, str) and isinstance(state, str) and isinstance(mac, str)):
+    key = seal_key(create=False)
+    if key is None:
+        return False
+    inputs, state, tag = s.get("inputs"), s.get("hooks"), s.get("hmac")
+    if not (isinstance(inputs, str) and isinstance(state, str) and isinstance(tag, str)):
         return False
     if hooks is not None and state != hooks:
         return False
-    if not hmac.compare_digest(_mac(key, inputs, state, _content_digest(analysis)), mac):
+    if not mac_holds(key, "analysis-seal", tag, *_parts(inputs, state, _content_digest(analysis))):
         return False
-    return hmac.compare_digest(inputs, inputs_digest(run_dir))
+    return hmac.compare_digest(inputs.encode(), inputs_digest(run_dir).encode())

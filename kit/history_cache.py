@@ -10,8 +10,19 @@ changed file is never served from the cache; like git's index, runs touched in
 the last seconds are not cached (a second write within one timestamp tick).
 
 The cache lives in the user's cache directory, never in a runs directory:
-whoever hands over runs cannot plant entries. It is read with a size cap and
-validated; anything unexpected is ignored (it is only a cache) and rebuilt.
+whoever hands over runs cannot plant entries there. That alone is not enough
+(issue 37): the directory must be a real directory of this user that group and
+others cannot write (else the cache is not used), a cache file is opened
+without following a link and without blocking (a FIFO or device is refused,
+never waited on), must be this user's regular file, is size-capped, and the
+whole document carries an HMAC under the user's seal key
+(:func:`kit.private_files.mac`, domain ``history-cache``) bound to the file's
+name (which encodes the runs directory and the query). A document without a
+valid MAC (edited values, an old unsigned cache, one copied from another
+query's name, one signed with another key) is ignored and rebuilt from the
+runs, never believed; without a usable key no cache is read or written. It is
+written through a temporary file created O_EXCL|O_NOFOLLOW in the checked
+directory and a rename.
 """
 
 from __future__ import annotations
@@ -25,11 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kit.errors import KitError
-from kit.store import ANALYSIS, ATTEMPTS, MANIFEST, TRIALS, atomic_write_bytes
+from kit.private_files import PrivateDir, UnsafeFileError, open_blob, open_dir, sealed_blob
+from kit.store import ANALYSIS, ATTEMPTS, MANIFEST, TRIALS
 
 ENV = "KIT_HISTORY_CACHE"
-VERSION = 1
+VERSION = 2  # 2: the document is MAC'd (kit.private_files.sealed_blob); version-1 caches are rebuilt
 MAX_BYTES = 256 << 20
 RACY_S = 2.0  # entries of runs changed this recently are not kept
 
@@ -81,17 +92,37 @@ def _valid_entry(e: Any) -> bool:
             and all(isinstance(v, int | float) and math.isfinite(v) for v in vals))
 
 
-def load(path: Path) -> dict[str, dict[str, Any]]:
-    """Entries by run directory name; {} when the cache is absent, too large, not ours or malformed."""
+def _key(create: bool) -> bytes | None:
+    from kit.trust import seal_key
+
+    return seal_key(create=create)
+
+
+def _open_dir(path: Path, create: bool) -> PrivateDir | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+        return open_dir(path.parent, create=create, what="the history cache directory")
+    except (UnsafeFileError, OSError):
+        return None
+
+
+def load(path: Path) -> dict[str, dict[str, Any]]:
+    """Entries by run directory name; {} when the cache is absent, too large, not this user's private regular
+    file, not MAC'd under this user's key for this name, or malformed."""
+    key = _key(create=False)
+    d = _open_dir(path, create=False) if key is not None else None
+    if key is None or d is None:
+        return {}
+    with d:
+        try:
+            blob = d.read(path.name, MAX_BYTES, what="history cache")
+        except UnsafeFileError:
+            return {}
+    raw = open_blob(key, "history-cache", path.name, blob) if blob is not None else None
+    if raw is None:
         return {}
     try:
-        with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        doc = json.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (OSError, ValueError):
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
         return {}
     if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("runs"), dict):
         return {}
@@ -99,12 +130,18 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def save(path: Path, entries: dict[str, dict[str, Any]]) -> None:
-    """Best effort: a cache that cannot be written costs time, never the answer."""
+    """Best effort: a cache that cannot be written (no key, a directory that is not this user's private one, a
+    read-only home, a full disk) costs time, never the answer."""
     now = time.time()
     keep = {k: {f: v for f, v in e.items() if f != "newest"} for k, e in entries.items()
             if now - float(e.get("newest", 0.0)) > RACY_S}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_bytes(path, json.dumps({"version": VERSION, "runs": keep}, separators=(",", ":")).encode())
-    except (OSError, KitError):  # a read-only home or a full disk costs time, never the answer
+    key = _key(create=True)
+    d = _open_dir(path, create=True) if key is not None else None
+    if key is None or d is None:
         return
+    doc = json.dumps({"version": VERSION, "runs": keep}, separators=(",", ":")).encode()
+    with d:
+        try:
+            d.write(path.name, sealed_blob(key, "history-cache", path.name, doc))
+        except OSError:
+            return

@@ -13,6 +13,19 @@ nothing to change, and ``kit doctor`` says what this host lets the kit control.
 A state file is data: ``--reset`` restores only knobs it finds itself under
 the sysfs root, to values of the knob's own kind (a governor the CPU lists, a
 0/1 flag), never a path or a value the file invents.
+
+The state file and its directory are checked before root reads or writes them
+(issue 37; :mod:`kit.private_files`): the directory must be a real directory
+(a link there, "redirecting" it, is refused, never followed) owned by root or
+this user and not writable by group or others, so nobody else can plant or swap
+a file in it; the state file must be a regular file of root or this user, not
+writable by others (a link planted at its name, a FIFO or a device is refused
+with the path and the fix: nothing is read or written through it, nothing
+blocks), at most ``MAX_STATE_BYTES``. The ownership check stands in for a MAC:
+only root (or this user) can have written a file that passes it, in a
+directory only they can write. It is written through a temporary file created
+O_EXCL|O_NOFOLLOW in the checked directory and linked into place (never
+clobbering a state file that is already there).
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import KitError
+from kit.private_files import PrivateDir, UnsafeFileError, me, open_dir
+from kit.safeio import kind_of
 
 STATE_FILE = Path(os.environ.get("KIT_TUNE_STATE", "/run/kit/tune-state.json"))
 MAX_STATE_BYTES = 1 << 20
@@ -82,23 +98,67 @@ def _need_root(as_root: bool | None, what: str) -> None:
                            "--reset); or skip it: pinning ([container] cpuset = \"auto\") needs no root")
 
 
+def _owners() -> tuple[int, ...]:
+    return (0, me())
+
+
+def _state_dir(state: Path, create: bool) -> PrivateDir | None:
+    """The state file's directory, checked (made 0755 with ``create``); KitError naming it and the fix when it is
+    a link, not a directory, someone else's or writable by others."""
+    try:
+        return open_dir(state.parent, create=create, owners=_owners(), create_mode=0o755,
+                        what="the tuning state directory")
+    except UnsafeFileError as err:
+        raise KitError(f"{err.cause} (kit tune never writes its state through a link or into a directory others "
+                       "control)", where=err.where, fix=f"{err.fix}; or set KIT_TUNE_STATE to a path in a "
+                       "root-owned directory") from None
+    except OSError as exc:
+        raise KitError(f"the tuning state directory cannot be made ({exc.strerror or exc})", where=str(state.parent),
+                       fix="run as root, or set KIT_TUNE_STATE to a writable path") from None
+
+
+def _planted(d: PrivateDir, state: Path) -> None:
+    """KitError when something other than a regular file of root/this user sits at the state file's name."""
+    st = d.lstat(state.name)
+    if st is None:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise KitError(f"{kind_of(st.st_mode)} sits at the tuning state file's name; refused (never followed or "
+                       "written through)", where=str(state), fix=f"remove it (rm {state}) and run kit tune again")
+    if st.st_uid not in _owners() or stat.S_IMODE(st.st_mode) & 0o022:
+        raise KitError(f"the tuning state file is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}: "
+                       "not one root wrote; refused", where=str(state), fix=f"remove it (rm {state})")
+
+
 def tune(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool | None = None,
          gpus: Callable[[], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """Apply the settings; returns what changed (and what could not be). Refuses without root."""
+    """Apply the settings; returns what changed (and what could not be). Refuses without root, and when the state
+    file's directory or name is not one the kit can trust (a planted link, a redirected directory)."""
     _need_root(as_root, "kit tune")
-    if state.exists():
-        raise KitError("the host is already tuned (a state file exists)", where=str(state),
-                       fix="kit tune --reset first, or remove the file if the host was rebooted since")
-    found = knobs(sys_root)
-    todo = [k for k in found if k.changes]
-    gpu_rows = (gpus or lock_gpu_clocks)()
-    record = {"schema": 1, "t": time.time(), "sys_root": str(sys_root),
-              "changed": [{"name": k.name, "path": str(k.path), "before": k.current, "after": k.wanted} for k in todo],
-              "gpus": [g for g in gpu_rows if g.get("locked")]}
-    state.parent.mkdir(parents=True, exist_ok=True)
-    tmp = state.with_name(state.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
-    os.replace(tmp, state)  # written before anything changes: a crash half-way can still be undone
+    d = _state_dir(state, create=True)
+    if d is None:  # cannot happen with create=True: open_dir makes it or raises
+        raise KitError("the tuning state directory is missing", where=str(state.parent), fix="create it")
+    with d:
+        _planted(d, state)
+        if d.lstat(state.name) is not None:
+            raise KitError("the host is already tuned (a state file exists)", where=str(state),
+                           fix="kit tune --reset first, or remove the file if the host was rebooted since")
+        found = knobs(sys_root)
+        todo = [k for k in found if k.changes]
+        gpu_rows = (gpus or lock_gpu_clocks)()
+        record = {"schema": 1, "t": time.time(), "sys_root": str(sys_root),
+                  "changed": [{"name": k.name, "path": str(k.path), "before": k.current, "after": k.wanted}
+                              for k in todo],
+                  "gpus": [g for g in gpu_rows if g.get("locked")]}
+        try:  # written before anything changes: a crash half-way can still be undone
+            made = d.create_new(state.name, json.dumps(record, indent=1).encode(), mode=0o644)
+        except OSError as exc:
+            raise KitError(f"the tuning state cannot be written ({exc.strerror or exc})", where=str(state),
+                           fix="run as root, or set KIT_TUNE_STATE to a writable path") from None
+        if not made:
+            _planted(d, state)
+            raise KitError("the host is already tuned (a state file appeared meanwhile)", where=str(state),
+                           fix="kit tune --reset first")
     failed = []
     for k in todo:
         try:
@@ -110,18 +170,30 @@ def tune(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool 
             "nothing": not found and not any(g.get("locked") for g in gpu_rows)}
 
 
+def _read_state(state: Path) -> Any:
+    """The state file's JSON: read without following a link or blocking, from a checked directory, root's or this
+    user's, capped; KitError otherwise (``no tuning to undo`` when there is none)."""
+    d = _state_dir(state, create=False)
+    if d is None:
+        raise KitError("no tuning to undo (no state file)", where=str(state), fix="nothing to do")
+    with d:
+        try:
+            raw = d.read(state.name, MAX_STATE_BYTES, owners=_owners(), what="the tuning state file")
+        except UnsafeFileError as err:
+            raise KitError(err.cause, where=err.where, fix=err.fix) from None
+        if raw is None:
+            raise KitError("no tuning to undo (no state file)", where=str(state), fix="nothing to do")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise KitError(f"the tuning state file cannot be read ({exc})", where=str(state), fix="remove it") from None
+
+
 def reset(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool | None = None,
           gpus: Callable[[list[dict[str, Any]]], list[str]] | None = None) -> dict[str, Any]:
     """Restore what ``tune`` changed, from its state file; then remove the file."""
     _need_root(as_root, "kit tune --reset")
-    if not state.is_file() or state.is_symlink():
-        raise KitError("no tuning to undo (no state file)", where=str(state), fix="nothing to do")
-    if state.stat().st_size > MAX_STATE_BYTES:
-        raise KitError("the tuning state file is too large to be the kit's", where=str(state), fix="remove it")
-    try:
-        rec = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise KitError(f"the tuning state file cannot be read ({exc})", where=str(state), fix="remove it") from None
+    rec = _read_state(state)
     by_path = {str(k.path): k for k in knobs(sys_root)}
     restored, refused = [], []
     for i, c in enumerate(rec.get("changed") or [] if isinstance(rec, dict) else []):
@@ -137,7 +209,10 @@ def reset(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool
             refused.append(f"{k.name}: {exc.strerror or exc}")
     gpu_rows = [g for g in (rec.get("gpus") or []) if isinstance(g, dict)] if isinstance(rec, dict) else []
     restored += (gpus or unlock_gpu_clocks)(gpu_rows) if gpu_rows else []
-    state.unlink()
+    d = _state_dir(state, create=False)
+    if d is not None:
+        with d:
+            d.unlink(state.name)
     return {"restored": restored, "refused": refused}
 
 

@@ -226,6 +226,11 @@ def test_simulated_order_statistics_are_kept_on_disk_between_processes(tmp_path:
     assert np.array_equal(first, want)
     (kept,) = (tmp_path / "power").iterdir()
 
+    def _believed() -> np.ndarray:
+        got = pw.cached_entry("paired", (12, 9, 68), want.shape)
+        assert got is not None, "the entry is not one a reader believes"
+        return got
+
     def no_simulation(*_args: object) -> np.ndarray:
         raise AssertionError("simulated again")
 
@@ -237,13 +242,15 @@ def test_simulated_order_statistics_are_kept_on_disk_between_processes(tmp_path:
     assert pw.mde_paired_sd(12, 0.05) == pytest.approx(float(np.quantile(np.sort(-want[:, 0]), pw.POWER)))
     pw._paired_thresholds.cache_clear()
 
+    assert kept == pw.entry_path("paired", (12, 9, 68))
     for bad in (b"not an array", np.zeros((3, 2)).tobytes()):  # garbage, then the right size without a header
         kept.write_bytes(bad)
         monkeypatch.setattr(pw, "_simulate_paired", lambda n, ks: want)
         assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want)
-        assert np.array_equal(np.load(kept), want)  # rewritten
-    np.save(kept, want[:10])  # an array of another shape
-    assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want) and np.load(kept).shape == want.shape
+        assert np.array_equal(_believed(), want)  # rewritten (a reader now believes it: its MAC holds)
+    with open(kept, "wb") as fh:  # an array of another shape (a plain .npy: no MAC either)
+        np.save(fh, want[:10])
+    assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want) and _believed().shape == want.shape
 
     before = sorted(p.name for p in (tmp_path / "power").iterdir())
     assert len(before) == 2  # (9, 68) and the critical count's: each distinct draw once

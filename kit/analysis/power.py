@@ -29,14 +29,23 @@ comparison of many rows simulates each distinct n once. The simulated order stat
 on disk (``$KIT_POWER_CACHE`` or ``~/.cache/kit/power``; ``KIT_POWER_CACHE=off``: never), keyed by
 their arguments and a digest of the simulation's code, sizes, seed and numpy version: the same draws
 are otherwise recomputed by every process (seconds of every ``kit run``'s analysis and ``kit compare``).
-A cache file is read with a size cap and used only when its shape and values are what the simulation
-returns; anything else is ignored and rewritten.
+Each entry is data someone else could have written, so (issue 37): the cache directory must be a real
+directory of this user that group and others cannot write (else the disk cache is not used at all); an entry
+is opened without following a link and without blocking (a FIFO or device there is refused, not waited on),
+must be this user's regular file, is size-capped, and carries an HMAC under the user's seal key
+(:func:`kit.private_files.mac`, domain ``power-cache``) over the entry's kind, arguments, shape, the
+simulation's version digest and the exact array bytes. An entry without a valid MAC (a valid ``.npy`` with
+other numbers, one signed with another key, one copied from another entry's name) is ignored, simulated again
+and rewritten, never believed: a poisoned entry would otherwise change every printed MDE and power. Without a
+usable key the disk cache is not read at all (the draws are simulated in memory). Writes go through a
+temporary file created O_EXCL|O_NOFOLLOW in the checked directory and a rename.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import math
 import os
 from collections.abc import Callable
@@ -47,6 +56,7 @@ import numpy as np
 from scipy.stats import norm
 
 from kit.analysis.effects import EXACT_MAX_N, _signed_rank_pmf
+from kit.private_files import PrivateDir, UnsafeFileError, open_blob, open_dir, sealed_blob
 
 POWER = 0.8
 SIMS = 4000
@@ -168,32 +178,97 @@ def _sim_version() -> str | None:
     return hashlib.sha256(facts.encode()).hexdigest()
 
 
+ENTRY_SUFFIX = ".kpow"  # not .npy: an entry is a MAC line followed by the .npy bytes
+
+
+def _entry_name(kind: str, args: tuple[int, ...], version: str) -> str:
+    digest = hashlib.sha256(f"{kind}\0{args}\0{version}".encode()).hexdigest()[:40]
+    return f"{kind}-{digest}{ENTRY_SUFFIX}"
+
+
+def _context(kind: str, args: tuple[int, ...], shape: tuple[int, int], version: str) -> str:
+    """What an entry's MAC binds its bytes to: copied under another entry's name it fails."""
+    return f"{kind}\0{args}\0{shape}\0{version}"
+
+
+def entry_path(kind: str, args: tuple[int, ...]) -> Path | None:
+    """Where the entry of ``kind`` ("paired", "unpaired") and ``args`` lives (None: no disk cache)."""
+    base, version = _cache_dir(), _sim_version()
+    return None if base is None or version is None else base / _entry_name(kind, args, version)
+
+
+def _cap(shape: tuple[int, int]) -> int:
+    return 8 * shape[0] * shape[1] + 4096 + 128  # the values, the .npy header and the MAC line
+
+
+def _read_entry(d: PrivateDir, name: str, key: bytes, context: str, shape: tuple[int, int]) -> np.ndarray | None:
+    """The array of entry ``name`` when it is this user's regular file whose MAC holds and whose array has
+    ``shape`` and finite float64 values; None for anything else (missing, a link, a FIFO, foreign, forged)."""
+    try:
+        blob = d.read(name, _cap(shape), what="power cache entry")
+    except UnsafeFileError:
+        return None
+    payload = open_blob(key, "power-cache", context, blob) if blob is not None else None
+    if payload is None:
+        return None
+    try:
+        got = np.load(io.BytesIO(payload), allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if isinstance(got, np.ndarray) and got.dtype == np.float64 and got.shape == shape and bool(np.isfinite(got).all()):
+        return got
+    return None
+
+
+def _key() -> bytes | None:
+    from kit.trust import seal_key
+
+    return seal_key()
+
+
+def _open_cache(base: Path) -> PrivateDir | None:
+    """The cache directory, checked (created 0700 when missing); None when it may not be used."""
+    try:
+        return open_dir(base, create=True, what="the power cache directory")
+    except (UnsafeFileError, OSError):
+        return None
+
+
+def cached_entry(kind: str, args: tuple[int, ...], shape: tuple[int, int]) -> np.ndarray | None:
+    """The entry's array as a reader would believe it (its MAC holds under the user's key), else None; never
+    simulates (for tests and ``kit doctor``-like checks)."""
+    base, version, key = _cache_dir(), _sim_version(), _key()
+    if base is None or version is None or key is None:
+        return None
+    d = _open_cache(base)
+    if d is None:
+        return None
+    with d:
+        return _read_entry(d, _entry_name(kind, args, version), key, _context(kind, args, shape, version), shape)
+
+
 def _on_disk(kind: str, args: tuple[int, ...], shape: tuple[int, int], compute: Callable[[], np.ndarray]) -> np.ndarray:
     """``compute()`` (a float64 array of ``shape``), kept in the power cache between processes."""
     base, version = _cache_dir(), _sim_version()
-    if base is None or version is None:
+    key = _key() if base is not None and version is not None else None
+    if base is None or version is None or key is None:
         return compute()
-    name = hashlib.sha256(f"{kind}\0{args}\0{version}".encode()).hexdigest()[:40]
-    path = base / f"{kind}-{name}.npy"
-    cap = 8 * shape[0] * shape[1] + 4096  # the values and the .npy header
-    try:
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size <= cap:
-                got = np.load(fh, allow_pickle=False)
-                if got.dtype == np.float64 and got.shape == shape and bool(np.isfinite(got).all()):
-                    return got
-    except (OSError, ValueError, EOFError):
-        pass  # absent, unreadable or not an array: simulated again and rewritten
-    out = compute()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
-            np.save(fh, out, allow_pickle=False)
-        os.replace(tmp, path)
-    except OSError:  # a read-only or full cache: the figures stand, the next process simulates again
-        tmp.unlink(missing_ok=True)
-    return out
+    d = _open_cache(base)
+    if d is None:  # a link, another user's or a group-writable directory: never read, never written
+        return compute()
+    with d:
+        name, context = _entry_name(kind, args, version), _context(kind, args, shape, version)
+        got = _read_entry(d, name, key, context, shape)
+        if got is not None:
+            return got
+        out = compute()
+        buf = io.BytesIO()
+        np.save(buf, out, allow_pickle=False)
+        try:
+            d.write(name, sealed_blob(key, "power-cache", context, buf.getvalue()))
+        except OSError:  # a read-only or full cache: the figures stand, the next process simulates again
+            pass
+        return out
 
 
 def _paired_order_stats(n: int, ks: tuple[int, ...]) -> np.ndarray:
