@@ -246,8 +246,9 @@ def check_modules(root: Path, plain: dict[str, Any] | None) -> None:
 
 # -- the study's own analysis and report: whose code runs, and where ------------------------------------------------
 
-HOOK_TIMEOUT_S = 1800.0  # a study's analyse()/sections() in a child process
-HOOK_OUTPUT_BYTES = 256 << 20
+# A study's analyse()/sections() that is not the kit's own runs in a boxed child process: its time, memory and
+# output limits are kit.study_child.HookLimits (environment KIT_HOOK_TIMEOUT_S, KIT_HOOK_MEMORY_MB,
+# KIT_HOOK_OUTPUT_MB, or kit.study_child.hook_limits around a command).
 
 
 @dataclass(frozen=True)
@@ -358,10 +359,9 @@ def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
         raise StudyError(f"no study code to run {module}.{func}()", fix="a kit bug: report it")
     where = str(hooks.root / f"{module}.py")
     if not hooks.in_process:
-        import shutil
         import tempfile
 
-        from kit.study_child import run_in_child
+        from kit.study_child import interrupt_box, remove_tree, run_in_child
 
         # the child imports a fresh copy written from exactly the bytes whose digest was trusted (nothing planted
         # beside them, nothing changed since the check)
@@ -369,12 +369,19 @@ def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
         if hooks.digest is not None and digest_of(files) != hooks.digest:
             raise StudyError("the study's code changed after it was checked (its digest differs)", where=where,
                              fix="run the command again")
-        tmp = Path(tempfile.mkdtemp(prefix="kit-study-code-"))
-        try:
-            write_copy(files, tmp / "study")
-            return run_in_child(tmp / "study", module, func, args, where, HOOK_TIMEOUT_S, HOOK_OUTPUT_BYTES)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        # the kit's SIGTERM/SIGHUP/SIGINT becomes one KeyboardInterrupt, raised only where the copy is sure to be
+        # removed after it (never between its creation and the try, never twice during the removal)
+        with interrupt_box() as box:
+            tmp: Path | None = None
+            try:
+                with box.held():
+                    tmp = Path(tempfile.mkdtemp(prefix="kit-study-code-"))
+                write_copy(files, tmp / "study")
+                return run_in_child(tmp / "study", module, func, args, where)
+            finally:
+                with box.held():
+                    if tmp is not None:
+                        remove_tree(tmp)
     mod, fn = _hook(hooks.root, module, func)
     try:
         return invoke(mod, fn, func, args, where)

@@ -13,7 +13,11 @@ renumbered from 0, so ``CUDA_VISIBLE_DEVICES`` counts from 0,
 ``--net --network none`` unless the spec allows the network, and the CPU set
 and memory limit as Apptainer's cgroup flags. The outcome follows the shared
 rule; Apptainer cannot say whether the kernel's OOM killer struck, so a
-SIGKILL is reported as "possibly" one.
+SIGKILL is reported as "possibly" one. The trial itself lives in the
+container's PID namespace (``--containall``) and ends with it; Apptainer's
+own processes on this host are guarded like a local trial's tree (the kit a
+subreaper meanwhile, :mod:`kit.proctree`): one that outlives ``apptainer
+exec`` is ended and recorded as a leftover.
 
 The .sif is built by ``kit images build --format sif`` (from the row's
 definition or from the built Docker image) and found through the images lock,
@@ -30,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kit.backends.base import Backend, TrialOutcome, create_trial_file, fd_tail, wait_group
+from kit.backends.base import Backend, TrialOutcome, create_trial_file, fd_tail, kill_group, wait_group
 from kit.backends.container import (
     TrialContainer,
     choose_rows,
@@ -42,6 +46,7 @@ from kit.backends.container import (
 from kit.collectors.base import Probe, TrialTarget
 from kit.errors import BackendError, ImageError
 from kit.plan import arm_framework
+from kit.proctree import MAX_LISTED, TreeGuard, child_subreaper
 from kit.spec import Container
 
 GPU_FLAGS = ("--nv", "--nvccli")
@@ -179,14 +184,26 @@ class ApptainerBackend(Backend):
         # the logs are read back through the descriptors opened here, never by name: the trial can write the directory
         out_fd, err_fd = create_trial_file(work, "stdout.log"), create_trial_file(work, "stderr.log")
         try:
-            try:
-                proc = subprocess.Popen(cmd, stdout=out_fd, stderr=err_fd, env=host_env(tc), start_new_session=True)
-            except OSError as exc:
-                raise BackendError(f"cannot start apptainer ({exc})", where=cmd[0], fix="check the Apptainer installation") from exc
-            target.pid = proc.pid
-            if on_start:
-                on_start()
-            timed_out = wait_group(proc, timeout_s)
+            # apptainer's own processes run on this host: a helper that daemonizes (setsid) and outlives the
+            # container is re-parented to the kit (a subreaper meanwhile), ended and recorded (kit.proctree)
+            with child_subreaper():
+                guard = TreeGuard()
+                try:
+                    proc = subprocess.Popen(cmd, stdout=out_fd, stderr=err_fd, env=host_env(tc),
+                                            start_new_session=True)
+                except OSError as exc:
+                    raise BackendError(f"cannot start apptainer ({exc})", where=cmd[0],
+                                       fix="check the Apptainer installation") from exc
+                guard.started(proc.pid)
+                try:
+                    target.pid = proc.pid
+                    if on_start:
+                        on_start()
+                    timed_out = wait_group(proc, timeout_s)
+                finally:
+                    if proc.returncode is None:
+                        kill_group(proc)
+                    leftover = guard.end()
             wall = time.monotonic() - t0
             stdout, stderr = fd_tail(out_fd), fd_tail(err_fd)
         finally:
@@ -198,6 +215,9 @@ class ApptainerBackend(Backend):
         detail = {"sif": img["path"], "sif_sha256": img["digest"], "pid": proc.pid, "command": cmd,
                   "gpus": "none" if tc.gpus == [] else ("all" if tc.gpus is None else tc.gpus),
                   "network": "on" if tc.network else "none"}
+        if leftover:
+            detail["leftover_processes"] = leftover[:MAX_LISTED]
+            detail["leftover_count"] = len(leftover)
         return container_outcome(work, code, timed_out, None, stdout, stderr, wall, detail, self.spec.mem_limit)
 
 

@@ -15,6 +15,15 @@ the trial file (``backend.leftover_processes``) and the analysis flags such
 trials. SIGTERM (the kit's time limit or interrupt) and the kit's death
 (``PR_SET_PDEATHSIG``) make the reaper do the same at once, harness included.
 
+The reaper runs as the trial's user, so the trial can signal it. The job
+control stops (SIGTSTP, SIGTTIN, SIGTTOU) do nothing to it: it leads its own
+session, so its process group is orphaned and the kernel discards them.
+SIGKILL and SIGSTOP cannot be refused, and for those the kit process is the
+guard behind this one (kit/backends/local.py, kit/proctree.py): it is a
+subreaper too, so what this reaper's death orphans goes to the kit, which
+polls this process, kills it when it is held stopped, and ends whatever of
+the trial is left.
+
 Container trials need none of this: each trial is its own PID namespace (the
 harness is its PID 1), and everything in it dies with the container.
 """
