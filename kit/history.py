@@ -283,9 +283,18 @@ def plot_svg(result: dict[str, Any]) -> str:
     return to_svg(fig)
 
 
+HISTORY_STYLE = ("body { font-family: system-ui, sans-serif; max-width: 70rem; margin: auto; } "
+                 "img.plot { display: block; max-width: 100%; height: auto; }")
+
+
 def render_html(result: dict[str, Any]) -> str:
-    """The history page: plot and step table. Every string from the runs (labels, arm) is HTML-escaped."""
+    """The history page: plot and step table. Every string from the runs (labels, arm) is HTML-escaped; the plot
+    is an image the kit encoded (kit.report.svg_safe), and the page carries the kit's Content-Security-Policy."""
     from html import escape
+
+    from kit.errors import ReportError
+    from kit.report.html import csp_meta
+    from kit.report.svg_safe import sanitize_svg
 
     def e(v: object) -> str:
         return escape(str(v), quote=True)
@@ -296,9 +305,14 @@ def render_html(result: dict[str, Any]) -> str:
     runs = "".join(f"<tr><td>{i}</td><td>{e(r['label'])}</td><td>{r['n']}</td><td>{r['median']:.4g}</td>"
                    f"<td>{r['q1']:.4g}–{r['q3']:.4g}</td></tr>" for i, r in enumerate(result["runs"]))
     head = f"{e(result['metric'])} ({e(result['phase'])}, {e(result['arm'])})"
-    return ("<!DOCTYPE html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width'>"
-            f"<title>kit history {head}</title><body style='font-family:system-ui;max-width:70rem;margin:auto'>"
-            f"<h1>{head}</h1>{plot_svg(result)}<h2>Steps</h2><table><tr><th>verdict</th><th>from</th><th>to</th>"
+    try:
+        plot = f"<img class=plot src=\"{sanitize_svg(plot_svg(result), 'history plot').data_url()}\" alt=\"{head}\">"
+    except ReportError as exc:
+        plot = f"<p>Plot not shown: {e(exc.cause)}</p>"
+    return ("<!DOCTYPE html><html lang=en><head>" + str(csp_meta(HISTORY_STYLE)) + "<meta charset=utf-8>"
+            "<meta name=viewport content='width=device-width'>"
+            f"<title>kit history {head}</title><style>{HISTORY_STYLE}</style></head><body>"
+            f"<h1>{head}</h1>{plot}<h2>Steps</h2><table><tr><th>verdict</th><th>from</th><th>to</th>"
             f"<th>ratio [CI]</th><th>p (Holm)</th></tr>{rows}</table><p>{e(result['method'])}</p>"
             f"<h2>Runs</h2><table><tr><th>#</th><th>label</th><th>n</th><th>median ({e(result['unit'])})</th>"
             f"<th>IQR</th></tr>{runs}</table></body></html>")

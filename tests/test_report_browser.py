@@ -53,11 +53,14 @@ def load(page: Path, screenshot: Path, width: int, profile: Path) -> list[str]:
 def test_html_is_self_contained_and_responsive(html: Path) -> None:
     text = html.read_text(encoding="utf-8")
     refs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', text)
-    assert all(r.startswith("#") for r in refs), [r for r in refs if not r.startswith("#")]
+    # links within the page; figures are images the kit encoded as data: URLs (kit.report.svg_safe)
+    inside = ("#", "data:image/svg+xml;base64,", "data:image/png;base64,")
+    assert all(r.startswith(inside) for r in refs), [r[:80] for r in refs if not r.startswith(inside)]
     assert "<link" not in text and "@import" not in text
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
     assert "@media print" in text and "overflow-x: auto" in text
-    assert text.count("<svg") >= 5 and 'id="telemetry-series"' in text  # figures inline, telemetry per trial
+    assert text.count('<img src="data:image/svg+xml;base64,') >= 5 and 'id="telemetry-series"' in text  # figures
+    assert "<svg" not in text and 'http-equiv="Content-Security-Policy"' in text  # as images, under the kit's policy
     for section in ("findings", "goal", "hypotheses", "figures", "environment", "threats", "reproduce", "raw"):
         assert f'<section id="{section}">' in text
 
@@ -71,9 +74,15 @@ def test_chromium_renders_without_console_messages(html: Path, artifacts: Path, 
         messages = load(html, shot, width, tmp_path / f"profile-{name}")
         assert messages == [], messages
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    # the capture works: the same page with a planted console error is caught
+    # the capture works: the same page with a planted console error, and without the kit's policy (which
+    # forbids every script), is caught; under the policy the planted script never runs, and the refusal is logged
+    planted_text = html.read_text(encoding="utf-8").replace(
+        "</body>", '<script>console.error("kit-probe " + JSON.stringify({a: 1}))</script></body>')
     probe = tmp_path / "probe.html"
-    probe.write_text(html.read_text(encoding="utf-8").replace(
-        "</body>", '<script>console.error("kit-probe " + JSON.stringify({a: 1}))</script></body>'), encoding="utf-8")
+    probe.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", planted_text, count=1),
+                     encoding="utf-8")
     planted = load(probe, tmp_path / "probe.png", 800, tmp_path / "profile-probe")
     assert any("kit-probe" in m and json.dumps({"a": 1}).replace(" ", "") in m for m in planted), planted
+    probe.write_text(planted_text, encoding="utf-8")
+    refused = load(probe, tmp_path / "probe2.png", 800, tmp_path / "profile-probe2")
+    assert not any("kit-probe" in m for m in refused) and any("script-src 'none'" in m for m in refused), refused

@@ -21,7 +21,7 @@ from kit.plan import config_label
 from kit.records import counts
 from kit.report import figures
 from kit.report.answer import answer, profile_warning
-from kit.report.sections import extra_sections, study_code_section
+from kit.report.sections import KIT_IDS, extra_sections, kit_figure, study_code_section
 from kit.report.threats import ranked as ranked_threats
 from kit.studies import Hooks, resolve_hooks
 
@@ -423,6 +423,7 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
     tel = telemetry_figure(run_path, arms)
     if tel is not None:
         figs.append(tel)
+    figs = [kit_figure(f) for f in figs]  # every figure an image the kit encoded (kit.report.svg_safe)
     spec_path = (manifest.spec_source.path if manifest.spec_source else None) or "experiments/<study>/experiment.toml"
     profile = manifest.profile or "paper"
     reproduce = [f"kit run {spec_path}" + ("" if profile == "paper" else f" --profile {profile}")
@@ -478,6 +479,8 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
-        "sections": (study_code_section(hooks) + extra_sections(manifest, analysis, hooks) + excluded_section(analysis)
+        "sections": (study_code_section(hooks)
+                     + extra_sections(manifest, analysis, hooks, reserved=KIT_IDS | {f["id"] for f in figs})
+                     + excluded_section(analysis)
                      + retried_section(analysis) + disturbance_section(analysis) + sequential_section(analysis)),
     }

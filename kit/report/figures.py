@@ -1,7 +1,8 @@
 """Figures drawn from finished analysis data only (no run directory access).
 
-Each function takes plain data and returns an SVG string (vector, inline in
-HTML) that also carries the same figure as PDF (``.pdf``, for LaTeX).
+Each function takes plain data and returns an SVG string (vector; the HTML page
+shows it as an image the kit encodes, kit.report.svg_safe) that also carries the
+same figure as PDF (``.pdf``, for LaTeX).
 Matplotlib runs headless (Agg).
 """
 
@@ -45,7 +46,7 @@ def arm_color(arm: str, i: int) -> str:
 
 
 class VectorFigure(str):
-    """An inline SVG string that also holds the same figure as PDF bytes (``pdf``) for LaTeX."""
+    """An SVG string that also holds the same figure as PDF bytes (``pdf``) for LaTeX."""
 
     pdf: bytes | None = None
 

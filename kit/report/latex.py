@@ -98,8 +98,13 @@ def _slug(s: str) -> str:
 
 
 def _figure_entry(fig: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    pdf = getattr(fig.get("svg"), "pdf", None)
-    return {"id": _slug(prefix + fig["id"]), "title": fig["title"], "kind": fig.get("kind", ""), "pdf": pdf}
+    """A figure for LaTeX: its vector PDF (kit.report.figures) or, for a study figure given as PNG, those checked
+    bytes (kit.report.sections); ``pdf`` holds the file's bytes either way (None: only in the HTML report)."""
+    fid = _slug(prefix + fig["id"])
+    pdf, png = getattr(fig.get("svg"), "pdf", None), fig.get("png")
+    data, ext = (pdf, "pdf") if isinstance(pdf, bytes) else ((png, "png") if isinstance(png, bytes) else (None, "pdf"))
+    return {"id": fid, "title": fig["title"], "kind": fig.get("kind", ""), "pdf": data, "file": f"{fid}.{ext}",
+            "refused": fig.get("refused")}
 
 
 def _write(path: Path, text: str) -> Path:
@@ -130,7 +135,7 @@ def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[
         sections.append({**s, "table_files": tables, "figure_entries": figs})
     for f in figures + [g for s in sections for g in s["figure_entries"]]:
         if f["pdf"] is not None:
-            atomic_write_bytes(root / "figures" / f"{f['id']}.pdf", f["pdf"])
+            atomic_write_bytes(root / "figures" / f["file"], f["pdf"])
             _write(root / "figures" / f"{f['id']}.tex", env.get_template("figure.tex.j2").render(fig=f))
     for name in ("claims", "hypotheses", "design", "descriptives", "threats", "deviations", "environment", "devices", "selftest", "measured",
                  "raw-data"):
