@@ -1253,11 +1253,51 @@ def _is_usage_error(err: BaseException) -> bool:
     return any(c.__name__ == "ClickException" for c in type(err).__mro__) and hasattr(err, "show")
 
 
+_HOOK_LINE: dict[str, Any] = {}
+
+
+def _hook_tick(what: str, elapsed_s: float, limit_s: float) -> None:
+    """A study hook is running (kit.study_child): its time against its limit, as a live line (a line every 10 s
+    when the output is not a terminal), never silence."""
+    text = _esc(f"{what}: {elapsed_s:.0f} s of its {limit_s:g} s limit (KIT_HOOK_TIMEOUT_S sets it)")
+    if not console.is_terminal:
+        if int(elapsed_s) % 10 == 1:
+            console.print(f"[dim]{text}[/]", highlight=False)
+        return
+    if "status" not in _HOOK_LINE:
+        _HOOK_LINE["status"] = console.status(text)
+        _HOOK_LINE["status"].start()
+    else:
+        _HOOK_LINE["status"].update(text)
+
+
+def _hook_done() -> None:
+    line = _HOOK_LINE.pop("status", None)
+    if line is not None:
+        line.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     """Entry point: run the app, translate KitError into one line and an exit code (kit.errors.ExitCode: 0 success,
-    1 the answer is no, 2 usage, 3 inconclusive, 4 suspect, 5 input error, 6 internal error, 130 interrupted)."""
+    1 the answer is no, 2 usage, 3 inconclusive, 4 suspect, 5 input error, 6 internal error, 130 interrupted).
+
+    SIGTERM and SIGHUP end every command as Ctrl-C does (KeyboardInterrupt): the cleanup of whatever runs (a
+    trial, a study hook and every process it started, temporary directories) happens, and the exit code is 130."""
+    import signal
+
+    from kit.study_child import hook_progress
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
-        rc = app(standalone_mode=False)  # click returns the code of typer.Exit instead of raising
+        with hook_progress(_hook_tick, on_end=_hook_done):
+            rc = app(standalone_mode=False)  # click returns the code of typer.Exit instead of raising
+        if rc == ExitCode.INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
+            console.print("[yellow]aborted[/]")
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except KitError as err:
