@@ -1292,7 +1292,8 @@ def main() -> None:
     from kit.study_child import hook_progress
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+        if signal.getsignal(sig) == signal.SIG_DFL:  # never undo an ignore: `nohup kit run ...` survives a logout
+            signal.signal(sig, _interrupt)
     try:
         with hook_progress(_hook_tick, on_end=_hook_done):
             rc = app(standalone_mode=False)  # click returns the code of typer.Exit instead of raising

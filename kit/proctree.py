@@ -42,6 +42,7 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -358,3 +359,33 @@ def _cgroup_oom_kills() -> int | None:
 def oom_counters() -> OomCounters:
     """The OOM-kill counters now (read before and after a trial; :meth:`OomCounters.kills_since`)."""
     return OomCounters(_counter(Path("/proc/vmstat"), "oom_kill"), _cgroup_oom_kills())
+
+
+@contextlib.contextmanager
+def signals_held(signals: Collection[int] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """While the block runs (the cleanup of a trial's processes), ``signals`` are noted, not handled: a second
+    Ctrl-C or SIGTERM must not cut the cleanup short and orphan what the kit adopted. Each noted signal is raised
+    again when the block ends, so its own handler (KeyboardInterrupt, or the default action) then runs.
+
+    The handlers are swapped, not the signal mask: with the kit's sampler threads running, a signal blocked in
+    the main thread is delivered to another thread, and Python runs its handler in the main thread regardless.
+    An ignored signal stays ignored. Outside the main thread (where no handler can be set) a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    old: dict[int, Any] = {}
+    for sig in signals:
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        try:
+            old[sig] = signal.signal(sig, lambda signum, frame: noted.append(signum))
+        except (OSError, ValueError):
+            continue
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(noted):
+            signal.raise_signal(sig)

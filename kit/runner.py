@@ -402,7 +402,7 @@ def start_run(spec: Spec, opts: RunOptions, events: RunEvents | None = None) -> 
     if study_files is not None:
         _trust_what_runs(spec, study_files, events)
     if executor.hands_off:  # the trials run in the jobs submitted now, each a chunk of the plan
-        executor.submit_all(rd, events.message)
+        executor.submit_all(rd, events.message, studies.digest_of(study_files) if study_files is not None else None)
         return rd
     ctx = _Context(spec, plan, rd, backend, dataset, opts, events, executor, datasets=datasets,
                    devices=checked.devices)
@@ -598,7 +598,7 @@ def resume_run(path: Path, opts: RunOptions, events: RunEvents | None = None) ->
                        pinned_digest=opts.study_digest)
     with run_lock(rd, ".lock" if opts.chunk is None else f".lock-chunk-{opts.chunk}"), snapshot(code) as study_dir:
         if resubmit:
-            executor.resubmit(rd, plan, events.message)
+            executor.resubmit(rd, plan, events.message, code.digest)  # the digest checked above, not re-read
             return rd
         checked = _check_everything(spec, opts, events, plan)
         datasets = _more_datasets(spec, opts, events) if spec.cases else {}

@@ -870,6 +870,17 @@ def check_recorded(spec: Any, where: str) -> None:
         except _Invalid as exc:
             raise StoreError(f"the recorded {exc.path} is out of range: expected {exc.expected}{_fmt(exc.got)}",
                              where=f"{where}: {exc.path}", fix=FIX_RECORDED) from None
+    hyps = spec.get("hypotheses")
+    for i, h in enumerate(hyps if isinstance(hyps, list) else []):
+        # the Holm family and the unit of test decide which p-values are adjusted together: a crafted family
+        # would make a family of one (no adjustment) that the spec never stated
+        if not isinstance(h, Mapping):
+            continue
+        for key, allowed in (("family", FAMILIES), ("unit", (*UNITS, None))):
+            if key in h and h[key] not in allowed:
+                raise StoreError(f"the recorded spec.hypotheses[{i}].{key} is {h[key]!r}, not one of "
+                                 f"{', '.join(str(a) for a in allowed)}"[:300],
+                                 where=f"{where}: spec.hypotheses[{i}].{key}", fix=FIX_RECORDED)
 
 
 def parse_spec(text: str, path: str, profile: str | None = None) -> Spec:

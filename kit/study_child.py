@@ -246,6 +246,8 @@ def interrupt_box() -> Iterator[Interrupts]:
     old: dict[int, Any] = {}
     try:
         for sig in INTERRUPTS:
+            if signal.getsignal(sig) == signal.SIG_IGN:  # nohup's SIGHUP, a background job's SIGINT: still ignored
+                continue
             old[sig] = signal.signal(sig, box.handler)
         _BOX.append(box)
         yield box

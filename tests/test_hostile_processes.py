@@ -211,6 +211,37 @@ def test_the_kits_signal_ends_the_hooks_processes_and_directories_then_interrupt
     assert _kit_dirs(tmp) == []
 
 
+def test_an_ignored_hangup_stays_ignored_under_nohup(tmp_path: Path) -> None:
+    """`nohup kit ...` (SIGHUP ignored) must survive a logout: neither the CLI nor the hook's box turns an ignored
+    SIGHUP into an interrupt. The hook keeps running through the hangup and ends with the kit's SIGTERM."""
+    pids = tmp_path / "pids"
+    study = _study(tmp_path / "study", pids)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "KIT_HOOK_MEMORY_MB": "512"}
+    proc = subprocess.Popen([sys.executable, "-c", CALL_HOOK, str(study)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        _wait_for_pids(pids, 2)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.5)
+        assert proc.poll() is None, "an ignored SIGHUP interrupted the kit"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        left = _none_survive(_pids(pids))
+    assert left == [] and proc.returncode == 130 and out.strip() == "interrupted", (proc.returncode, out, err)
+    script = ("import signal, sys\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\nimport kit.cli\n"
+              "sys.argv = ['kit', '--version']\ntry:\n    kit.cli.main()\nexcept SystemExit:\n    pass\n"
+              "print('ignored' if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else 'replaced')")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip().endswith("ignored"), done.stdout + done.stderr
+
+
 @pytest.fixture
 def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """This process's temporary directory, so the test can see that the hook's directories are removed."""
@@ -539,3 +570,24 @@ def test_an_apptainer_process_that_outlives_its_exec_is_ended_and_recorded(
     assert left == []
     assert out.detail["leftover_count"] == 1 and out.detail["leftover_processes"][0]["pid"] == daemon
 
+
+def test_a_second_signal_waits_until_the_trials_tree_is_gone() -> None:
+    """The trial's cleanup runs with SIGINT, SIGTERM and SIGHUP held (kit.proctree.signals_held): a signal that
+    arrives meanwhile is handled when the cleanup is over, never in the middle of it."""
+    from kit.proctree import signals_held
+
+    import threading
+
+    seen: list[str] = []
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append("handled"))
+    busy = threading.Thread(target=time.sleep, args=(1.0,), daemon=True)  # as the sampler threads of a trial
+    busy.start()
+    try:
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            seen.append("cleanup done")
+        time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert seen == ["cleanup done", "handled"]

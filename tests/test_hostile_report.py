@@ -388,6 +388,40 @@ def test_billion_laughs_floods_and_a_huge_figure_are_handled_at_once() -> None:
         signal.signal(signal.SIGALRM, old)
 
 
+@pytest.mark.parametrize("figure", [
+    "<path d='M0 0' style='fill: url(http://127.0.0.1:9/beacon-style'/>",
+    "<path d='M0 0' fill=\"url('http://127.0.0.1:9/beacon-attr#x\"/>",
+    "<style>path{fill:url(http://127.0.0.1:9/beacon-sheet}</style><path d='M0 0'/>",
+    "<path d='M0 0' fill='url(#ok) url(http://127.0.0.1:9/x'/>",
+])
+def test_an_unclosed_url_never_leaves_an_external_reference(figure: str) -> None:
+    """CSS error recovery reads an unclosed url( (or string) to the end of the value, so an external URL without
+    its closing parenthesis is an external load when the figure is opened on its own: it must not pass."""
+    out = sanitize_svg(SVG.format(figure))
+    assert "127.0.0.1" not in out.text and "beacon" not in out.text and out.dropped
+
+
+def test_doctype_and_sheet_floods_are_handled_in_linear_time() -> None:
+    """Inputs a retried pattern would scan in quadratic time (many '<!DOCTYPE a' heads, a sheet of rules without
+    braces under the sheet cap): refused or dropped at once, under an alarm."""
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("the sanitiser scanned a flood in quadratic time")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    try:
+        with pytest.raises(ReportError, match="declarations"):
+            sanitize_svg("<!DOCTYPE a" * 400_000)
+        for sheet in ("a" * 60_000, "a{" * 30_000, "}" * 60_000, "a{b:c}" * 10_000 + "a"):
+            out = sanitize_svg(SVG.format(f"<style>{sheet}</style><path d='M0 0'/>"))
+            assert "<path" in out.text and "aaaa" not in out.text
+        kept = sanitize_svg("<?xml version='1.0'?><!DOCTYPE svg [<!ENTITY x \"]>\">]>" + SVG.format("<path d='M0 0'/>"))
+        assert "<path" in kept.text and "ENTITY" not in kept.text
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def test_png_bytes_are_checked() -> None:
     assert png_data_url(tiny_png()).startswith("data:image/png;base64,iVBORw0KGgo")
     with pytest.raises(ReportError, match="no PNG signature"):

@@ -296,6 +296,7 @@ def test_a_state_naming_a_run_with_planted_code_is_refused_before_it_resumes(tmp
     (lambda m: m["spec"]["design"].update(disturbance_cpu=-1.0), "spec.design.disturbance_cpu"),
     (lambda m: m["spec"]["telemetry"].update(period_s=1e-9), "spec.telemetry.period_s"),
     (lambda m: m["spec"]["workload"].update(min_phase_s=-5.0), "spec.workload.min_phase_s"),
+    (lambda m: m["spec"]["hypotheses"][0].update(family="of-one"), "spec.hypotheses[0].family"),
 ])
 def test_an_out_of_range_recorded_number_is_a_store_error_with_its_key_path(
         tmp_path: Path, edit: object, key: str, monkeypatch: pytest.MonkeyPatch,
@@ -316,3 +317,33 @@ def test_the_kit_never_writes_a_margin_it_would_refuse_to_read() -> None:
         schedule(10, 10, 40, 0.05, margin=0.99)
     with pytest.raises(ValueError, match=r"looks"):
         schedule(2, 1, 10_000, 0.05)
+    with pytest.raises(ValueError, match=r"max at most 10000"):
+        schedule(200, 200, 20_000, 0.05)  # 100 looks, but a max_repetitions no reader would accept
+
+
+def test_a_copy_swapped_after_the_check_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the snapshot closes, end to end: the run's copy is replaced (and re-sealed) right after the kit
+    checked it and wrote its snapshot; the resumed trials run the checked bytes, not the swapped ones."""
+    import kit.runner
+
+    _, run = _partial_run(tmp_path)
+    marker = tmp_path / "swapped-ran"
+    real = kit.runner.snapshot
+
+    def swap_after(code: object) -> object:
+        cm = real(code)  # type: ignore[arg-type]
+        study_dir = cm.__enter__()
+        _plant_and_reseal(run, marker)  # the attacker's move, between the check and the first trial
+
+        class Box:
+            def __enter__(self) -> object:
+                return study_dir
+
+            def __exit__(self, *exc: object) -> None:
+                cm.__exit__(*exc)
+        return Box()
+
+    monkeypatch.setattr(kit.runner, "snapshot", swap_after)
+    rd = resume_run(run, RunOptions(runs_root=tmp_path / "runs", max_trials=1))
+    assert len(rd.finished_ids()) == 2 and not marker.exists()
+    assert "Path(" in (run / "study" / "wl.py").read_text()  # the swap did happen

@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats as sps
 
 from kit.analysis.stats import MIN_N_FOR_TESTS, holm, wilcoxon_paired
-from kit.manifest import SEQUENTIAL_MARGIN, SEQUENTIAL_MAX_LOOKS
+from kit.manifest import SEQUENTIAL_MARGIN, SEQUENTIAL_MAX_LOOKS, SEQUENTIAL_MAX_REPETITIONS
 
 DEFAULT_MARGIN = 0.05  # equivalence: arms within 5 % of each other (the kit's practical threshold for a change)
 
@@ -67,9 +67,11 @@ def obf_spent(t: float, alpha: float) -> float:
 def schedule(first: int, step: int, max_repetitions: int, alpha: float, margin: float = DEFAULT_MARGIN) -> Schedule:
     """Looks at ``first``, ``first + step``, ... up to ``max_repetitions`` (always the last look)."""
     lo, hi = SEQUENTIAL_MARGIN
-    if not (first >= 2 and step >= 1 and max_repetitions >= first and 0 < alpha < 0.5 and lo <= margin <= hi):
+    if not (first >= 2 and step >= 1 and first <= max_repetitions <= SEQUENTIAL_MAX_REPETITIONS and 0 < alpha < 0.5
+            and lo <= margin <= hi):
         raise ValueError(f"bad sequential schedule: first {first}, step {step}, max {max_repetitions}, "
-                         f"alpha {alpha}, margin {margin} (the margin must lie in [{lo}, {hi}])")
+                         f"alpha {alpha}, margin {margin} (the margin must lie in [{lo}, {hi}], max at most "
+                         f"{SEQUENTIAL_MAX_REPETITIONS})")
     looks = list(range(first, max_repetitions + 1, step))
     if looks[-1] != max_repetitions:
         looks.append(max_repetitions)

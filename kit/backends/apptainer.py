@@ -46,7 +46,7 @@ from kit.backends.container import (
 from kit.collectors.base import Probe, TrialTarget
 from kit.errors import BackendError, ImageError
 from kit.plan import arm_framework
-from kit.proctree import MAX_LISTED, TreeGuard, child_subreaper
+from kit.proctree import MAX_LISTED, TreeGuard, child_subreaper, signals_held
 from kit.spec import Container
 
 GPU_FLAGS = ("--nv", "--nvccli")
@@ -201,9 +201,10 @@ class ApptainerBackend(Backend):
                         on_start()
                     timed_out = wait_group(proc, timeout_s)
                 finally:
-                    if proc.returncode is None:
-                        kill_group(proc)
-                    leftover = guard.end()
+                    with signals_held():  # a second Ctrl-C or SIGTERM waits until the tree is gone
+                        if proc.returncode is None:
+                            kill_group(proc)
+                        leftover = guard.end()
             wall = time.monotonic() - t0
             stdout, stderr = fd_tail(out_fd), fd_tail(err_fd)
         finally:

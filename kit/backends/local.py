@@ -49,7 +49,7 @@ from kit.backends.base import (
 from kit.collectors.base import Probe
 from kit.errors import BackendError
 from kit.plan import arm_framework
-from kit.proctree import MAX_LISTED, TreeGuard, child_subreaper, is_stopped, oom_counters
+from kit.proctree import MAX_LISTED, TreeGuard, child_subreaper, is_stopped, oom_counters, signals_held
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 REAPER = Path(__file__).resolve().parent / "reaper.py"
@@ -277,10 +277,11 @@ class LocalBackend(Backend):
                         on_start()
                     waited = watch_reaper(proc, timeout_s)
                 finally:
-                    if proc.returncode is None:  # an interrupt before the wait: the reaper too
-                        kill_group(proc)
-                    # every process of the trial still alive, now the kit's: stopped, recorded, killed, reaped
-                    by_kit = guard.end(spare=(harness,) if harness else ())
+                    with signals_held():  # a second Ctrl-C or SIGTERM waits until the trial's tree is gone
+                        if proc.returncode is None:  # an interrupt before the wait: the reaper too
+                            kill_group(proc)
+                        # every process of the trial still alive, now the kit's: stopped, recorded, killed, reaped
+                        by_kit = guard.end(spare=(harness,) if harness else ())
             wall = time.monotonic() - t0
             err = fd_tail(err_fd)
             reaped = read_report(report_r)

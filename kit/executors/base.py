@@ -48,12 +48,13 @@ class Executor:
         """What the manifest keeps under ``executor``."""
         return {"name": self.name}
 
-    def submit_all(self, rd: RunDir, say: Say) -> str:
-        """Hand every chunk of a new run to the batch system (only where ``hands_off``)."""
+    def submit_all(self, rd: RunDir, say: Say, study_digest: str | None = None) -> str:
+        """Hand every chunk of a new run to the batch system (only where ``hands_off``). ``study_digest``: the
+        digest of the study code the caller checked (kit.run_code); each job runs that code or nothing."""
         raise KitError(f"the {self.name} executor runs trials in this process; it submits nothing",
                        where="executor", fix="run the trials with kit.runner")
 
-    def resubmit(self, rd: RunDir, plan: Plan, say: Say) -> None:
+    def resubmit(self, rd: RunDir, plan: Plan, say: Say, study_digest: str | None = None) -> None:
         """Submit again the chunks that miss trials and have no job pending or running."""
         raise KitError(f"the {self.name} executor has no jobs to resubmit", where="executor",
                        fix=f"kit run --resume {rd.path} runs the missing trials here")

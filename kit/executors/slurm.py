@@ -167,7 +167,8 @@ def probe() -> tuple[bool, str]:
     return True, res.stdout.strip().replace("\n", "; ")
 
 
-def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend: str, experiment: str) -> str:
+def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend: str, experiment: str,
+           study_digest: str | None = None) -> str:
     """Submit the chunks as one job array; returns the array job id."""
     ok, detail = probe()
     if not ok:
@@ -179,10 +180,8 @@ def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend:
     sdir = real_dir(run_dir / SLURM_DIR, create=True, what="slurm/ in the run directory")  # never a planted link
     real_dir(sdir / "logs", create=True, what="slurm/logs/ in the run directory")
     script = sdir / "job.sh"
-    from kit.studies import copy_digest
-
-    digest = copy_digest(run_dir, RunDir.open(run_dir).manifest())  # from the copy's bytes, checked just before
-    atomic_write_bytes(script, job_script(run_dir, opts, backend, experiment, digest).encode())  # never follows
+    # the digest the caller checked (kit.run_code), never one re-read from the copy as it may be by now
+    atomic_write_bytes(script, job_script(run_dir, opts, backend, experiment, study_digest).encode())  # no link
     array = ",".join(str(i) for i in sorted(chunk_ids))
     res = _run(["sbatch", "--parsable", f"--array={array}", str(script)])
     if res.returncode != 0:
@@ -376,17 +375,17 @@ class SlurmExecutor(Executor):
         self.chunks = chunks_of(plan, self.options.blocks_per_job)
         return {"name": self.name, "options": self.options.as_dict(), "backend": self.backend, "chunks": self.chunks}
 
-    def _submit(self, rd: RunDir, chunk_ids: list[int], say: Say) -> str:
-        job = submit(rd.path, chunk_ids, self.options, self.backend, rd.manifest().experiment)
+    def _submit(self, rd: RunDir, chunk_ids: list[int], say: Say, study_digest: str | None) -> str:
+        job = submit(rd.path, chunk_ids, self.options, self.backend, rd.manifest().experiment, study_digest)
         rd.log_event("submitted", array_job_id=job, chunks=chunk_ids)
         rd.update_manifest(status="submitted")
         say(f"submitted Slurm job array {job} ({len(chunk_ids)} task(s)); follow with: kit status {rd.path}")
         return job
 
-    def submit_all(self, rd: RunDir, say: Say) -> str:
-        return self._submit(rd, list(range(len(self.chunks or []))), say)
+    def submit_all(self, rd: RunDir, say: Say, study_digest: str | None = None) -> str:
+        return self._submit(rd, list(range(len(self.chunks or []))), say, study_digest)
 
-    def resubmit(self, rd: RunDir, plan: Plan, say: Say) -> None:
+    def resubmit(self, rd: RunDir, plan: Plan, say: Say, study_digest: str | None = None) -> None:
         done = rd.finished_ids()
         chunks = self.chunks or []
         missing = [i for i, c in enumerate(chunks) if any(t.trial_id not in done for t in plan.trials if t.block in set(c))]
@@ -400,7 +399,7 @@ class SlurmExecutor(Executor):
             say("nothing to resubmit" if not busy else "waiting for the running jobs")
             return
         rd.log_event("resume", finished=len(done), resubmitted_chunks=todo)
-        self._submit(rd, todo, say)
+        self._submit(rd, todo, say, study_digest)
 
     def chunk_blocks(self, chunk: int, where: str) -> frozenset[int]:
         chunks = self.chunks or []

@@ -87,13 +87,12 @@ _LOCAL_ID = r"[A-Za-z_][\w.:-]{0,127}"
 _ID = re.compile(rf"^{_LOCAL_ID}$")
 _LOCAL_HREF = re.compile(rf"^\s*#({_LOCAL_ID})\s*$")
 _URL = re.compile(r"url\s*\(([^)]*)\)", re.I)
+_URL_START = re.compile(r"url\s*\(", re.I)
 _LOCAL_URL = re.compile(rf"^\s*(['\"]?)#{_LOCAL_ID}\1\s*$")
 _FUNCTION = re.compile(r"([A-Za-z_-][\w-]*)\s*\(")
 _VALUE_CHARS = re.compile(r"^[\w\s#%.,+\-'\"()/!:]*$")  # no ; { } < > \ @ * = & in a value
 _CLASS_NAME = re.compile(r"^[\w-]{1,128}$")
 _COMPOUND = re.compile(r"^(\*|[A-Za-z][\w-]*)?((?:[.#][A-Za-z_][\w-]*)*)$")
-_DOCTYPE = re.compile(r"<!DOCTYPE\s[^\[>]*(?:\[(?:[^\]\"']|\"[^\"]*\"|'[^']*')*\])?\s*>")
-_RULE = re.compile(r"([^{}]*)\{([^{}]*)\}")
 _DECLARATION = re.compile(r"<!(?!\[CDATA\[)")
 
 
@@ -141,7 +140,12 @@ class _Writer:
             return True
         if len(value) > MAX_FUNCTION_VALUE_CHARS:
             return False
-        if any(not _LOCAL_URL.match(m.group(1)) for m in _URL.finditer(value)):
+        # CSS error recovery reads an unclosed url( or string to the end of the value: every url( must be one
+        # _URL matches, and parentheses and quotes must balance, or an external url(http://... would pass
+        if value.count("(") != value.count(")") or value.count("'") % 2 or value.count('"') % 2:
+            return False
+        urls = list(_URL.finditer(value))
+        if len(_URL_START.findall(value)) != len(urls) or any(not _LOCAL_URL.match(m.group(1)) for m in urls):
             return False
         return all(m.group(1).lower() in CSS_FUNCTIONS for m in _FUNCTION.finditer(value))
 
@@ -172,8 +176,8 @@ class _Writer:
         if "<" in text or "\\" in text or "@" in text or "/*" in text:
             self.drop("style sheet (at-rules, comments, escapes or markup)")
             return None
-        rules = [(m.group(1), m.group(2)) for m in _RULE.finditer(text)]
-        if _RULE.sub("", text).strip():
+        rules = _rules(text)
+        if rules is None:
             self.drop("style sheet (not plain rules)")
             return None
         out = []
@@ -296,7 +300,7 @@ def sanitize_svg(text: str, where: str = "figure") -> CleanSvg:
         raise _refuse("the SVG holds NUL bytes", where)
     dropped: dict[str, int] = {}
     body = _without_comments(text, where)
-    body, n = _DOCTYPE.subn("", body, count=1)
+    body, n = _without_doctype(body)
     if n:
         dropped["DOCTYPE declaration (never honoured: no entity is expanded)"] = 1
     if _DECLARATION.search(body):
@@ -316,6 +320,59 @@ def sanitize_svg(text: str, where: str = "figure") -> CleanSvg:
     w.dropped.update(dropped)
     w.element(root, 0)
     return CleanSvg("".join(w.out), tuple(sorted(w.dropped.items())))
+
+
+def _rules(text: str) -> list[tuple[str, str]] | None:
+    """A style sheet as (selector, declarations) pairs, in one linear pass (a pattern retried at every position
+    of a sheet without braces would take quadratic time); None when it is not plain ``selector { ... }`` rules."""
+    out: list[tuple[str, str]] = []
+    at = 0
+    while True:
+        start = text.find("{", at)
+        if start < 0:
+            return out if not text[at:].strip() else None
+        end = text.find("}", start)
+        selector, body = text[at:start], text[start + 1:end]
+        if end < 0 or "}" in selector or "{" in body:
+            return None
+        out.append((selector, body))
+        at = end + 1
+
+
+def _without_doctype(body: str) -> tuple[str, int]:
+    """``body`` without its DOCTYPE declaration, found in one linear pass and only in the prolog (before the first
+    element, where XML allows it); (body, 1) when one was cut. Its internal subset is skipped whole, quotes
+    honoured: no entity it declares is ever expanded (their use is then not well-formed). Anything else that
+    looks like a declaration stays and is refused by the caller."""
+    at = body.find("<!DOCTYPE")
+    if at < 0:
+        return body, 0
+    pos = 0
+    while True:  # the prolog: whitespace, an XML declaration and processing instructions only
+        lt = body.find("<", pos, at)
+        if lt < 0:
+            break
+        if not body.startswith("<?", lt):
+            return body, 0
+        end = body.find("?>", lt + 2, at)
+        if end < 0:
+            return body, 0
+        pos = end + 2
+    quote, subset = "", False
+    for i in range(at + len("<!DOCTYPE"), len(body)):
+        ch = body[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "[" and not subset:
+            subset = True
+        elif ch == "]" and subset:
+            subset = False
+        elif ch == ">" and not subset:
+            return body[:at] + body[i + 1:], 1
+    return body, 0
 
 
 def _without_comments(text: str, where: str) -> str:
