@@ -282,7 +282,7 @@ def issue37(checkout: Path, t: Path) -> None:
 
     token = f"kit-i37-{os.getpid()}-{time.time_ns()}"
     env = {**os.environ, "PYTHONPATH": str(checkout), "KIT_CONFIG_DIR": str(t / "config"),
-           "KIT_HISTORY_CACHE": str(t / "hcache"), "KIT_POWER_CACHE": str(t / "power")}
+           "KIT_HISTORY_CACHE": str(t / "hcache"), "KIT_POWER_CACHE": str(t / "power"), "COLUMNS": "250"}
     sha = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
     print(f"issue 37, kit under attack: {checkout} ({sha})")
@@ -346,10 +346,11 @@ def issue37(checkout: Path, t: Path) -> None:
           f"changed: {'YES' if after != mdes else 'no'} ({len(mdes)} MDE figures compared)")
 
     # 4. the seal key left world-readable: another local user reads it and seals a forged analysis
+    env = {**env, "KIT_CONFIG_DIR": str(t / "config4"), "KIT_POWER_CACHE": str(t / "power4")}  # apart from 1-3
     a, b = golden_copy(t / "ka"), golden_copy(t / "kb")
     for r in (a, b):
         kit(checkout, env, "report", str(r))
-    key = t / "config" / "analysis-seal.key"
+    key = t / "config4" / "analysis-seal.key"
     key.chmod(0o644)
     thief = t / "thief-config"
     thief.mkdir(mode=0o700)
@@ -361,9 +362,9 @@ def issue37(checkout: Path, t: Path) -> None:
     subprocess.run([sys.executable, "-c", forge, str(b / "analysis.json")], env={**env, "KIT_CONFIG_DIR": str(thief)},
                    check=True, capture_output=True)
     code, out, _ = kit(checkout, env, "compare", str(a), str(b), "--metric", "time_s")
+    answer = next((line for line in out.splitlines() if line.startswith("Answer:")), "(no answer line)")
     print(f"seal key world-readable, analysis forged (times x3) and sealed with it by another user, kit compare: "
-          f"exit {code}; 'regression' rows: {out.count('regression')}; key mode now "
-          f"{oct(key.stat().st_mode & 0o777)}")
+          f"exit {code}; {answer[:90]!r}; key mode now {oct(key.stat().st_mode & 0o777)}")
 
     # 5. a trusted study hook that forks a daemon, eats memory and loops, under kit report stopped by SIGTERM
     hook = t / "hook"
