@@ -287,7 +287,28 @@ def issue37(checkout: Path, t: Path) -> None:
                          text=True).stdout.strip()
     print(f"issue 37, kit under attack: {checkout} ({sha})")
 
-    # 1. a planted edit in a resumed run's study code, the manifest's digest re-sealed
+    # 1. the seal key left world-readable: another local user reads it and seals a forged analysis
+    env4 = {**env, "KIT_CONFIG_DIR": str(t / "config4"), "KIT_POWER_CACHE": str(t / "power4")}  # its own
+    a, b = golden_copy(t / "ka"), golden_copy(t / "kb")
+    for r in (a, b):
+        kit(checkout, env4, "report", str(r))
+    key = t / "config4" / "analysis-seal.key"
+    key.chmod(0o644)
+    thief = t / "thief-config"
+    thief.mkdir(mode=0o700)
+    (thief / "analysis-seal.key").write_bytes(key.read_bytes())  # readable by anyone: so by the thief
+    (thief / "analysis-seal.key").chmod(0o600)
+    forge = ("import json, sys\nfrom kit.freshness import seal\np = sys.argv[1]\nd = json.load(open(p))\n"
+             "for v in d['values']:\n    if v['metric'] == 'time_s' and v['value'] is not None: v['value'] *= 3.0\n"
+             "s = d.pop('seal')\nd['seal'] = seal(d, s['inputs'], s['hooks'])\njson.dump(d, open(p, 'w'))\n")
+    subprocess.run([sys.executable, "-c", forge, str(b / "analysis.json")], env={**env4, "KIT_CONFIG_DIR": str(thief)},
+                   check=True, capture_output=True)
+    code, out, _ = kit(checkout, env4, "compare", str(a), str(b), "--metric", "time_s")
+    answer = next((line for line in out.splitlines() if line.startswith("Answer:")), "(no answer line)")
+    print(f"seal key world-readable, analysis forged (times x3) and sealed with it by another user, kit compare: "
+          f"exit {code}; {answer[:90]!r}; key mode now {oct(key.stat().st_mode & 0o777)}")
+
+    # 2. a planted edit in a resumed run's study code, the manifest's digest re-sealed
     runs = t / "r1"
     kit(checkout, env, "run", str(_study(t / "s1", "cal_one")), "--max-trials", "1", "--no-report", "--runs-dir",
         str(runs))
@@ -298,7 +319,7 @@ def issue37(checkout: Path, t: Path) -> None:
     print(f"planted edit in a resumed run's study code (digest re-sealed), kit run --resume: exit {code}; the planted "
           f"code ran: {'YES' if marker.exists() else 'no'}")
 
-    # 2. reproduce-all's state maps study cal_a to cal_b's run, then names a run whose code was planted
+    # 3. reproduce-all's state maps study cal_a to cal_b's run, then names a run whose code was planted
     exps, runs = t / "exps", t / "r2"
     for name in ("cal_a", "cal_b"):
         kit(checkout, env, "run", str(_study(exps / name, name)), "--max-trials", "1", "--no-report", "--runs-dir",
@@ -322,7 +343,7 @@ def issue37(checkout: Path, t: Path) -> None:
     print(f"state.json names a run whose study code was planted, kit reproduce-all: exit {code}; the planted code "
           f"ran: {'YES' if marker2.exists() else 'no'}")
 
-    # 3. the power cache: a FIFO at every entry, then every entry poisoned (values x 3, no valid MAC)
+    # 4. the power cache: a FIFO at every entry, then every entry poisoned (values x 3, no valid MAC)
     clean = golden_copy(t / "pc")
     kit(checkout, env, "report", str(clean))
     mdes = _mdes(clean / "analysis.json")
@@ -344,27 +365,6 @@ def issue37(checkout: Path, t: Path) -> None:
     after = _mdes(clean / "analysis.json") if (clean / "analysis.json").exists() else []
     print(f"power cache entries poisoned ({n}: same shape, values x 3), kit report: exit {code}; printed MDEs "
           f"changed: {'YES' if after != mdes else 'no'} ({len(mdes)} MDE figures compared)")
-
-    # 4. the seal key left world-readable: another local user reads it and seals a forged analysis
-    env = {**env, "KIT_CONFIG_DIR": str(t / "config4"), "KIT_POWER_CACHE": str(t / "power4")}  # apart from 1-3
-    a, b = golden_copy(t / "ka"), golden_copy(t / "kb")
-    for r in (a, b):
-        kit(checkout, env, "report", str(r))
-    key = t / "config4" / "analysis-seal.key"
-    key.chmod(0o644)
-    thief = t / "thief-config"
-    thief.mkdir(mode=0o700)
-    (thief / "analysis-seal.key").write_bytes(key.read_bytes())  # readable by anyone: so by the thief
-    (thief / "analysis-seal.key").chmod(0o600)
-    forge = ("import json, sys\nfrom kit.freshness import seal\np = sys.argv[1]\nd = json.load(open(p))\n"
-             "for v in d['values']:\n    if v['metric'] == 'time_s' and v['value'] is not None: v['value'] *= 3.0\n"
-             "s = d.pop('seal')\nd['seal'] = seal(d, s['inputs'], s['hooks'])\njson.dump(d, open(p, 'w'))\n")
-    subprocess.run([sys.executable, "-c", forge, str(b / "analysis.json")], env={**env, "KIT_CONFIG_DIR": str(thief)},
-                   check=True, capture_output=True)
-    code, out, _ = kit(checkout, env, "compare", str(a), str(b), "--metric", "time_s")
-    answer = next((line for line in out.splitlines() if line.startswith("Answer:")), "(no answer line)")
-    print(f"seal key world-readable, analysis forged (times x3) and sealed with it by another user, kit compare: "
-          f"exit {code}; {answer[:90]!r}; key mode now {oct(key.stat().st_mode & 0o777)}")
 
     # 5. a trusted study hook that forks a daemon, eats memory and loops, under kit report stopped by SIGTERM
     hook = t / "hook"
