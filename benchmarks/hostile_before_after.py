@@ -302,7 +302,7 @@ def issue37(checkout: Path, t: Path) -> None:
              "for v in d['values']:\n    if v['metric'] == 'time_s' and v['value'] is not None: v['value'] *= 3.0\n"
              "s = d.pop('seal')\nd['seal'] = seal(d, s['inputs'], s['hooks'])\njson.dump(d, open(p, 'w'))\n")
     subprocess.run([sys.executable, "-c", forge, str(b / "analysis.json")], env={**env4, "KIT_CONFIG_DIR": str(thief)},
-                   check=True, capture_output=True)
+                   cwd=checkout, check=True, capture_output=True)  # sealed the way the kit under attack seals
     code, out, _ = kit(checkout, env4, "compare", str(a), str(b), "--metric", "time_s")
     answer = next((line for line in out.splitlines() if line.startswith("Answer:")), "(no answer line)")
     print(f"seal key world-readable, analysis forged (times x3) and sealed with it by another user, kit compare: "
