@@ -175,6 +175,11 @@ def _answer(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return json.loads(line[5:])
 
 
+# Every test here starts both frameworks (the fixture below runs torchvision and the Keras build in two processes,
+# about 10 s before the first test): the tests are `slow` (make test-all, CI), not part of the fast subset.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def both() -> tuple[dict[str, Any], dict[str, Any]]:
     """(torchvision's answer, the Keras build's answer), computed in two processes at once."""
