@@ -413,8 +413,14 @@ def test_same_weights_give_torchvisions_features_proposals_and_detections(tmp_pa
     assert max(res["feat"] + res["logits"] + res["deltas"]) < 1e-4  # 5.4e-6 measured
     # train mode: 53 BatchNorms each divide by their batch's own std, which magnifies rounding (1.2e-4 measured)
     assert res["train_p2"] < 1e-3
-    for mine, theirs, share in res["props"] + res["dets"]:
-        assert theirs > 0 and abs(mine - theirs) <= max(1, theirs // 100) and share >= 0.99
+    # Proposals and detections agree up to one near-tie: float rounding that differs by CPU (oneDNN and ATen pick
+    # other kernels by ISA) can flip one proposal at the RPN's top-k/NMS boundary (1 of 24 on one of the CI
+    # machines), and that proposal moves up to 4 of the 100 detections downstream. A wrong layer, weight layout or
+    # box coding gives shares far below these.
+    for mine, theirs, share in res["props"]:
+        assert theirs > 0 and abs(mine - theirs) <= max(1, theirs // 100) and share * theirs >= theirs - 1 - 1e-9
+    for mine, theirs, share in res["dets"]:
+        assert theirs > 0 and abs(mine - theirs) <= max(1, theirs // 100) and share >= 0.95
     assert min(theirs for _, theirs, _ in res["dets"]) >= 20
 
 
