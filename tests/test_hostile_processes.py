@@ -574,9 +574,9 @@ def test_an_apptainer_process_that_outlives_its_exec_is_ended_and_recorded(
 def test_a_second_signal_waits_until_the_trials_tree_is_gone() -> None:
     """The trial's cleanup runs with SIGINT, SIGTERM and SIGHUP held (kit.proctree.signals_held): a signal that
     arrives meanwhile is handled when the cleanup is over, never in the middle of it."""
-    from kit.proctree import signals_held
-
     import threading
+
+    from kit.proctree import signals_held
 
     seen: list[str] = []
     old = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append("handled"))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from _crafted import calibrated_study, edit_manifest, golden_copy
+
 from kit.errors import ExitCode, StoreError, StudyError
 from kit.run_code import resume_code, snapshot
 from kit.runner import RunOptions, resume_run, start_run
@@ -230,10 +231,7 @@ def _run_of(runs: Path, name: str) -> str:
 
 
 class _NoRun:
-    calls: list[object] = []
-
     def __call__(self, entry: object, resume: Path | None, on_run_dir: object) -> Path:
-        self.calls.append(entry)
         raise AssertionError("a refused state must not run or resume anything")
 
 
