@@ -313,16 +313,39 @@ def _claim_quantity(c: dict[str, Any]) -> str:
     if c.get("untestable"):
         return f"not judged: {c['untestable']}"
     arms = c.get("arms") or []
-    what = {"direction": f"{'/'.join(arms)} {'> 1' if c.get('direction') == 'greater' else '< 1'}",
-            "difference": f"{'/'.join(arms)} != 1",
-            "magnitude": f"{'/'.join(arms)} = {c.get('paper_value')} +- {(c.get('tolerance') or 0) + (c.get('uncertainty') or 0):.0%}"
+    t = c.get("threshold") or 1.0
+    ratio = "/".join(arms) if t == 1.0 else f"{arms[0]}/({t:g} x {arms[1]})" if len(arms) == 2 else "/".join(arms)
+    what = {"direction": f"{ratio} {'> 1' if c.get('direction') == 'greater' else '< 1'}",
+            "difference": f"{ratio} != 1",
+            "magnitude": f"{ratio} = {c.get('paper_value')} +- {(c.get('tolerance') or 0) + (c.get('uncertainty') or 0):.0%}"
                          + (" (read from a figure)" if c.get("approximate") else ""),
-            "no_difference": f"{'/'.join(arms)} within {(c.get('margin') or 0):.0%} of 1",
+            "no_difference": f"{ratio} within {(c.get('margin') or 0):.0%} of 1",
+            "not_significant": (f"{ratio} not significant" if not c.get("factor") else
+                                f"{', '.join(arms)}: no significant trend with {c.get('factor')}")
+                               + f" at the paper's n = {c.get('paper_n')}",
             "trend": f"{', '.join(arms)} {c.get('trend')} with {c.get('factor')}"
                      + (f" up to {c.get('up_to'):g}" if c.get("up_to") is not None else "")}.get(c.get("kind", ""), "")
     where = ", ".join(f"{k}={v}" for k, v in (c.get("where") or {}).items())
-    return f"{c.get('metric')} ({c.get('phase')}): {what}" + (f" [{where}]" if where else "") + \
-        (f"; {c.get('scope')}" if c.get("scope") == "overall" else "")
+    out = f"{c.get('metric')} ({c.get('phase')}): {what}" + (f" [{where}]" if where else "") + \
+        (f"; {c.get('scope')}" if c.get("scope") in ("overall", "each_network") else "")
+    if c.get("cause_removed"):
+        out += f"; recorded, never contradicted: the kit removes the gap's cause ({c['cause_removed']})"
+    return out
+
+
+def _claim_conditions(c: dict[str, Any]) -> str:
+    """The conditions a claim depends on (those that block a verdict first), as `kit list --claims` shows them."""
+    tied = " ".join(f"{k} {v}" for k, v in (c.get("tied_versions") or {}).items())
+    parts = (c.get("device") if c.get("device") != "any" else "",
+             f"{c['gpus']} GPUs" if c.get("gpus") else "",
+             f"{c['threads']} CPU threads" if c.get("threads") else "",
+             f"CPU {c['cpu_model']}" if c.get("cpu_model") else "",
+             f"tied to {tied}" if tied else "",
+             "timing on shapes (a stand-in of the paper's sizes may judge it)" if c.get("data") == "shapes" else "",
+             c.get("hardware") or "",
+             "paper's versions " + " ".join(f"{k} {v}" for k, v in (c.get("versions") or {}).items())
+             if c.get("versions") else "")
+    return "; ".join(x for x in parts if x) or "any"
 
 
 def _print_claims_of(e: dict[str, Any]) -> None:
@@ -330,14 +353,12 @@ def _print_claims_of(e: dict[str, Any]) -> None:
 
     rows = e.get("claims", [])
     table = Table(title=f"{e['id']}: what the paper claimed ({len(rows)})", show_lines=True)
-    for col in ("id", "source", "statement", "kind", "quantity", "paper's value", "conditions"):
+    for col in ("id", "source", "statement", "kind", "quantity", "the paper's words", "conditions"):
         table.add_column(col, overflow="fold")
     for c in rows:
-        cond = ", ".join(x for x in (c.get("device") if c.get("device") != "any" else "",
-                                     f"{c['gpus']} GPUs" if c.get("gpus") else "", c.get("hardware") or "",
-                                     " ".join(f"{k} {v}" for k, v in (c.get("versions") or {}).items())) if x)
+        words = (c.get("paper_text") or "-") + (f" [{c['reading']}]" if c.get("reading") else "")
         table.add_row(*(escape(str(v)) for v in (c["id"], c["source"], c["statement"], c["kind"], _claim_quantity(c),
-                                                   c.get("paper_text") or "-", cond or "any")))
+                                                   words, _claim_conditions(c))))
     if not rows:
         out.print(escape(f"{e['id']}: no [[claims]] listed"))
         return
@@ -807,7 +828,8 @@ def _esc(value: object) -> str:
 
 
 def _print_claims(analysis: dict[str, Any]) -> None:
-    """The paper's findings first: the headline and one line per claim with this run's value and the verdict."""
+    """The paper's findings first: the headline, one row per claim this run judged (this run's value, the
+    verdict), then one line per reason for the claims it could not test, with what would test them."""
     from kit.report.context import claims_context
 
     ledger = claims_context(analysis)
@@ -815,14 +837,24 @@ def _print_claims(analysis: dict[str, Any]) -> None:
     if not ledger["rows"]:
         return
     colour = {"replicated": "green", "contradicted": "red", "inconclusive": "yellow"}
-    table = Table(title=None)
-    for col in ("claim", "the paper found", "paper's value", "this run", "verdict"):
-        table.add_column(col, overflow="fold")
-    for c in ledger["rows"]:
-        style = colour.get(c["verdict"], "dim")
-        table.add_row(_esc(f"{c['id']} ({c['source']})"), _esc(c["statement"]), _esc(c["paper_text"] or "-"),
-                      _esc(c["value_text"] or "-"), f"[{style}]{_esc(c['verdict'])}[/]: {_esc(c['reason'])}")
-    out.print(table)
+    if ledger["judged"]:
+        table = Table(title=None)
+        for col in ("claim", "the paper found", "this run", "verdict"):
+            table.add_column(col, overflow="fold")
+        for c in ledger["judged"]:
+            style = colour.get(c["verdict"], "dim")
+            shown = "p = " in (c["value_text"] or "")  # the value's own text may carry its p already
+            n_fam = c.get("family_size") or 0
+            p = (f"\np = {c['p']:.3g}" if c.get("p") is not None and not shown else "") + (
+                f"; Holm over {n_fam} claim{'s' if n_fam != 1 else ''}: {c['p_adjusted']:.3g}"
+                if c.get("p_adjusted") is not None else "")
+            table.add_row(_esc(f"{c['id']} ({c['source']})"), _esc(c["statement"]), _esc((c["value_text"] or "-") + p),
+                          f"[{style}]{_esc(c['verdict'])}[/]: {_esc(c['reason'])}")
+        out.print(table)
+    for g in ledger["untested"]:
+        would = (f" Would test {'it' if len(g['ids']) == 1 else 'them'}: {g['command']} {g['host']}." if g["command"]
+                 else f" Would test {'it' if len(g['ids']) == 1 else 'them'}: {g['host']}." if g["host"] else "")
+        out.print(f"[dim]not testable[/] {_esc(g['ids_text'])}: {_esc(g['reason'])}.{_esc(would)}", soft_wrap=True)
 
 
 def _print_hypotheses(analysis: dict[str, Any]) -> None:

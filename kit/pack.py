@@ -52,10 +52,13 @@ def claims_of(analysis: dict[str, Any], profile: str) -> list[dict[str, Any]]:
 
 
 def paper_claims_of(analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    """The paper's claims as this run judged them (kit.analysis.claims): id, verdict and this run's value."""
+    """The paper's claims as this run judged them (kit.analysis.claims): id, verdict and this run's value; for a
+    claim not testable here, why and what would test it (the evaluator's host may be the one that can)."""
     rows = (analysis.get("claims") or {}).get("rows") or []
     return [{"id": r["id"], "source": r["source"], "statement": r["statement"], "verdict": r["verdict"],
-             "value_text": r["value_text"], "estimate": r.get("estimate"), "low": r.get("low"), "high": r.get("high")}
+             "value_text": r["value_text"], "estimate": r.get("estimate"), "low": r.get("low"), "high": r.get("high"),
+             "reason": r.get("reason", "") if r.get("verdict") == "not testable" else "",
+             "would_test": r.get("would_test", "") if r.get("verdict") == "not testable" else ""}
             for r in rows if isinstance(r, dict)]
 
 
@@ -129,7 +132,8 @@ def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: 
         f"| {c['direction'] or '–'} | {('{:.3g}'.format(c['ratio'])) if c['ratio'] is not None else '–'} |"
         for c in claims)
     ledger = analysis.get("claims") or {}
-    paper = "\n".join(f"| {c['id']} | {c['source']} | {c['statement']} | {c['value_text'] or '–'} | {c['verdict']} |"
+    paper = "\n".join(f"| {c['id']} | {c['source']} | {c['statement']} | {c['value_text'] or '–'} | {c['verdict']}"
+                      + (f" (would test it: {c['would_test']})" if c["would_test"] else "") + " |"
                       for c in paper_claims_of(analysis)) or "| – | – | the experiment lists no claims of a paper | – | – |"
     return f"""# Artifact: {man.title or man.experiment}
 

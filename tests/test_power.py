@@ -20,7 +20,7 @@ import pytest
 from kit.analysis import power as pw
 from kit.analysis import stats
 from kit.analysis.design import mde_sd, mde_sd_asymptotic
-from kit.analysis.detectability import detectability
+from kit.analysis.detectability import detectability, hl_ratio
 from kit.compare import CompareOptions, compare_runs, conclusive_advice, judge, verdict
 
 # (n, Holm level) of the studies' profiles: Patel distributed, DLBench paper, LeNet quick, Germino, LeNet paper
@@ -100,8 +100,10 @@ def test_unpaired_mde_holds_on_the_kits_mann_whitney() -> None:
 
 
 def one_row_verdict(a: np.ndarray, b: np.ndarray, threshold: float = 0.05, alpha: float = 0.05) -> str:
-    """The verdict ``judge`` gives a one-row family (Holm of one p is the p), without its bootstrap interval."""
-    ratio = float(np.median(b) / np.median(a))
+    """The verdict ``judge`` gives a one-row family (Holm of one p is the p), from the quantity it tests and prints:
+    the Hodges-Lehmann ratio B/A (issue 38), not the ratio of medians."""
+    ratio = hl_ratio(b, a, paired=True, conf=1 - alpha).estimate
+    assert ratio is not None
     p = stats.wilcoxon_paired(b, a).p
     det = detectability(a, b, paired=True, level=alpha, threshold=threshold, alpha=alpha)
     return verdict(ratio, p, True, threshold, alpha, det.mde, det.equivalent)

@@ -270,9 +270,11 @@ def _claims(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
     names = [str(g["name"]) for g in host.get("gpus") or [] if isinstance(g, dict) and isinstance(g.get("name"), str)]
     kinds = tuple(str(k) for k in devices.get("kinds") or ())
     hardware = ", ".join(sorted(set(names))) if "gpu" in kinds and names else str(host.get("cpu_model") or "")
+    facts, paper_estimate = _claim_facts(manifest, trials, configs)
     ctx = RunContext(profile=manifest.profile or "paper", device_kinds=kinds, gpus_per_trial=gpus, hardware=hardware,
                      versions=versions, arm_of=arm_of, refusal=devices.get("refusal"),
-                     untrained=_untrained(manifest, configs))
+                     untrained=_untrained(manifest, configs), experiment=manifest.experiment,
+                     cpu_model=str(host.get("cpu_model") or ""), facts=facts, paper_estimate_s=paper_estimate)
     period = (manifest.spec.get("telemetry") or {}).get("period_s")
     durations = _median_durations(trials)
     shaken = analysis.get("disturbance")
@@ -284,6 +286,101 @@ def _claims(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
         return _unresolvable(m.kind, m.label, phase, (arms[0], arms[1]), cid, period, durations, shaken)
 
     return judge(claims, use, configs, ctx, alpha, unresolvable).as_dict()
+
+
+# What a configuration's protocol is made of, beside its device and threads (claims' conditions of their own):
+# every workload key and parameter except those that decide no measurement (the untimed warm-up, the accuracy
+# a run is expected to reach).
+_NOT_PROTOCOL = ("device", "threads", "warmup_steps", "expected_accuracy", "params")
+
+
+def _device_param(key: str) -> bool:
+    """A workload parameter that says where to compute (a device, the CPU cores): the claims' device and threads
+    conditions judge it from what the trials ran on, not as a protocol difference."""
+    return key == "cpu_cores" or key == "device" or key.endswith("_device")
+
+
+def _claim_facts(manifest: Manifest, trials: list[dict[str, Any]],
+                 configs: Mapping[str, Any]) -> tuple[dict[str, Any], float | None]:
+    """Per configuration, how this run stands against the paper protocol's same configuration (the claims'
+    conditions, kit.analysis.claims.ConfigFacts): the device its trials ran on, its CPU threads, its network,
+    whether its data are a stand-in for the paper's, and what its profile runs otherwise than the paper profile
+    (a configuration the paper profile does not run, a workload key, a parameter, the dataset's split); and the
+    paper profile's stated run time. A run whose spec cannot be read has an unknown protocol: every
+    configuration says so, and no claim is judged on it."""
+    import dataclasses as dc
+
+    from kit.analysis.across import network_of
+    from kit.analysis.claims import ConfigFacts
+    from kit.analysis.devices import device_kind
+    from kit.spec import parse_spec
+
+    text = manifest.spec_source.text if manifest.spec_source else None
+    try:
+        run = parse_spec(text, "manifest.json: spec_source", manifest.profile) if text else None
+        paper = parse_spec(text, "manifest.json: spec_source", None) if text else None
+    except KitError:
+        run = paper = None
+    host_cpus = (manifest.host or {}).get("cpu_logical")
+    seen: dict[str, set[str]] = {}
+    recorded_threads: dict[str, set[int]] = {}  # what the trials report they ran with (env.threads)
+    for t in trials:
+        kind = device_kind(t.get("env")) if t.get("status") == "ok" else None
+        if kind is not None and isinstance(t.get("config_id"), str):
+            seen.setdefault(t["config_id"], set()).add(kind)
+            env_threads = (t.get("env") or {}).get("threads")
+            if isinstance(env_threads, int) and not isinstance(env_threads, bool) and env_threads > 0:
+                recorded_threads.setdefault(t["config_id"], set()).add(env_threads)
+    paper_cfgs = paper.configurations() if paper is not None else []
+    out: dict[str, Any] = {}
+    for cid, cfg in configs.items():
+        cfg = dict(cfg)
+        kinds = seen.get(cid, set())
+        device = next(iter(kinds)) if len(kinds) == 1 else None
+        network = network_of(manifest.spec, cfg, cid)[1]
+        if run is None or paper is None:
+            out[cid] = ConfigFacts(device=device, network=network, protocol=(
+                "the run records no spec this kit can read, so whether it runs the paper protocol is unknown",))
+            continue
+        try:
+            mine, ds = run.workload_for(cfg), run.dataset_for(cfg)
+        except (KeyError, KitError):
+            out[cid] = ConfigFacts(device=device, network=network, protocol=("a configuration its spec cannot build",))
+            continue
+        cores = mine.params.get("cpu_cores")
+        threads = cores if isinstance(cores, int) and cores > 0 else mine.threads or (
+            host_cpus if isinstance(host_cpus, int) and host_cpus > 0 else None)
+        reported = recorded_threads.get(cid, set())
+        if len(reported) == 1:  # the trials' own report wins over the spec's request
+            threads = next(iter(reported))
+        if threads is not None and isinstance(host_cpus, int) and host_cpus > 0:
+            threads = min(threads, host_cpus)  # 64 threads asked of a 2-CPU host compute on 2
+        protocol: list[str] = []
+        data, sized = "", False
+        if cfg not in paper_cfgs:
+            protocol.append("a configuration the paper profile does not run")
+        else:
+            theirs, pds = paper.workload_for(cfg), paper.dataset_for(cfg)
+            a, b = dc.asdict(mine), dc.asdict(theirs)
+            protocol += [k for k in a if k not in _NOT_PROTOCOL and a[k] != b.get(k)]
+            protocol += [k for k in sorted(set(mine.params) | set(theirs.params))
+                         if not _device_param(k) and mine.params.get(k) != theirs.params.get(k)]
+            if ds is not None and pds is not None:
+                sized = (ds.train_size, ds.test_size) == (pds.train_size, pds.test_size)
+                if ds.source != pds.source and ds.source in ("synthetic", "random") \
+                        and pds.source not in ("synthetic", "random"):
+                    data = f"a {ds.source} stand-in for the paper's {ds.name} ({pds.source})"
+                elif ds.source in ("synthetic", "random"):
+                    # the paper profile's own data are a stand-in: a claim on the data's values is not the paper's
+                    # either (a claim on shapes may still use it: ``data_sized``)
+                    data = f"a {ds.source} stand-in for {ds.name}, in the paper profile too"
+                if data == "" and ((ds.name, ds.source) != (pds.name, pds.source) or not sized):
+                    protocol.append("dataset split")
+            elif (ds is None) != (pds is None):
+                protocol.append("dataset")
+        out[cid] = ConfigFacts(device=device, threads=threads, network=network, data=data, data_sized=sized,
+                               protocol=tuple(protocol))
+    return out, (paper.profile_estimate_s if paper is not None else None)
 
 
 # What decides a model's accuracy: the data and the training protocol. A profile that changes any of them measures

@@ -38,7 +38,7 @@ from typing import Any
 
 from scipy.stats import norm
 
-from kit.analysis.power import mde_paired_sd
+from kit.analysis.power import TIES_STEP_SD, mde_paired_sd
 from kit.analysis.stats import EXACT_MAX_N, MIN_N_FOR_TESTS
 
 UNITS = ("trial", "configuration")
@@ -67,16 +67,22 @@ def min_p(n: int) -> float:
     return min_p_exact(n) if n <= EXACT_MAX_N else min_p_asymptotic(n)
 
 
-def mde_sd(n: int, level: float, power: float = POWER, ties: bool = False) -> float | None:
+def mde_sd(n: int, level: float, power: float = POWER, ties: bool = False,
+           step_sd: float = TIES_STEP_SD) -> float | None:
     """Smallest shift, in SDs of the paired differences, the signed-rank test at ``level`` detects with ``power``.
 
     Simulated against the test's real rejection region (:mod:`kit.analysis.power`); inf when no outcome
-    of n differences reaches p < level; None without pairs. ``ties``: the normal-approximation test
-    that coarse values (ties or zero differences) get.
+    of n differences reaches p < level; None without pairs. ``ties``: coarse values, simulated on data
+    rounded to steps of ``step_sd`` SDs of the differences with zero differences dropped, through the test
+    such data get (exact where no tie or zero is left, else the tie-corrected normal approximation). The
+    design does not know a metric's resolution against its noise, so it states the step it assumes
+    (TIES_STEP_SD = half an SD: an accuracy on a few thousand test images whose arms share initial weights
+    moves in steps of about its paired SD, one of differently initialised models on 10,000 images in steps of
+    a tenth); the run's own figure (kit.analysis.detectability) uses the step its data show.
     """
     if n <= 0:
         return None
-    return mde_paired_sd(n, level, power, ties=ties)
+    return mde_paired_sd(n, level, power, ties=ties, step_sd=step_sd)
 
 
 def mde_sd_asymptotic(n: int, level: float, power: float = POWER) -> float | None:
@@ -159,13 +165,17 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
             reasons.append(f"no outcome of {n} differences reaches p < {threshold:.3g}: no change is detectable")
         decidable = not reasons
         delta_ties = mde_sd(n, threshold, power, ties=True) if decidable and mde else None
+        ties_note = None
+        if decidable and mde and (delta_ties is None or not math.isfinite(delta_ties)):
+            ties_note = (f"on coarse values (steps of {TIES_STEP_SD:g} SD of the differences, zeros dropped) the "
+                         f"tie-corrected normal approximation applies, which reaches p < {threshold:.3g} with power "
+                         f"{power:.0%} at no shift up to 50 SD: a metric with coarse values may not be decided")
         r.update({
             "family_size": family, "alpha": alpha, "holm_first_threshold": threshold,
             "min_p": p_min, "min_p_with_ties": p_ties, "decidable": decidable,
             "reason": "; ".join(reasons) if reasons else None,
-            "ties_note": (None if not decidable or p_ties < threshold else
-                          f"with ties or zero differences the normal approximation applies, whose smallest p "
-                          f"({p_ties:.3g}) is not below {threshold:.3g}: a metric with coarse values may not be decided"),
+            "ties_note": ties_note,
+            "ties_step_sd": TIES_STEP_SD,
             "mde_sd": delta if delta is not None and math.isfinite(delta) else None, "power": power,
             "mde_sd_with_ties": delta_ties if delta_ties is not None and math.isfinite(delta_ties) else None,
             "mde_sd_asymptotic": mde_sd_asymptotic(n, threshold, power) if n >= MIN_N_FOR_TESTS else None,
@@ -185,7 +195,8 @@ def design_table(spec: Mapping[str, Any], configs: dict[str, dict[str, Any]], ar
                    f"MDE at power {power:g}: the shift, in SDs of normal paired differences, that the two-sided "
                    "signed-rank test at alpha/m rejects with that power, simulated against its exact rejection "
                    "region at n (kit.analysis.power; the old normal-theory figure, efficiency 3/pi, is kept as "
-                   "mde_sd_asymptotic; mde_sd_with_ties is the normal-approximation test coarse values get); "
+                   f"mde_sd_asymptotic; mde_sd_with_ties is simulated on values rounded to steps of {TIES_STEP_SD:g} SD of "
+                   "the differences with zeros dropped, through the test such coarse values get); "
                    f"ratio for the trial unit assuming a between-trial CV of {cv:.0%} in each arm. Across "
                    "configurations the unit is the network: a one-sample t test on the networks' mean log ratios "
                    "(one row per device), decidable when 2/2^J < alpha/m for J networks, its MDE that t test's "
@@ -203,7 +214,9 @@ def design_summary(row: dict[str, Any]) -> str:
     mde = "" if row["mde_sd"] is None else f"; MDE {row['mde_sd']:.2f} SD at power {row['power']:.0%}"
     ties = row.get("mde_sd_with_ties")
     if row["mde_sd"] is not None and row["decidable"] and ties != row["mde_sd"]:
-        mde += f" ({ties:.2f} SD with ties)" if ties is not None else " (undecidable with ties)"
+        step = row.get("ties_step_sd", TIES_STEP_SD)
+        mde += (f" ({ties:.2f} SD with ties: values in steps of {step:g} SD)" if ties is not None else
+                f" (undecidable with ties: values in steps of {step:g} SD)")
     if row.get("mde_ratio") is not None:
         mde += f" (ratio {row['mde_ratio']:.3g} at CV {row['cv']:.0%})"
     fam = f" [{row.get('family', 'primary')}, m = {row.get('family_size')}]" if row.get("family_size") else ""

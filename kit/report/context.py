@@ -7,6 +7,7 @@ decisions, so both formats say the same words.
 
 from __future__ import annotations
 
+import re
 import shlex
 import statistics
 from datetime import UTC, datetime
@@ -355,14 +356,88 @@ def sequential_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
 
 def claims_context(analysis: dict[str, Any], where: str = "analysis.json") -> dict[str, Any]:
     """The paper-claims ledger the report opens with (kit.analysis.claims), checked; an analysis written
-    before claims existed shows that none were recorded."""
+    before claims existed shows that none were recorded. Beside the rows: ``judged`` (the claims this run gave a
+    verdict) and ``untested`` (the not-testable ones grouped by reason, one line each, with what would test
+    them), so that the ledger of a run that can judge little (a CPU run of a GPU paper) fits on one screen."""
     from kit.analysis.claims import Ledger
 
     raw = analysis.get("claims")
     if raw is None:
         return {"headline": "no claims recorded (an analysis written before the kit judged papers' claims: "
-                            "`kit report RUN` recomputes it)", "rows": [], "counts": {}, "conditions": []}
-    return Ledger.from_json(raw, where).as_dict()
+                            "`kit report RUN` recomputes it)", "rows": [], "counts": {}, "conditions": [],
+                "judged": [], "untested": []}
+    ledger = Ledger.from_json(raw, where).as_dict()
+    ledger.update(claim_groups(ledger["rows"]))
+    return ledger
+
+
+_COMMAND = re.compile(r"^`([^`]+)`\s*(.*)$")
+_DATA = re.compile(r"the data: (?:an? )?(?:(\w+) )?stand-ins? for [^;]*")
+_PROTOCOL = re.compile(r"(the protocol: the \S+ profile runs otherwise than the paper) \([^()]*\)")
+
+
+def reason_group(reason: str) -> str:
+    """A not-testable reason without what differs per claim (which datasets are stand-ins, which protocol keys
+    differ): the line the report groups claims under. Why: on a CPU run of a GPU paper nearly every claim differs
+    in the device, the data and the protocol; naming each claim's datasets and keys in the grouped line would
+    give each claim its own line, and the ledger would not fit on a screen. The full reason stays in the row."""
+    out = _DATA.sub(lambda m: f"the data: {'a ' + m.group(1) if m.group(1) else 'a'} stand-in for the paper's dataset",
+                    reason)
+    return _PROTOCOL.sub(r"\1", out)
+
+
+def claim_groups(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``judged``: the rows with a verdict; ``untested``: the not-testable rows grouped by (reason without the
+    per-claim details: :func:`reason_group`, what would test them), in the ledger's order, each group's claim ids
+    compressed ("C1-C10"), its command and host apart (the command set as code)."""
+    from kit.analysis.claims import BY_DESIGN
+
+    judged = [r for r in rows if r["verdict"] != "not testable"]
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        if r["verdict"] != "not testable":
+            continue
+        would = r.get("would_test") or ""
+        general = reason_group(r["reason"])
+        g = groups.setdefault((general, would), {"reason": general, "would_test": would, "ids": [],
+                                                     "rows": [], "by_design": would == BY_DESIGN})
+        g["ids"].append(r["id"])
+        g["rows"].append(r)
+    untested = []
+    for g in groups.values():
+        m = _COMMAND.match(g["would_test"]) if not g["by_design"] else None
+        g["command"], g["host"] = (m.group(1), m.group(2)) if m else ("", "" if g["by_design"] else g["would_test"])
+        g["ids_text"] = id_ranges(g["ids"])
+        untested.append(g)
+    return {"judged": judged, "untested": untested}
+
+
+def id_ranges(ids: list[str]) -> str:
+    """"C1-C10, C12" for consecutive numbered ids of one prefix, in the given order."""
+    out: list[str] = []
+    run: list[tuple[str, int, str]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        if len(run) >= 3:
+            out.append(f"{run[0][2]}-{run[-1][2]}")
+        else:
+            out.extend(x[2] for x in run)
+        run.clear()
+
+    for i in ids:
+        m = re.fullmatch(r"([A-Za-z_.-]*)(\d+)", i)
+        if m and run and run[-1][0] == m.group(1) and run[-1][1] + 1 == int(m.group(2)):
+            run.append((m.group(1), int(m.group(2)), i))
+            continue
+        flush()
+        if m:
+            run.append((m.group(1), int(m.group(2)), i))
+        else:
+            out.append(i)
+    flush()
+    return ", ".join(out)
 
 
 def descriptive_rows(analysis: dict[str, Any]) -> list[dict[str, Any]]:
