@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -127,11 +126,10 @@ def test_exit_codes_of_the_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 def test_a_missing_run_dir_is_said_before_the_heavy_imports(tmp_path: Path) -> None:
-    t0 = time.monotonic()
+    """Said before the analysis is imported: checked by which modules were loaded (the probe), not by a clock."""
     proc = subprocess.run([sys.executable, "-c", "import sys; from kit.cli import main; sys.argv = ['kit', 'report', "
                            f"{str(tmp_path / 'nope')!r}]; main()"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == ExitCode.INPUT and "run directory not found" in proc.stderr
-    assert time.monotonic() - t0 < 4, "kit report imported the analysis before checking its argument"
     probe = subprocess.run([sys.executable, "-c", "import sys\nfrom kit.cli import main\nsys.argv = ['kit', 'report', "
                             f"{str(tmp_path / 'nope')!r}]\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
                             "print('scipy' in sys.modules, 'pandas' in sys.modules)"],
@@ -152,16 +150,22 @@ def test_error_lines_do_not_wrap_in_a_pipe() -> None:
 
 # -- first contact --------------------------------------------------------------------------------------------------
 
-def test_kit_list_is_one_line_per_experiment_and_profile(tmp_path: Path) -> None:
-    """(An empty runs directory: a complete run in ./runs would make its measured wall time the estimate.)"""
+def test_kit_list_is_one_line_per_experiment_and_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(An empty runs directory: a complete run in ./runs would make its measured wall time the estimate.) No
+    minimum-detectable-effect simulation runs for a column `kit list` does not show (checked by making it fail,
+    not by timing it)."""
+    from kit.analysis import design
     from kit.catalog import list_experiments
 
     found = list_experiments(mde=False)
     n_profiles = sum(len(e["profiles"]) for e in found)
-    t0 = time.monotonic()
+
+    def no_simulation(*_: object, **__: object) -> float:
+        raise AssertionError("kit list ran the MDE simulation")
+
+    monkeypatch.setattr(design, "mde_sd", no_simulation)
     res = runner.invoke(app, ["list", "--runs-dir", str(tmp_path)], env=WIDE)
     assert res.exit_code == 0, res.output
-    assert time.monotonic() - t0 < 4  # no minimum-detectable-effect simulation for a column it does not show
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 + n_profiles + 1, res.output  # header, the rows, the pointer to kit show
     rows = {tuple(ln.split()[:2]): ln for ln in lines[1:-1]}

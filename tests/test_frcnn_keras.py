@@ -511,7 +511,9 @@ def test_same_weights_and_every_sample_give_torchvisions_losses_and_gradients(tm
     # (twice, plus a floor); backbone gradients of 64-96 px images are ill-conditioned (BatchNorm over 3x3 maps
     # in layer4): torchvision's float32 is 13-34 % off its float64 there. The RoI-head figures get a wider floor:
     # one proposal in ~1100 sits at the NMS threshold (IoU 0.69994 here, above 0.7 in PyTorch's rounding), and
-    # one RoI more or less moves loss_box_reg (a sum / number sampled) by 1/1100 = 9e-4.
+    # one RoI more or less moves loss_box_reg (a sum / number sampled) by 1/1100 = 9e-4. That RoI's gradient flows
+    # back through RoIAlign into the FPN maps it reads, so the FPN layers get the same floor (measured on this 2-core
+    # machine: fpn.layer_blocks.0 at 6.8e-4 and 7.2e-4 in two runs against torchvision float32's own 2.9e-4).
     for name, (mine, own) in {**res["losses"], **res["grads"]}.items():
-        roi_head = name in ("loss_classifier", "loss_box_reg") or name.startswith("roi_heads.")
+        roi_head = name in ("loss_classifier", "loss_box_reg") or name.startswith(("roi_heads.", "backbone.fpn."))
         assert mine <= 2 * own + (2e-3 if roi_head else 1e-4), (name, mine, own)
