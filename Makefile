@@ -7,7 +7,7 @@
 #   make test-all    the whole suite: also the tests marked slow, engine, slurm, tex, browser, mount (CI runs it)
 #   make selftest    check that this host measures what the kit says (kit selftest) before a long study
 # Everything else is optional. Variables: PYTHON, VENV, PROFILE, BACKEND, RUNS, BUDGET, DRIVER, TORCH_INDEX,
-# TORCH_PAIR, CPU_TORCH_PAIR.
+# TORCH_PAIR, CPU_TORCH_PAIR, FULL_TORCH.
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -30,11 +30,16 @@ DRIVER ?= $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=driver_version --forma
 TORCH_INDEX ?= $(if $(DRIVER),$(shell $(PYTHON) -m kit.doctor torch-index $(DRIVER)))
 # Without a GPU: the CPU builds (+cpu, no CUDA libraries: 0.8 GB in .venv instead of 5.3 GB) of the pair that
 # images/matrix.toml's CPU row runs (pytorch-2.13-cpu), so local trials and that image run the same torch.
-# kit.doctor torch-index --cpu picks them from PyTorch's CPU index (probed for a few seconds), else from this host's
-# pip configuration (find-links, extra indexes), else falls back to TORCH_PAIR, PyPI's CUDA build, printing what it
-# costs and how to avoid it. TORCH_INDEX=... on the command line skips the choice: TORCH_INDEX and TORCH_PAIR.
+# kit.doctor torch-index --cpu picks each from PyTorch's CPU index (probed for a few seconds), else from this host's
+# pip configuration (find-links, extra indexes). A +cpu torch without a +cpu torchvision is installed alone (the
+# `cpu` extra has no torchvision, so nothing pulls the CUDA torch back): the model-zoo and Faster R-CNN studies then
+# say they need torchvision (kit list, kit show, kit doctor) and reproduce-all skips them with the fix. Only without
+# any +cpu torch does it fall back to TORCH_PAIR, PyPI's CUDA build, printing what it costs and how to avoid it.
+# TORCH_INDEX=... on the command line skips the choice: TORCH_INDEX and TORCH_PAIR. FULL_TORCH=1 (CI sets it, to run
+# every test, torchvision's included) installs TORCH_PAIR from PyPI on a CPU host too: the CUDA build, 5.3 GB.
 CPU_TORCH_PAIR ?= torch==2.13.0 torchvision==0.28.0
-TORCH_ARGS = $(if $(HAVE_GPU)$(TORCH_INDEX),$(TORCH_INDEX) $(TORCH_PAIR),$$($(PY) -m kit.doctor torch-index \
+FULL_TORCH ?=
+TORCH_ARGS = $(if $(HAVE_GPU)$(TORCH_INDEX)$(FULL_TORCH),$(TORCH_INDEX) $(TORCH_PAIR),$$($(PY) -m kit.doctor torch-index \
 	--cpu "$(CPU_TORCH_PAIR)" --default "$(TORCH_PAIR)" || echo "$(TORCH_PAIR)"))
 
 .PHONY: setup reproduce reproduce-all test test-all test-rest lint report images doctor selftest clean distclean

@@ -40,7 +40,7 @@ say "host"
 
 failed=0
 say "1/3 kit selftest"
-timeout 120 "$PY" -m kit selftest --json "$dest/selftest.json" >>"$log" 2>&1
+timeout 120 "$PY" -m kit selftest --json-file "$dest/selftest.json" >>"$log" 2>&1
 rc=$?; say "selftest exit $rc"
 # TensorFlow is absent on the device image: its child failing is expected; every other check must pass.
 if [ -f "$dest/selftest.json" ]; then

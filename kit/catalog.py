@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from kit.analysis.design import design_table
 from kit.errors import KitError
 from kit.plan import make_plan
 from kit.spec import load_spec
-from kit.studies import experiment_dirs, experiment_paths
+from kit.studies import experiment_dirs, experiment_paths, torchvision_need
 
 
 def list_experiments(directories: Path | list[Path] | None = None, *, mde: bool = True) -> list[dict[str, Any]]:
@@ -55,6 +56,7 @@ def _entry(path: Path, mde: bool = True) -> dict[str, Any]:
         needs = requirements(spec)
         profiles.append({"name": name, "trials": len(plan.trials), "description": spec.profile_description,
                          "estimate_s": spec.profile_estimate_s, "needs_gpus": needs.gpus, "needs_why": needs.why,
+                         "needs_torchvision": torchvision_need(spec),
                          "design": design_table(spec.to_dict(), plan.configs, list(plan.arms), mde=mde)})
     return {"file": label, "path": str(path), "id": base.experiment.id, "title": base.experiment.title,
             "profiles": profiles, "folder": bool(base.study_dir), "protocol_source": base.experiment.protocol_source,
@@ -107,3 +109,60 @@ def resolve_experiment(arg: str | Path, extra: list[Path] | None = None) -> Path
                        fix=f"give one of the ids {', '.join(ids)} (kit list), or the path of an experiment TOML "
                            "or study folder")
     return path  # a path: load_spec says what is wrong with it
+
+
+# -- the estimate `kit list` shows beside a measured run -----------------------------------------------------------
+
+MAX_EVENTS_BYTES = 8 * 1024 * 1024  # a run's events.jsonl read for the listing (one line per event)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The newest complete run of a profile in a runs directory: its wall time and whether the host was busy."""
+
+    wall_s: float
+    run_dir: str  # the directory's name in the runs directory
+    busy: bool  # the idle baseline saw other work, or trials were re-run or kept disturbed
+
+
+def measured_runs(runs_dir: Path, ids: list[str]) -> dict[tuple[str, str], Measured]:
+    """(experiment, profile) -> the newest complete run's :class:`Measured` (kit.reproduce_all.measured_walls)."""
+    from kit.reproduce_all import measured_walls
+
+    return {key: Measured(wall, name, ran_busy(runs_dir / name))
+            for key, (wall, name) in measured_walls(runs_dir, ids).items()}
+
+
+def ran_busy(run: Path) -> bool:
+    """Whether a run shared its host: its idle baseline said busy, or trials were re-run or kept disturbed (its
+    events.jsonl, kit.disturbance.rerun_summary). An unreadable file says nothing (False), it does not fail."""
+    import json
+
+    from kit.disturbance import rerun_summary
+    from kit.errors import StoreError
+    from kit.safeio import read_capped
+
+    try:
+        data = read_capped(run / "events.jsonl", MAX_EVENTS_BYTES, "events.jsonl", missing_ok=True) or b""
+    except StoreError:
+        return False
+    events = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    summary = rerun_summary(events)
+    return bool(summary["spent"] or summary["kept"] or (summary["baseline"] or {}).get("busy") is True)
+
+
+def estimate_text(estimate_s: float | None, measured: Measured | None) -> str:
+    """The profile's estimate and, where a run exists, the measured figure beside it, each labelled:
+    ``~3 min 40 s est., 39 min 37 s measured (busy host)``. The estimate is the spec's, stated for a quiet host;
+    a measured run says what this host took, which on a busy host can be ten times more."""
+    from kit.reproduce_summary import fmt_duration
+
+    if measured is None:
+        return "~" + fmt_duration(estimate_s) if estimate_s else "unknown"
+    seen = fmt_duration(measured.wall_s) + " measured" + (" (busy host)" if measured.busy else "")
+    return f"~{fmt_duration(estimate_s)} est., {seen}" if estimate_s else seen

@@ -8,6 +8,7 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from enum import StrEnum
@@ -18,7 +19,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kit.errors import ExitCode, KitError
+from kit.errors import ExitCode, KitError, UsageError, suggestion
+from kit.fmt import in_user_terms, kit_cmd
 from kit.records import Analysis
 
 if TYPE_CHECKING:
@@ -33,6 +35,26 @@ app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_e
                   help="Reproducible TensorFlow-vs-PyTorch benchmarks: run, analyse, report. Exit codes: 0 success, "
                        "1 the answer is no (regression, claims not reproduced, a failed check), 2 usage error, "
                        "3 inconclusive, 4 suspect, 5 input error (bad spec, run directory, bundle), 6 internal error.")
+
+
+def _repeatable_metavar() -> None:
+    """typer writes a repeatable argument's type as <list[str]> (a Python annotation, not a value to type); the
+    kit's help writes <str>... (options set metavar="<str>" themselves)."""
+    import re
+
+    from typer.core import TyperArgument
+
+    plain = TyperArgument.display_type
+
+    def display_type(self: Any, ctx: Any) -> str:
+        shown = plain(self, ctx)
+        m = re.fullmatch(r"<list\[(.+)\]>", shown)
+        return f"<{m.group(1)}>..." if m else shown
+
+    TyperArgument.display_type = display_type  # type: ignore[method-assign]
+
+
+_repeatable_metavar()
 
 
 def _console(stderr: bool = False) -> Console:
@@ -140,24 +162,166 @@ def _run_summary(run_dir: Path) -> dict[str, Any]:
     return res
 
 
-def _print_json(data: Any) -> None:
-    """Machine-readable output of --json: one JSON document on stdout, nothing else there."""
+# Every JSON document the kit prints (--json) or writes (--json-file) opens with its schema, {"name": "kit.NAME",
+# "version": N}, described by kit/schemas/NAME.schema.json (shipped in the package), and the kit's version: a reader
+# can tell what it holds and which kit made it. A version moves when a key is removed or changes its meaning.
+SCHEMAS: dict[str, int] = {"list": 1, "show": 1, "doctor": 1, "status": 1, "run-summary": 1, "verify": 1,
+                           "compare": 1, "bisect": 1, "history": 1, "selftest": 1, "bench-overhead": 1}
+
+
+def _document(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    from kit import __version__
+
+    return {"schema": {"name": f"kit.{name}", "version": SCHEMAS[name]}, "kit_version": __version__,
+            **{k: v for k, v in data.items() if k not in ("schema", "kit_version")}}
+
+
+def _print_json(data: dict[str, Any], name: str, json_file: Path | None = None, *, stdout: bool = True) -> None:
+    """Machine-readable output: --json prints one JSON document on stdout, nothing else there; --json-file writes
+    the same document to a file (atomically)."""
     import json
 
-    sys.stdout.write(json.dumps(data, indent=1, default=str) + "\n")
-    sys.stdout.flush()
+    text = json.dumps(_document(name, data), indent=1, default=str) + "\n"
+    if json_file is not None:
+        from kit.store import atomic_write_bytes
+
+        atomic_write_bytes(json_file, text.encode())
+        console.print(f"written: {_esc(json_file)}", highlight=False)
+    if stdout:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _old_json_form(json_out: bool, *given: Path | None) -> None:
+    """`--json out.json` (the old form of compare, bisect, history, selftest, bench overhead) now reads as the flag
+    and an argument: refused with the new form, not taken as a run directory or spec."""
+    for p in given:
+        if json_out and p is not None and p.suffix == ".json" and not p.is_dir():
+            raise UsageError(f"{p} is not a run directory or spec: --json takes no value now (it prints the JSON on "
+                             "stdout)", where="--json", fix=f"write a file with --json-file {p}")
+
+
+JSON_HINT = "--json takes no value now (it prints the JSON on stdout); write a file with --json-file {}"
+
+
+def _json_usage_hint(argv: list[str]) -> str:
+    """The old `--json PATH` form met as a usage error (an unexpected extra argument): the hint to the new form."""
+    for i, arg in enumerate(argv[:-1]):
+        nxt = argv[i + 1]
+        if arg == "--json" and not nxt.startswith("-") and not Path(nxt).is_dir():
+            return JSON_HINT.format(nxt)
+    return ""
+
+
+# -- names checked before the heavy imports, and shell completion ----------------------------------------------------
+# Both read the experiments' TOML files with tomllib alone: kit.catalog imports the analysis (scipy, pandas, seconds
+# on a busy host), which neither a typo nor a <TAB> should wait for.
+
+def _declared(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    from kit.studies import STUDY_FILE
+
+    target = path / STUDY_FILE if path.is_dir() else path
+    try:
+        # A FIFO or device would block or never end, a huge file would stall a typo check: only a regular file
+        # of spec size is read here; kit.spec.load_spec says what is wrong with anything else.
+        if not target.is_file() or target.stat().st_size > 1 << 20:
+            return {}
+        with open(target, "rb") as fh:
+            raw = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _experiment_names(extra: list[Path] | None = None) -> dict[str, Path]:
+    """Experiment id (and folder or file name) -> spec path, as kit.catalog.known_experiments finds them."""
+    from kit.studies import experiment_dirs, experiment_paths
+
+    found: dict[str, Path] = {}
+    for directory in experiment_dirs(extra or []):
+        if directory.is_dir():
+            for path in experiment_paths(directory):
+                exp = _declared(path).get("experiment")
+                declared = exp.get("id") if isinstance(exp, dict) and isinstance(exp.get("id"), str) else None
+                for name in (declared, path.stem if path.is_file() else path.name):
+                    if name:
+                        found.setdefault(name, path)
+    return found
+
+
+def _profiles_of(path: Path) -> list[str]:
+    profiles = _declared(path).get("profiles")
+    return ["paper", *(profiles if isinstance(profiles, dict) else {})]
+
+
+def _check_names(experiment: str | None, profile: str | None = None, extra: list[Path] | None = None,
+                 what: str = "experiment") -> None:
+    """An unknown experiment id or profile is a usage error (exit 2) with the closest names, said at once."""
+    if experiment is None:
+        return
+    path = Path(experiment)
+    if not path.exists():
+        if "/" in experiment or experiment.endswith(".toml"):
+            return  # a path: load_spec says what is wrong with it
+        names = _experiment_names(extra)
+        if experiment not in names:
+            ids = sorted(names)
+            raise UsageError(f"no {what} with the id {experiment!r} and no such file", where=experiment,
+                             fix=suggestion(experiment, names) + f"the ids are {', '.join(ids)} (kit list); or give "
+                                 "the path of an experiment TOML or study folder")
+        path = names[experiment]
+    known = _profiles_of(path)
+    if profile is not None and len(known) > 1 and profile not in known:
+        raise UsageError(f"{experiment} has no profile {profile!r}", where="--profile",
+                         fix=suggestion(profile, known) + f"its profiles are {', '.join(known)}")
+
+
+def _complete_experiments(incomplete: str) -> list[str]:
+    """Shell completion: the experiment ids (kit list)."""
+    return sorted(n for n in _experiment_names() if n.startswith(incomplete))
+
+
+def _complete_profiles(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion: the profiles of the experiment on the line, or of every experiment."""
+    given = next((str(v) for k, v in ctx.params.items() if k in ("spec", "study", "experiment") and v), None)
+    names = _experiment_names()
+    paths = [names.get(given) or Path(given)] if given else list(names.values())
+    return sorted({p for path in paths for p in _profiles_of(path) if p.startswith(incomplete)})
+
+
+def _complete_run_dirs(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion: run directories (those holding a manifest.json) under --runs-dir (default runs/) or under
+    the directory being typed."""
+    if "/" in incomplete:
+        base = Path(incomplete) if incomplete.endswith("/") else Path(incomplete).parent
+    else:
+        base = Path(str(ctx.params.get("runs_dir") or "runs"))
+    try:
+        shown = sorted(f"{p}/" for p in base.iterdir() if (p / "manifest.json").is_file())
+    except OSError:
+        return []
+    return [s for s in shown if s.startswith(incomplete) or Path(s).name.startswith(incomplete)]
 
 
 # -- list / doctor ------------------------------------------------------------
 
 ExperimentsOpt = Annotated[list[Path] | None, typer.Option(
-    "--experiments", "--experiments-dir",
+    "--experiments", "--experiments-dir", metavar="<path>",
     help="Also the experiments of this directory (study folders and TOML files) or this study folder; "
          "repeatable. Env: KIT_EXPERIMENTS (os.pathsep-separated).")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout (and nothing else there).")]
+JsonFile = Annotated[Path | None, typer.Option("--json-file", metavar="<path>",
+                                               help="Write the JSON document (as --json prints it) to this file.")]
+ExperimentArg = Annotated[str, typer.Argument(help="An experiment id (kit list) or the path of its TOML or study folder.",
+                                              autocompletion=_complete_experiments)]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).",
+                                                autocompletion=_complete_profiles)]
+RunDirArg = Annotated[Path, typer.Argument(help="A run directory.", autocompletion=_complete_run_dirs)]
 
 
-@app.command("list")
+@app.command("list", short_help="One line per experiment and profile: trials, estimate here, decidable, where.")
 def list_cmd(
     experiments: ExperimentsOpt = None,
     deviations: Annotated[bool, typer.Option("--deviations", help="Also list where each experiment differs from its paper (kit show ID: one experiment's).")] = False,
@@ -176,7 +340,7 @@ def list_cmd(
     rows = _list_rows(found, runs_dir)
     invalid = [e["file"] for e in found if e.get("invalid")]
     if json_out:
-        _print_json({"experiments": rows, "invalid": invalid})
+        _print_json({"experiments": rows, "invalid": invalid}, "list")
     else:
         table = Table(title=None, box=None, show_edge=False, pad_edge=False)
         for col in ("experiment", "profile", "trials", "estimate here", "decidable", "where"):
@@ -192,7 +356,8 @@ def list_cmd(
                 if claims:
                     _print_claims_of(e)
         else:
-            out.print("[dim]details (design, deviations, claims): kit show ID · run: kit run ID --profile PROFILE[/]")
+            out.print(f"[dim]details (design, deviations, claims): {_esc(kit_cmd('show ID'))} · run: "
+                      f"{_esc(kit_cmd('run ID --profile PROFILE'))}[/]")
     if invalid:  # a script or CI step must not read the listing as all well
         for r in rows:
             if r.get("error"):
@@ -219,41 +384,50 @@ def _decidable_text(design: dict[str, Any] | None) -> str:
 
 
 def _list_rows(found: list[dict[str, Any]], runs_dir: Path) -> list[dict[str, Any]]:
-    """The compact listing's rows: the estimate is this host's (a complete earlier run's wall time, else the spec's
-    estimate_s), or what the host lacks for the profile."""
-    from kit.reproduce_all import Host, Needs, fits, measured_walls
+    """The compact listing's rows: the spec's estimate_s and, beside it, a complete earlier run's measured wall time
+    (kit.catalog.estimate_text), or what the host lacks for the profile."""
+    from kit.catalog import estimate_text, measured_runs
+    from kit.reproduce_all import Host, Needs, fits
     from kit.reproduce_summary import fmt_duration
 
     host = Host.detect()
-    walls = measured_walls(runs_dir, [e["id"] for e in found if not e.get("invalid")])
+    walls = measured_runs(runs_dir, [e["id"] for e in found if not e.get("invalid")])
     rows = []
     for e in found:
         for p in e["profiles"]:
             if e.get("invalid"):
                 rows.append({"id": e["id"], "profile": "-", "trials": 0, "estimate_s": None, "estimate_from": "",
+                             "measured_s": None, "measured_run": None, "measured_busy": None,
                              "estimate_text": "-", "fits_here": None, "decidable": None,
                              "decidable_text": "invalid", "where": _where(e["path"]), "error": p["description"]})
                 continue
-            lacks = fits(host, Needs(int(p.get("needs_gpus") or 0), str(p.get("needs_why") or "")))
+            gpu_needs = Needs(int(p.get("needs_gpus") or 0), str(p.get("needs_why") or ""))
+            # torchvision: asked only where it is missing (a lean CPU install), since it loads the profile's spec
+            tv = "" if host.torchvision else str(p.get("needs_torchvision") or "")
+            lacks = fits(host, gpu_needs) or fits(host, Needs(torchvision=tv))
             est, source = p.get("estimate_s"), "spec" if p.get("estimate_s") else ""
-            if (e["id"], p["name"]) in walls:
-                est, source = walls[(e["id"], p["name"])][0], "measured"
-            text = ("~" + fmt_duration(est) + (" (measured)" if source == "measured" else "")) if est else "unknown"
-            if lacks:  # the spec's figure is for a host that has them
+            seen = walls.get((e["id"], p["name"]))
+            text = estimate_text(est, seen)
+            if lacks and fits(host, gpu_needs):  # the spec's figure is for a host that has them
+                there = est or (seen.wall_s if seen else None)
                 text = f"needs {p['needs_gpus']} GPU" + ("s" if p["needs_gpus"] > 1 else "") + (
-                    f" (~{fmt_duration(est)} there)" if est else "")
+                    f" (~{fmt_duration(there)} there)" if there else "")
+            elif lacks:
+                text = "needs torchvision"
             design = p.get("design") or {}
             rows.append({"id": e["id"], "profile": p["name"], "trials": p["trials"], "estimate_s": est,
-                         "estimate_from": source, "estimate_text": text, "fits_here": lacks is None,
+                         "estimate_from": source, "measured_s": seen.wall_s if seen else None,
+                         "measured_run": seen.run_dir if seen else None, "measured_busy": seen.busy if seen else None,
+                         "estimate_text": text, "fits_here": lacks is None,
                          "why_not_here": lacks, "decidable": design.get("all_decidable"),
                          "decidable_text": _decidable_text(design), "where": _where(e["path"]),
                          "description": p["description"]})
     return rows
 
 
-@app.command("show")
+@app.command("show", short_help="One experiment in full: profiles, design, deviations and claims.")
 def show_cmd(
-    experiment: Annotated[str, typer.Argument(help="An experiment id (kit list) or the path of its TOML or study folder.")],
+    experiment: ExperimentArg,
     experiments: ExperimentsOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
@@ -261,6 +435,7 @@ def show_cmd(
     where it differs from its paper (deviations) and what the paper claimed."""
     from rich.markup import escape
 
+    _check_names(experiment, extra=experiments)  # a typo is said at once (exit 2), before the analysis is imported
     from kit.catalog import list_experiments, resolve_experiment
     from kit.studies import study_dir_of
 
@@ -269,7 +444,7 @@ def show_cmd(
     matches = [e for e in found if Path(e["path"]).resolve() == (study_dir_of(path) or path).resolve()] or found
     e = matches[0]
     if json_out:
-        _print_json(e)
+        _print_json(e, "show")
         return
     if e.get("invalid"):
         raise KitError(e["profiles"][0]["description"], where=str(path))
@@ -288,10 +463,13 @@ def show_cmd(
         table.add_row(escape(p["name"]), str(p["trials"]), escape(rows[p["name"]]["estimate_text"]),
                       escape(p["description"]), escape(hyps))
     out.print(table)
+    for r in rows.values():  # what the host lacks for a profile (GPUs, torchvision), with the fix
+        if r.get("why_not_here") and "torchvision" in r["why_not_here"]:
+            out.print(escape(f"{r['profile']}: {r['why_not_here']}"), soft_wrap=True)
     _print_deviations_of(e)
     _print_claims_of(e)
     names = [p["name"] for p in e["profiles"]]
-    out.print(escape(f"run it: kit run {e['id']} --profile {'quick' if 'quick' in names else names[-1]}"))
+    out.print(escape("run it: " + kit_cmd(f"run {e['id']} --profile {'quick' if 'quick' in names else names[-1]}")))
 
 
 def _print_deviations_of(e: dict[str, Any]) -> None:
@@ -365,23 +543,27 @@ def _print_claims_of(e: dict[str, Any]) -> None:
     out.print(table)
 
 
-@app.command()
+@app.command(short_help="What this host offers and how to fix what is missing, opening with the verdict.")
 def doctor(
     study: Annotated[str | None, typer.Argument(help="An experiment id or path: also say whether this host has what "
-                                                     "its profile needs.")] = None,
+                                                     "its profile needs.", autocompletion=_complete_experiments)] = None,
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="With STUDY: the profile to check (default: "
-                                                "paper where an NVIDIA GPU is present, quick elsewhere).")] = None,
+                                                "paper where an NVIDIA GPU is present, quick elsewhere).",
+                                                autocompletion=_complete_profiles)] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset directory to check as well. Env: KIT_DATA_DIR.")] = None,
     download: Annotated[bool, typer.Option(help="Whether kit run will download missing datasets (it does by default), "
                                                 "so that they count as available.")] = True,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when something required is missing: the python and "
                                                           "frameworks, and with STUDY whatever its profile needs.")] = False,
+    check_downloads: Annotated[bool, typer.Option(help="Probe the dataset download hosts (a TCP connection within 3 s "
+                                                       "each, in parallel); --no-check-downloads says \"not checked\".")] = True,
     json_out: JsonFlag = False,
 ) -> None:
     """Say what this host offers (engine, GPUs, NVML, sensors, RAPL, datasets) and how to fix what is missing; the
     first line is the verdict: what this host is ready for and what is not available here, and why."""
     from rich.markup import escape
 
+    _check_names(study, profile)  # a typo is said at once (exit 2)
     from kit.doctor import run_checks, verdict
     from kit.reproduce_all import study_needs
 
@@ -390,17 +572,18 @@ def doctor(
         from kit.catalog import resolve_experiment
 
         study_path = resolve_experiment(study)
-    findings = run_checks(data_dir=data_dir, download=download)
+    findings = run_checks(data_dir=data_dir, download=download, check_downloads_=check_downloads)
     summary = verdict(findings)
     needs = study_needs(study_path, profile, findings, download, data_dir) if study_path is not None else None
     required = [f for f in findings if not f["ok"] and not f.get("optional", True)]
     failed = bool(required) or bool(needs and needs["missing"])
     if json_out:
-        _print_json({"verdict": summary, "downloads": download, "findings": findings, "study": needs,
-                     "strict_failed": strict and failed})
+        _print_json({"verdict": summary, "downloads": download, "download_hosts": _hosts_state(findings),
+                     "findings": findings, "study": needs, "strict_failed": strict and failed}, "doctor")
     else:
         out.print(("[green]" if not summary["unavailable"] else "[yellow]") + escape(summary["line"]) + "[/]")
-        out.print(f"downloads: {'on' if download else 'off'} (kit run downloads missing datasets unless --no-download)")
+        out.print(f"downloads: {'on' if download else 'off'} (kit run downloads missing datasets unless --no-download)"
+                  + (f"; dataset hosts: {_hosts_state(findings)}" if download else ""))
         table = Table(title="kit doctor", show_lines=True)
         for col in ("check", "status", "detail", "fix"):
             table.add_column(col, overflow="fold")
@@ -419,7 +602,15 @@ def doctor(
         raise typer.Exit(ExitCode.FAILED)
 
 
-@app.command()
+def _hosts_state(findings: list[dict[str, Any]]) -> str:
+    """"reachable", "not reachable" (some host did not answer) or "not checked", from the dataset downloads row."""
+    row = next((f for f in findings if f["check"] == "dataset downloads"), None)
+    if row is None:
+        return "not checked"
+    return "reachable" if row["ok"] else str(row.get("status") or "not reachable")
+
+
+@app.command(short_help="Fix the host's noise sources for benchmarking (needs root); --reset undoes it.")
 def tune(
     reset: Annotated[bool, typer.Option("--reset", help="Restore what `kit tune` changed (from its state file).")] = False,
     sys_root: Annotated[Path, typer.Option(hidden=True, help="sysfs root (tests).")] = Path("/sys"),
@@ -452,22 +643,23 @@ def tune(
     if res["nothing"]:
         out.print("this host exposes no frequency, boost or GPU clock control (a VM?): nothing to tune; "
                   "CPU pinning ([container] cpuset = \"auto\") still separates the trial from the collectors")
-    out.print(f"state recorded in {_esc(res['state'])}; undo with: kit tune --reset")
+    out.print(f"state recorded in {_esc(res['state'])}; undo with: {_esc(kit_cmd('tune --reset'))}")
     if res["failed"]:
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(short_help="Check that this host measures what the kit says; exit 1 if a check fails.")
 def selftest(
     gpu: Annotated[int | None, typer.Option(help="NVML index of the GPU to test (default: the first; PCI bus order).")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the record as JSON here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the record as JSON on stdout; the table goes to stderr.")] = False,
+    json_file: JsonFile = None,
     backend_: Annotated[SelftestBackend, typer.Option("--backend", help="local (this venv's frameworks) or docker (each image, via the engine).")] = SelftestBackend.local,
     images: Annotated[str | None, typer.Option(help="With --backend docker: matrix rows to test, e.g. pytorch-2.14-cu130,tensorflow-2.21-cu125 (default: the host's default rows).")] = None,
     period_s: Annotated[float, typer.Option(help="Sampling period whose rate the collectors must reach.")] = 0.1,
 ) -> None:
     """Check that this host measures what the kit says (GPU by UUID, timers, sampling rate, energy counter, TF32, clocks); exit 1 if a check fails."""
-    import json
-
+    if json_out:
+        _to_stderr()
     from kit.selftest import run_selftest
 
     res = run_selftest(gpu=gpu, backend=backend_.value, images=images.split(",") if images else None, period_s=period_s,
@@ -479,9 +671,9 @@ def selftest(
     for c in res["checks"]:
         table.add_row(c["name"], style[c["status"]], c["detail"])
     out.print(table)
-    if json_out:
-        json_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
-        out.print(f"written: {json_out}")
+    if json_out or json_file:
+        # the self-test record's own format number (kit.selftest.SCHEMA) stays, beside the document's schema
+        _print_json({**res, "record_schema": res.get("schema")}, "selftest", json_file, stdout=json_out)
     failed = [c["name"] for c in res["checks"] if c["status"] == "fail"]
     if failed:
         console.print(f"[red]self-test failed[/]: {', '.join(failed)}")
@@ -493,8 +685,8 @@ def selftest(
 
 @app.command()
 def run(
-    spec: Annotated[str | None, typer.Argument(help="An experiment id (kit list) or its TOML or study folder (omit with --resume).")] = None,
-    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
+    spec: Annotated[str | None, typer.Argument(help="An experiment id (kit list) or its TOML or study folder (omit with --resume).", autocompletion=_complete_experiments)] = None,
+    profile: ProfileOpt = None,
     backend: Annotated[Backend, typer.Option(help="local, docker (Docker or Podman), apptainer, or auto (containers when an engine with GPUs is present).")] = Backend.local,
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory: run only the missing trials.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="With --resume: also re-run the trials that failed (status error, which includes a kill by a signal, or timeout), each in its original plan position with its seed; every failed record is kept under attempts/ and listed in the report. Out-of-memory trials are not retried (in a batch-size sweep running out of memory is the result); add --retry-oom for them.")] = False,
@@ -511,11 +703,11 @@ def run(
     gpus_per_trial: Annotated[int | None, typer.Option(help="GPUs per job (--gres=gpu:N).")] = None,
     time_limit: Annotated[str | None, typer.Option(help="Slurm time limit per job, e.g. 02:00:00.")] = None,
     blocks_per_job: Annotated[int | None, typer.Option(help="Interleaved blocks per job (one node each).")] = None,
-    sbatch_option: Annotated[list[str] | None, typer.Option(help="Extra sbatch option, e.g. --qos=normal (repeatable).")] = None,
+    sbatch_option: Annotated[list[str] | None, typer.Option(metavar="<str>", help="Extra sbatch option, e.g. --qos=normal (repeatable).")] = None,
     wait: Annotated[bool, typer.Option(help="With --executor slurm: wait for the jobs, then report.")] = False,
     chunk: Annotated[int | None, typer.Option(hidden=True, help="Inside a cluster job: run this chunk.")] = None,
     label: Annotated[str | None, typer.Option(help="Version label of this run, for `kit history`.")] = None,
-    image: Annotated[list[str] | None, typer.Option("--image", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124 (repeatable).")] = None,
+    image: Annotated[list[str] | None, typer.Option("--image", metavar="<str>", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124 (repeatable).")] = None,
     images: Annotated[str | None, typer.Option("--images", help="Container backends: run one arm per matrix row, interleaved in one plan, e.g. pytorch-2.6-cu124,pytorch-2.7-cu126 (version-to-version comparison).")] = None,
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
     until_conclusive: Annotated[bool, typer.Option("--until-conclusive", help="Add interleaved blocks until every testable hypothesis is decided (a difference, or equivalence within 5 %), looking after the spec's repetitions and every as many more, with alpha spending so that the family-wise error stays at alpha; stops at --max-repetitions or when the next look would pass --budget.")] = False,
@@ -525,11 +717,16 @@ def run(
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help="With --resume: run the study code in the run's own copy (study/*.py) for this command; by default a resumed run runs only the kit's own studies, a folder you name with --study, and digests trusted with `kit trust`. Read the code first.")] = False,
     study: Annotated[Path | None, typer.Option("--study", help="With --resume: your own study folder; the run's copy must be byte for byte its code (the resume is refused otherwise).")] = None,
     study_digest: Annotated[str | None, typer.Option("--study-digest", hidden=True, help="Inside a cluster job: the digest of the study copy the submitting kit checked.")] = None,
+    wait_for_quiet: Annotated[str | None, typer.Option("--wait-for-quiet", metavar="DURATION", help="On a busy host (other work above [design] disturbance_cpu during the idle baseline, or re-runs of disturbed trials disturbed again), wait up to this long for a quiet window, e.g. 10m, with a countdown; then go on either way. Default: go on at once (disturbed trials are re-run within the run's budget, the rest flagged).")] = None,
 ) -> None:
     """Run an experiment (or resume one) and write its run directory."""
+    _check_names(spec, profile)  # a typo is said at once (exit 2), before kit.catalog imports the analysis
     from kit.catalog import resolve_experiment
 
     spec_path = resolve_experiment(spec) if spec is not None else None  # before the heavy imports
+    from kit.collectors.quiet import parse_wait
+
+    wait_s = parse_wait(wait_for_quiet) if wait_for_quiet is not None else None
     if json_out:
         _to_stderr()
     from kit.run_request import execute, run_request
@@ -542,6 +739,7 @@ def run(
                "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None},
         chunk=chunk, label=label, retry_failed=retry_failed, retry_oom=retry_oom, image=image, images=images,
         trust_study_code=trust_study_code, study=study, study_digest=study_digest)
+    req.opts.wait_for_quiet_s = wait_s
     if build_images and req.opts.backend == "docker" and req.spec is not None:
         _build_run_images(req.spec, req.opts.arms or req.spec.experiment.frameworks,
                           req.opts.backend_options.get("images"))
@@ -567,9 +765,9 @@ def run(
             out.print(f"[yellow]{note}[/]")
         _make_report(rd.path, formats, req.opts.study_trust)
     elif status != "complete":
-        out.print(f"[yellow]run is {_esc(status)}[/]: continue with `kit run --resume {_esc(rd.path)}`")
+        out.print(f"[yellow]run is {_esc(status)}[/]: continue with `{_esc(kit_cmd(f'run --resume {rd.path}'))}`")
     if json_out:
-        _print_json(_run_summary(rd.path))
+        _print_json(_run_summary(rd.path), "run-summary")
 
 
 def _run_until_conclusive(req: Any, budget: str | None, max_repetitions: int | None, events: Any) -> RunDir:
@@ -615,18 +813,19 @@ def _wait_for_jobs(rd: RunDir) -> None:
     _print_status(rd.path)
 
 
-@app.command("reproduce-all")
+@app.command("reproduce-all", short_help="Run every study whose profile fits this host (resumable) and write one summary page.")
 def reproduce_all_cmd(
     budget: Annotated[str | None, typer.Option(help="The most time to spend, e.g. 2h or 45m: a study whose estimate does not fit what is left is skipped, never started.")] = None,
     profile: Annotated[str, typer.Option("--profile", "-p", help="auto (paper where an NVIDIA GPU is present, quick elsewhere), quick, paper, or another profile name; a study without it is skipped.")] = "auto",
     runs_dir: Annotated[Path, typer.Option(help="Where the run directories, the state file and the summary go; the same one again resumes.")] = Path("runs"),
     backend_: Annotated[Backend, typer.Option("--backend", help="local, docker, apptainer, or auto (containers when an engine with GPUs is present).")] = Backend.local,
-    only: Annotated[list[str] | None, typer.Option("--only", help="Only this study (its id or folder name; repeatable).")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", metavar="<str>", autocompletion=_complete_experiments, help="Only this study (its id or folder name; repeatable).")] = None,
     experiments: Annotated[Path | None, typer.Option("--experiments", help="The studies of this directory instead of the kit's experiments/.")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts). Env: KIT_DATA_DIR.")] = None,
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images each run needs if they are missing.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and stop.")] = False,
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help="Resume the runs the state file names even when their study code (study/*.py) is neither the kit's own nor on your allow-list (`kit trust`). Read the code first.")] = False,
+    wait_for_quiet: Annotated[str | None, typer.Option("--wait-for-quiet", metavar="DURATION", help="Each run: on a busy host (other work above [design] disturbance_cpu during the idle baseline, or re-runs of disturbed trials disturbed again), wait up to this long for a quiet window, e.g. 10m, with a countdown; then go on either way. Default: go on at once (disturbed trials are re-run within the run's budget, the rest flagged).")] = None,
 ) -> None:
     """Run every study whose profile fits this host, one after another (resumable), and write one summary page."""
     from kit.report import default_formats
@@ -637,6 +836,9 @@ def reproduce_all_cmd(
 
     backend = backend_.value
     budget_s = parse_budget(budget) if budget is not None else None
+    from kit.collectors.quiet import parse_wait
+
+    wait_s = parse_wait(wait_for_quiet) if wait_for_quiet is not None else None
     formats, note = default_formats()
     chosen = _choose_backend(backend) if not dry_run else backend
 
@@ -649,11 +851,15 @@ def reproduce_all_cmd(
 
     trust = StudyTrust(trust_run_copy=trust_study_code)
     runner = KitRunner(runs_dir, chosen, data_dir, events=lambda: RichEvents(console), prepare=prepare,
-                       report=lambda path: _make_report(path, formats, trust), trust=trust)
+                       report=lambda path: _make_report(path, formats, trust), trust=trust, wait_for_quiet_s=wait_s)
     if note and not dry_run:
         out.print(f"[yellow]{note}[/]")
+    from kit.reproduce_all import Host
+
+    # the backend decides whether this interpreter's torchvision matters (a container brings its own)
     res = reproduce_all(runs_dir, runner, profile=profile, budget_s=budget_s, only=only or (),
-                        experiments=experiments or BUNDLED, events=_ReproduceLines(), dry_run=dry_run, trust=trust)
+                        experiments=experiments or BUNDLED, host=Host.detect(chosen), events=_ReproduceLines(),
+                        dry_run=dry_run, trust=trust)
     for p in res.summary:
         out.print(f"summary: [bold]{_esc(p)}[/]")
     if res.interrupted:
@@ -693,7 +899,7 @@ class _ReproduceLines:
 
 
 @app.command()
-def status(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+def status(run_dir: RunDirArg,
            trials: Annotated[bool, typer.Option(help="List every trial, not only the summary.")] = False,
            json_out: JsonFlag = False) -> None:
     """Queued, running, finished, failed and lost trials of a run, with Slurm job ids and reasons."""
@@ -701,7 +907,7 @@ def status(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     if json_out:
         from kit.executors.status import run_status
 
-        _print_json(run_status(run_dir))
+        _print_json(run_status(run_dir), "status")
         return
     _print_status(run_dir, trials)
 
@@ -725,6 +931,10 @@ def _print_status(run_dir: Path, trials: bool = False) -> None:
     retried = f" ({st['retried']} retried; failed attempts under attempts/)" if st.get("retried") else ""
     out.print(escape(f"{st['experiment']} · {st['run_dir']} · executor {st['executor']} · status {st['status']} · "
                      f"{st['total']} trials: {counts}{retried}"))
+    if st.get("status_reason"):  # the manifest says "running", no process works on the run (kit.executors.liveness)
+        out.print(escape(f"the manifest says {st['recorded_status']}; {st['status_reason']}"
+                         + (". Continue with: " + kit_cmd(f"run --resume {st['run_dir']}")
+                            if st["status"] == "interrupted" else "")))
     if st["jobs"]:
         table = Table(title="Slurm jobs")
         for col in ("chunk", "job", "state", "node", "done", "reason"):
@@ -743,7 +953,8 @@ def _print_status(run_dir: Path, trials: bool = False) -> None:
                                                       r.get("signal") or "", r.get("earlier_attempts") or "", r["reason"])))
         out.print(table)
         if any(r["state"] == "failed" for r in rows):
-            out.print(escape(f"re-run failed trials in their plan positions: kit run --resume {st['run_dir']} --retry-failed"))
+            out.print(escape("re-run failed trials in their plan positions: "
+                             + kit_cmd(f"run --resume {st['run_dir']} --retry-failed")))
 
 
 def _choose_backend(name: str) -> str:
@@ -775,7 +986,7 @@ STUDY_HELP = "Use this study folder's analysis.py/report.py instead of the run's
 
 @app.command("report")
 def report_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `kit run`.")],
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `kit run`.", autocompletion=_complete_run_dirs)],
     format: Annotated[str, typer.Option("--format", "-f", help="Comma-separated, any of: html, latex, pdf.")] = "html",
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
     study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
@@ -794,7 +1005,21 @@ def report_cmd(
 
     _make_report(run_dir, formats, StudyTrust(trust_run_copy=trust_study_code, study_dir=study))
     if json_out:
-        _print_json(_run_summary(run_dir))
+        _print_json(_run_summary(run_dir), "run-summary")
+
+
+def _print_incomplete(run_dir: Path, analysis: dict[str, Any]) -> None:
+    """The line an unfinished run's report opens with (kit.executors.liveness.incomplete_note), its hint runnable
+    from here."""
+    from kit.executors.liveness import incomplete_note, run_state
+    from kit.store import RunDir
+
+    man = RunDir.open(run_dir).manifest()
+    run = analysis["run"]
+    note = incomplete_note(run_state(Path(run_dir), man.status, man.executor.name), int(run.get("finished") or 0),
+                           int(run.get("planned") or 0), Path(run_dir))
+    if note:
+        out.print(f"[yellow]{_esc(in_user_terms(note))}[/]", soft_wrap=True)
 
 
 def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> None:
@@ -804,6 +1029,7 @@ def _make_report(run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> 
 
     analysis = analyze_run(run_dir, trust=trust)
     paths = write_report(run_dir, analysis, formats, trust)
+    _print_incomplete(run_dir, analysis)
     out.print(f"[bold]Answer:[/] {_esc(answer(analysis)['headline'])}", soft_wrap=True)
     _print_claims(analysis)
     _print_hypotheses(analysis)
@@ -893,25 +1119,30 @@ def _fmt_mde(row: dict[str, Any]) -> str:
     return "unknown" if row.get("mde") is None else f"{row['mde']:.1%}"
 
 
-@app.command()
+@app.command(short_help="Compare two runs, or two arms of one run: ratio, test, effect size and a verdict per metric.")
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="Baseline run directory (with --arms: the run whose arms are compared).")],
-    run_b: Annotated[Path | None, typer.Argument(help="Candidate run directory (omit with --arms).")] = None,
+    run_a: Annotated[Path, typer.Argument(help="Baseline run directory (with --arms: the run whose arms are compared).",
+                                          autocompletion=_complete_run_dirs)],
+    run_b: Annotated[Path | None, typer.Argument(help="Candidate run directory (omit with --arms).",
+                                                 autocompletion=_complete_run_dirs)] = None,
     arms: Annotated[str | None, typer.Option(help="Compare two arms of one run instead, paired by block: BASELINE,CANDIDATE (e.g. the image versions of `kit run --images`).")] = None,
     threshold: Annotated[float, typer.Option(help="Practical threshold: |B/A - 1| a verdict needs (0.05 = 5 %).")] = 0.05,
     alpha: Annotated[float, typer.Option(help="Significance level after Holm's correction.")] = 0.05,
     allow_different_hosts: Annotated[bool, typer.Option(help="Compare runs of different hosts or GPU models.")] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the comparison as JSON here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout; the tables go to stderr.")] = False,
+    json_file: JsonFile = None,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the comparison as HTML here.")] = None,
     fail_on_: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 on: regression, improvement or change (CI gating); exit 4 when none was found but a significant change is suspect (the runs' host conditions differ: re-run); exit 3 when a comparison was inconclusive.")] = None,
     allow_inconclusive: Annotated[bool, typer.Option(help="With --fail-on: exit 0, not 3, when comparisons are inconclusive.")] = False,
-    metric: Annotated[list[str] | None, typer.Option("--metric", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
+    metric: Annotated[list[str] | None, typer.Option("--metric", metavar="<str>", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
 ) -> None:
     """Compare two runs, or two arms of one run (e.g. two framework versions): ratio, test, effect size,
     minimum detectable change and a three-way verdict per metric (change, no change, inconclusive)."""
     import dataclasses
-    import json
 
+    _old_json_form(json_out, run_a, run_b)
+    if json_out:
+        _to_stderr()
     from kit.compare import (
         EXIT_SUSPECT,
         CompareOptions,
@@ -972,6 +1203,9 @@ def compare(
         if r["verdict"] == "suspect":
             out.print(f"[magenta]suspect[/] {_esc(r['arm'])} {_esc(r['metric'])} {_esc(r['phase'])} "
                       f"(would be {r['was']}): {_esc(r['suspect_cause'])}")
+        elif r.get("load_note"):
+            out.print(f"[yellow]under load[/] {_esc(r['arm'])} {_esc(r['metric'])} {_esc(r['phase'])} "
+                      f"({r['verdict']} stands): {_esc(r['load_note'])}", soft_wrap=True)
     advice = conclusive_advice(res)
     if advice:
         out.print(f"[yellow]{_esc(advice)}[/]")
@@ -993,8 +1227,8 @@ def compare(
         for why in c["could_explain"][:8] or ["no provenance difference that could explain it: noise, or the "
                                                "host's state"]:
             out.print(f"  could explain it: {_esc(why)}")
-    if json_out:
-        json_out.write_text(json.dumps(res, indent=1, default=str) + "\n")
+    if json_out or json_file:
+        _print_json(res, "compare", json_file, stdout=json_out)
     if html_out:
         render_html(res, html_out)
     code = exit_code(res, fail_on, allow_inconclusive)
@@ -1012,20 +1246,25 @@ def compare(
 
 @app.command("bisect")
 def bisect_cmd(
-    spec: Annotated[Path, typer.Argument(help="Experiment TOML.")],
+    spec: Annotated[Path, typer.Argument(help="Experiment TOML.", autocompletion=_complete_experiments)],
     images: Annotated[str, typer.Option("--images", help="Image rows of one framework in release order, known good first, known bad last, e.g. tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu.")],
     metric: Annotated[str, typer.Option(help="Metric that changed, e.g. time_s.")] = "time_s",
     phase_: Annotated[Phase, typer.Option("--phase", help="Phase of the metric.")] = Phase.train,
-    profile: Annotated[str | None, typer.Option("--profile", "-p", help="Profile in the spec (e.g. quick).")] = None,
+    profile: ProfileOpt = None,
     threshold: Annotated[float, typer.Option(help="Practical threshold: |B/A - 1| a change needs (0.05 = 5 %).")] = 0.05,
     alpha: Annotated[float, typer.Option(help="Significance level after Holm's correction.")] = 0.05,
     backend_: Annotated[ContainerBackend, typer.Option("--backend", help="Container backend that runs the images: docker (Docker or Podman) or apptainer.")] = ContainerBackend.docker,
     runs_dir: Annotated[Path, typer.Option(help="Where the comparison runs are created.")] = Path("runs"),
     data_dir: Annotated[Path | None, typer.Option(help="Directory with the dataset files (offline hosts).")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the bisection as JSON here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the bisection as JSON on stdout; the tables go to stderr.")] = False,
+    json_file: JsonFile = None,
 ) -> None:
     """Find the first release that changed a metric: the fewest paired runs, each a conclusive comparison."""
-    from kit.bisect import BisectOptions, run_bisect, save
+    _old_json_form(json_out, spec)
+    _check_names(str(spec), profile)
+    if json_out:
+        _to_stderr()
+    from kit.bisect import BisectOptions, run_bisect
     from kit.runner import RunOptions
     from kit.spec import load_spec
     from kit.ui import RichEvents
@@ -1047,8 +1286,8 @@ def bisect_cmd(
                       "unknown" if c.get("mde") is None else f"{c['mde']:.1%}", c["verdict"], _esc(c["run"]))
     out.print(table)
     out.print(f"[bold]{_esc(res['status'])}[/]: {_esc(res['answer'])} ({res['n_comparisons']} comparison(s))")
-    if json_out:
-        save(res, json_out)
+    if json_out or json_file:
+        _print_json(res, "bisect", json_file, stdout=json_out)
     if res["status"] in ("inconclusive", "non-monotonic"):
         raise typer.Exit(3)
 
@@ -1062,13 +1301,15 @@ def history_cmd(
     experiment: Annotated[str | None, typer.Option(help="Only runs of this experiment.")] = None,
     threshold: Annotated[float, typer.Option(help="Practical threshold for a step (0.05 = 5 %).")] = 0.05,
     html_out: Annotated[Path | None, typer.Option("--html", help="Write the plot and table as HTML here.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the history as JSON here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the history as JSON on stdout; the table goes to stderr.")] = False,
+    json_file: JsonFile = None,
     cache: Annotated[bool, typer.Option(help="Reuse what earlier calls read from unchanged runs "
                                              "(~/.cache/kit/history or $KIT_HISTORY_CACHE).")] = True,
 ) -> None:
     """A metric across runs of successive versions, with the steps where it changed."""
-    import json
-
+    _old_json_form(json_out, runs_dir)
+    if json_out:
+        _to_stderr()
     phase = phase_.value
     if not runs_dir.is_dir():
         raise KitError("runs directory not found", where=str(runs_dir), fix="give the directory holding the run directories")
@@ -1083,10 +1324,11 @@ def history_cmd(
         res = history(runs_dir, metric, phase, arm, experiment, threshold, use_cache=cache,
                       on_run=lambda done, total: progress.update(task, completed=done, total=total))
     table = Table(title=_esc(f"{metric} ({phase}, {res['arm']}) across {len(res['runs'])} runs"))
-    for col in ("#", "label", "n", "median", "IQR"):
+    for col in ("#", "label", "version (this arm's)", "n", "median", "IQR"):
         table.add_column(col)
     for i, r in enumerate(res["runs"]):
-        table.add_row(str(i), _esc(r["label"]), str(r["n"]), f"{r['median']:.4g}", f"{r['q1']:.4g}–{r['q3']:.4g}")
+        table.add_row(str(i), _esc(r["label"]), _esc(r.get("version") or "-"), str(r["n"]), f"{r['median']:.4g}",
+                      f"{r['q1']:.4g}–{r['q3']:.4g}")
     out.print(table)
     if not res["steps"]:
         out.print("no step: no significant change larger than the threshold")
@@ -1096,15 +1338,15 @@ def history_cmd(
         out.print(f"[{'red' if s['verdict'] == 'regression' else 'green'}]{s['verdict']}[/] between {_esc(repr(s['from']))} "
                   f"and {_esc(repr(s['to']))}: ratio {s['ratio']:.3f} [{s['ratio_low']:.3f}, {s['ratio_high']:.3f}], "
                   f"p (Holm) {s['p_adj']:.3g}")
-    if json_out:
-        atomic_write_bytes(json_out, (json.dumps(res, indent=1) + "\n").encode())
+    if json_out or json_file:
+        _print_json(res, "history", json_file, stdout=json_out)
     if html_out:
         atomic_write_bytes(html_out, render_html(res).encode())
 
 
 @app.command("pack")
 def pack_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="The run directory to bundle.")],
+    run_dir: Annotated[Path, typer.Argument(help="The run directory to bundle.", autocompletion=_complete_run_dirs)],
     out_dir: Annotated[Path | None, typer.Option("--out", help="Bundle directory (default: RUN_DIR.bundle).")] = None,
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
     study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
@@ -1133,20 +1375,32 @@ def verify_cmd(
         "The bundle's study code may run unsandboxed on this host (the local backend) and its analysis/report "
         "hooks may run (in a child process). Read run/study/ first."))] = False,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset directory for the re-run.")] = None,
+    integrity_only: Annotated[bool, typer.Option("--integrity-only", help="Stop after the integrity check (every file "
+                                                 "matches SHA256SUMS, no link): nothing is analysed or re-run; exit 0 "
+                                                 "when it passes.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the verification as JSON on stdout; the tables go to stderr.")] = False,
+    json_file: JsonFile = None,
 ) -> None:
-    """Check a bundle's integrity, re-run it, and say whether its claims reproduce (exit 1 if not)."""
+    """Check a bundle's integrity, re-run it, and say whether its claims reproduce (exit 1 if one changed)."""
     if not bundle.exists():
         raise KitError("bundle not found", where=str(bundle), fix="give a bundle made by `kit pack` (.tar.gz or directory)")
     if json_out:
         _to_stderr()
     from kit.ui import RichEvents
-    from kit.verify import VerifyOptions, verify
+    from kit.verify import INTEGRITY_MEANS, VerifyOptions, verify
 
+    def integrity_ok(n_files: int) -> None:  # said first, before the re-run starts
+        out.print(_esc(f"integrity: ok ({n_files} files match SHA256SUMS: {INTEGRITY_MEANS})"))
+
+    opts = VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend_.value,
+                         data_dir=data_dir, trust_bundle_code=trust_bundle_code, integrity_only=integrity_only)
+    if integrity_only:
+        res = verify(bundle, opts, None, integrity_ok)
+        if json_out or json_file:
+            _print_json(res, "verify", json_file, stdout=json_out)
+        return
     with RichEvents(console) as events:
-        res = verify(bundle, VerifyOptions(profile=profile, tolerance=tolerance, runs_root=runs_dir, backend=backend_.value,
-                                           data_dir=data_dir, trust_bundle_code=trust_bundle_code), events)
-    out.print(f"integrity: ok ({res['files_verified']} files match SHA256SUMS: {res['integrity_means']})")
+        res = verify(bundle, opts, events, integrity_ok)
     out.print(_esc(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']}); "
                    f"{res['code_ran']}"))
     table = Table(title=f"Claims (tolerance ±{res['tolerance']:.0%})")
@@ -1154,7 +1408,7 @@ def verify_cmd(
         table.add_column(col, overflow="fold")
     for c in res["claims"]:
         dec = "rejected" if c["rejected"] else ("not rejected" if c["tested"] else (c.get("decision") or "not tested"))
-        new = "rejected" if c.get("new_rejected") else "not rejected"
+        new = "rejected" if c.get("new_rejected") else ("not rejected" if c.get("new_tested", True) else "not tested")
         table.add_row(_esc(c["id"]), _esc(c["phase"]), _esc(dec), new, _fmt_p(c["ratio"]), _fmt_p(c.get("new_ratio")),
                       "[green]yes[/]" if c["reproduced"] else f"[red]no[/] {_esc(c['why'])}")
     out.print(table)
@@ -1173,13 +1427,17 @@ def verify_cmd(
         out.print(f"[yellow]note:[/] {_esc(res['study_code_notice'])}")
     badges = ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'no'}" for k, v in res["badges"].items())
     out.print(f"badges: {badges}")
-    if json_out:
-        _print_json(res)
-    if not res["claims_reproduced"]:
+    changed = res["claims_changed"]
+    out.print(f"[red]claims changed[/]: {_esc(', '.join(changed))}" if changed else
+              "claims: none changed" + ("" if res["claims_tested"] else
+                                        " (none was tested, in the bundle or here: nothing to reproduce, no badge)"))
+    if json_out or json_file:
+        _print_json(res, "verify", json_file, stdout=json_out)
+    if changed:
         raise typer.Exit(ExitCode.FAILED)
 
 
-@app.command("trust")
+@app.command("trust", short_help="Trust a run's study code (its digest), so that report and pack run its hooks.")
 def trust_cmd(
     run_dir: Annotated[Path | None, typer.Argument(help="A run directory (or a bundle's run/) whose study code you "
                                                         "have read and trust.")] = None,
@@ -1236,7 +1494,7 @@ def new_study_cmd(
     dest = new_study(name, directory)
     out.print(f"study folder {_esc(dest)}: experiment.toml, model.py, workload_torch.py, workload_keras.py, "
               "analysis.py, report.py, README.md")
-    out.print(f"run it: kit run {_esc(dest)} --profile quick   (guide: docs/writing-a-study.md)")
+    out.print(f"run it: {_esc(kit_cmd(f'run {dest} --profile quick'))}   (guide: docs/writing-a-study.md)")
 
 
 bench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
@@ -1253,11 +1511,13 @@ def bench_overhead(
     period_s: Annotated[float, typer.Option(help="Sampling period of the collectors.")] = 0.1,
     collectors: Annotated[str, typer.Option(help="Comma-separated collectors to switch on.")] = "cpu,memory,hwmon,nvml,rapl",
     seed: Annotated[int, typer.Option()] = 0,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the result (raw times included) here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result (raw times included) as JSON on stdout.")] = False,
+    json_file: JsonFile = None,
 ) -> None:
     """Collectors off vs on, interleaved, real harness trials: ratio of median timed-phase durations with a CI."""
-    import json
-
+    _old_json_form(json_out, spec)
+    if json_out:
+        _to_stderr()
     from kit.bench import harness_trial, overhead
 
     names = [c.strip() for c in collectors.split(",") if c.strip()]
@@ -1275,14 +1535,25 @@ def bench_overhead(
     out.print(f"collector overhead at {period_s * 1000:g} ms ({', '.join(names)}), {pairs} pairs, {framework}: "
               f"ratio of medians on/off = {res.ratio:.4f} ({res.overhead_pct:+.2f} %), "
               f"{res.confidence:.0%} CI [{res.ci_low:.4f}, {res.ci_high:.4f}] ({res.ci_method})")
-    if json_out is not None:
-        json_out.write_text(json.dumps(res.as_dict(), indent=1) + "\n")
-        out.print(f"written: {json_out}")
+    if json_out or json_file:
+        _print_json(res.as_dict(), "bench-overhead", json_file, stdout=json_out)
 
 
 def _is_usage_error(err: BaseException) -> bool:
     """A ClickException from click or from typer's vendored copy (no click dependency to import)."""
     return any(c.__name__ == "ClickException" for c in type(err).__mro__) and hasattr(err, "show")
+
+
+def _usage_hints(err: Any, argv: list[str]) -> None:
+    """Click's usage error in the kit's words: an unknown option says "did you mean", and the old `--json PATH`
+    form says to use --json-file."""
+    if type(err).__name__ == "NoSuchOption" and getattr(err, "possibilities", None):
+        close = sorted(err.possibilities)
+        err.message = f"No such option: {err.option_name}. Did you mean {' or '.join(close[:3])}?"
+        err.possibilities = None
+    hint = _json_usage_hint(argv)
+    if hint and hasattr(err, "message"):
+        err.message = f"{err.message}. {hint}"
 
 
 _HOOK_LINE: dict[str, Any] = {}
@@ -1309,8 +1580,46 @@ def _hook_done() -> None:
         line.stop()
 
 
+_STOPPING: list[float] = []  # when the first SIGHUP/SIGTERM of this process arrived (time.monotonic)
+REPEAT_GRACE_S = 10.0
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP as Ctrl-C. A closing terminal sends SIGHUP more than once (the shell forwards it to its
+    jobs, the kernel sends it again as the session ends, a wrapper passes it on): the first one stops the command;
+    repeats within REPEAT_GRACE_S are dropped, so they cannot cut short the cleanup the first one started (the
+    trial's processes, the run's status "interrupted"). A later one interrupts again."""
+    import time
+
+    now = time.monotonic()
+    if _STOPPING and now - _STOPPING[0] < REPEAT_GRACE_S:
+        return
+    _STOPPING[:] = [now]
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _last_line(text: str) -> None:
+    """A closing line (an error, "aborted"). After SIGHUP the terminal is gone and writing to it fails (EIO; a
+    closed pipe: EPIPE): that must not replace the command's exit code (130, or the error's) with Python's 1."""
+    try:
+        console.print(text, highlight=False, soft_wrap=True)
+    except OSError:
+        pass
+
+
+def _exit_with(err: KitError) -> None:
+    """One line for a KitError, its hints (`kit run --resume RUN`) as commands that run from here
+    (kit.fmt.kit_prefix), and its exit code."""
+    if err.fix:
+        err.fix = in_user_terms(err.fix)
+    # the message quotes input (manifest values, names from bundles): shown as written, never as markup
+    _last_line(f"[bold red]error:[/] {_esc(err.one_line())}")
+    if _STATE["debug"]:
+        with contextlib.suppress(OSError):
+            if err.detail:
+                console.print(_esc(err.detail), highlight=False, soft_wrap=True)
+            console.print_exception()
+    sys.exit(err.exit_code)
 
 
 def main() -> None:
@@ -1330,34 +1639,39 @@ def main() -> None:
         with hook_progress(_hook_tick, on_end=_hook_done):
             rc = app(standalone_mode=False)  # click returns the code of typer.Exit instead of raising
         if rc == ExitCode.INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
-            console.print("[yellow]aborted[/]")
+            _last_line("[yellow]aborted[/]")
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except KitError as err:
-        # the message quotes input (manifest values, names from bundles): shown as written, never as markup
-        console.print(f"[bold red]error:[/] {_esc(err.one_line())}", highlight=False, soft_wrap=True)
-        if _STATE["debug"]:
-            if err.detail:
-                console.print(_esc(err.detail), highlight=False, soft_wrap=True)
-            console.print_exception()
-        sys.exit(err.exit_code)
+        _exit_with(err)
     except (typer.Abort, KeyboardInterrupt):
-        console.print("[yellow]aborted[/]")
+        _last_line("[yellow]aborted[/]")
         sys.exit(ExitCode.INTERRUPTED)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except SystemExit:
         raise
     except OSError as err:  # a write or read the library did not translate: still the path and a fix, never a traceback
+        import errno
+
         from kit.errors import disk_error
 
+        first = err.__context__
+        if err.errno in (errno.EIO, errno.EPIPE) and isinstance(first, (KitError, KeyboardInterrupt)):
+            # the terminal hung up (SIGHUP) or the pipe closed while the command was ending (a progress display's
+            # last refresh): the command's own outcome stands ("interrupted", 130), not the failed write
+            if isinstance(first, KitError):
+                _exit_with(first)
+            _last_line("[yellow]aborted[/]")
+            sys.exit(ExitCode.INTERRUPTED)
         kerr = disk_error(err, getattr(err, "filename", None) or "?", "complete the command")
-        console.print(f"[bold red]error:[/] {_esc(kerr.one_line())}", highlight=False, soft_wrap=True)
+        _last_line(f"[bold red]error:[/] {_esc(kerr.one_line())}")
         if _STATE["debug"]:
             console.print_exception()
         sys.exit(kerr.exit_code)
     except Exception as err:  # usage errors (click's, or the copy typer vendors since 0.20) and genuine bugs
         if _is_usage_error(err):
+            _usage_hints(err, sys.argv[1:])
             err.show()  # type: ignore[attr-defined]
             sys.exit(int(err.exit_code))  # type: ignore[attr-defined]
         console.print(f"[bold red]internal error:[/] {_esc(f'{type(err).__name__}: {err}')}. Re-run with --debug for "

@@ -42,7 +42,7 @@ Names = Annotated[list[str] | None, typer.Argument(help="Matrix rows (default: t
 AllRows = Annotated[bool, typer.Option("--all", help="Every row of the matrix.")]
 Framework = Annotated[FrameworkChoice | None, typer.Option(help="Only rows of this framework.")]
 Device = Annotated[DeviceChoice | None, typer.Option(help="Only rows for this device.")]
-Index = Annotated[list[str] | None, typer.Option("--index", help="Index URL replacing the row's (repeatable; first is the main one).")]
+Index = Annotated[list[str] | None, typer.Option("--index", metavar="<url>", help="Index URL replacing the row's (repeatable; first is the main one).")]
 
 
 def _rows(names: list[str] | None, all_: bool, framework: FrameworkChoice | None, device: DeviceChoice | None,
@@ -71,7 +71,7 @@ def list_cmd(engine: Annotated[bool, typer.Option(help="Ask the engine which row
 
 @images_app.command("lock")
 def lock_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
-             find_links: Annotated[list[Path] | None, typer.Option(help="Local wheel directory (repeatable).")] = None,
+             find_links: Annotated[list[Path] | None, typer.Option(metavar="<path>", help="Local wheel directory (repeatable).")] = None,
              index: Index = None) -> None:
     """Resolve each row's requirements with pip and write its lock with sha256 hashes."""
     from kit.images.commands import lock_rows
@@ -109,7 +109,7 @@ def render_cmd(names: Names = None, all_: AllRows = False, framework: Framework 
         out.print(f"{path}  ({tag})")
 
 
-@images_app.command("build")
+@images_app.command("build", short_help="Build images through the engine's API, tagged by recipe hash.")
 def build_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None,
               base: Annotated[str | None, typer.Option(help="Base image on the engine replacing the pinned one (offline hosts; default $KIT_BASE_IMAGE).")] = None,
               wheelhouse: Annotated[Path | None, typer.Option(help="Install from these wheels (kit images fetch) instead of an index.")] = None,
@@ -138,7 +138,7 @@ def build_cmd(names: Names = None, all_: AllRows = False, framework: Framework =
     out.print(table)
 
 
-@images_app.command("verify")
+@images_app.command("verify", short_help="Start each image and check its framework, CUDA and cuDNN versions from inside.")
 def verify_cmd(names: Names = None, all_: AllRows = False, framework: Framework = None, device: Device = None) -> None:
     """Start each image and check from inside that framework, CUDA and cuDNN versions match the matrix; a CUDA row must see a GPU and run one real GPU op per framework (TensorFlow: also an XLA-compiled one)."""
     from kit.errors import ImageError

@@ -21,10 +21,14 @@ kept as ``ratio_of_medians`` for reference, and ``ratio_estimator`` names what
 trial's seed decides (accuracy, loss) are compared trial by trial between runs
 of one plan seed, so identical data give ratio 1, interval [1, 1], "no change". The direction of
 "better" comes from the metric (time: lower is better; throughput: higher).
-A significant change whose two sides ran in different host conditions (trials
-still disturbed after the runner's re-runs on one side only, or a busy idle
-baseline on one side only: :mod:`kit.analysis.host_state`) is "suspect", with
-the cause, never a regression or an improvement.
+A significant change is "suspect" (with the cause, never a regression or an
+improvement) only when the load its sides ran under could explain it
+(:func:`kit.analysis.host_state.rule_on_load`): the row is re-judged on the
+undisturbed trials alone, in the same Holm family (a paired row drops whole
+pairs), and it is suspect when that verdict differs, or when too few
+undisturbed trials are left and the sides' loads (foreign CPU-seconds per
+trial, the share disturbed and its size) differ. Otherwise the verdict stands
+with ``load_note`` naming the load.
 
 Runs from different hosts or GPU models are refused unless asked; every
 provenance difference (driver, CUDA, cuDNN, image digests, clocks, kit
@@ -43,8 +47,16 @@ import pandas as pd
 
 from kit.analysis import stats
 from kit.analysis.detectability import HL_RATIO_TEXT, detectability, hl_ratio
-from kit.analysis.host_state import SideState, busy_baseline, side_state, suspect_cause
+from kit.analysis.host_state import (
+    SideState,
+    busy_baseline,
+    disturbed_blocks,
+    disturbed_trials,
+    rule_on_load,
+    side_state,
+)
 from kit.analysis.metrics import METRICS
+from kit.analysis.stats import MIN_N_FOR_TESTS
 from kit.errors import AnalysisError, ExitCode, KitError
 from kit.manifest import Manifest
 from kit.records import Analysis, counted
@@ -208,6 +220,13 @@ def _groups(analysis: Analysis, metrics: tuple[str, ...],
     return {k: np.asarray(x) for k, x in out.items()}
 
 
+def _trial_values(analysis: Analysis, label: str, metric: str, phase: str, arm: str) -> list[tuple[str, int, float]]:
+    """(trial id, repetition, value) of one configuration (by its label), metric, phase and arm that count."""
+    return [(str(v["trial_id"]), int(v["repetition"]), float(v["value"])) for v in analysis.counted_values()
+            if v["metric"] == metric and v["phase"] == phase and v["arm"] == arm
+            and analysis.config_label(v["config_id"]) == label]
+
+
 def verdict(ratio: float | None, p_adj: float | None, lower_is_better: bool | None, threshold: float,
             alpha: float, mde: float | None = None, equivalent: bool | None = None) -> str:
     """Three-way: a significant *and* practical change; "no change" only when the change is shown to be smaller
@@ -276,9 +295,25 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
     busy_a, busy_b = busy_baseline(an_a.validity), busy_baseline(an_b.validity)
     ids_a = {an_a.config_label(c): c for c in an_a.configs}
     ids_b = {an_b.config_label(c): c for c in an_b.configs}
+
+    def quiet_items(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Row ``r``'s values without the trials still disturbed (by repetition where the row is paired)."""
+        out_a = disturbed_trials(an_a.disturbance, r["arm"], ids_a.get(r["config"]), r["phase"])
+        out_b = disturbed_trials(an_b.disturbance, r["arm"], ids_b.get(r["config"]), r["phase"])
+        ta = _trial_values(an_a, r["config"], r["metric"], r["phase"], r["arm"])
+        tb = _trial_values(an_b, r["config"], r["metric"], r["phase"], r["arm"])
+        if r["paired"]:
+            va = {rep: v for tid, rep, v in ta if tid not in out_a}
+            vb = {rep: v for tid, rep, v in tb if tid not in out_b}
+            reps = sorted(set(va) & set(vb))
+            return np.array([va[k] for k in reps]), np.array([vb[k] for k in reps])
+        return (np.array([v for tid, _, v in ta if tid not in out_a]),
+                np.array([v for tid, _, v in tb if tid not in out_b]))
+
     counts = mark_suspects(rows, lambda r: (
         side_state(an_a.disturbance, r["arm"], ids_a.get(r["config"]), r["phase"], busy_a),
-        side_state(an_b.disturbance, r["arm"], ids_b.get(r["config"]), r["phase"], busy_b)), "A", "B")
+        side_state(an_b.disturbance, r["arm"], ids_b.get(r["config"]), r["phase"], busy_b)), "A", "B",
+        quiet=lambda r: quiet_verdict(rows, r, *quiet_items(r), opts))
     if not rows:
         raise AnalysisError("the runs share no configuration, metric and arm to compare", where=f"{run_a} vs {run_b}",
                             fix="compare two runs of the same experiment")
@@ -390,9 +425,19 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
     judged = judge(items, paired=True, opts=opts)
     rows = judged["rows"]
     ids = {an.config_label(c): c for c in an.configs}
+
+    def quiet_items(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Row ``r``'s pairs without the blocks in which either arm's trial stayed disturbed."""
+        cid = ids.get(r["config"])
+        if cid is None or vals.empty:
+            return np.array([]), np.array([])
+        shaken = disturbed_blocks(an.disturbance, (arm_a, arm_b), cid, r["phase"])
+        a, b, _ = paired_arrays(vals[~vals["block"].isin(shaken)], cid, r["metric"], r["phase"], arm_a, arm_b)
+        return a, b
+
     counts = mark_suspects(rows, lambda r: (side_state(an.disturbance, arm_a, ids.get(r["config"]), r["phase"]),
                                             side_state(an.disturbance, arm_b, ids.get(r["config"]), r["phase"])),
-                           arm_a, arm_b)
+                           arm_a, arm_b, quiet=lambda r: quiet_verdict(rows, r, *quiet_items(r), opts))
     if not rows:
         raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
                             fix="compare arms that both have finished trials (kit status RUN)")
@@ -404,23 +449,63 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
 
 
 def mark_suspects(rows: list[dict[str, Any]], sides: Callable[[dict[str, Any]], tuple[SideState, SideState]],
-                  who_a: str, who_b: str) -> dict[str, int]:
-    """Turn each regression/improvement whose sides ran in different host conditions into "suspect" (with
-    ``suspect_cause``; ``was`` keeps the verdict the numbers alone gave); returns the verdict counts."""
+                  who_a: str, who_b: str,
+                  quiet: Callable[[dict[str, Any]], tuple[str | None, str]] | None = None) -> dict[str, int]:
+    """Turn each regression/improvement that the load its sides ran under could explain into "suspect" (with
+    ``suspect_cause``; ``was`` keeps the verdict the numbers alone gave); one that stands under load gets
+    ``load_note``; returns the verdict counts.
+
+    ``quiet``: the row's verdict re-judged on its undisturbed trials alone and how many those were (verdict None:
+    too few to compute), called only for a row with a disturbed trial on either side; without it, nothing can be
+    re-judged (:func:`kit.analysis.host_state.rule_on_load`)."""
     for r in rows:
         if r["verdict"] not in ("regression", "improvement"):
             continue
         a, b = sides(r)
-        cause = suspect_cause(a, b, who_a, who_b, r["phase"])
-        if cause is not None:
-            r.update(was=r["verdict"], verdict="suspect", suspect_cause=cause)
+        if a.quiet and b.quiet:
+            continue
+        qv, qn = quiet(r) if quiet is not None and (a.disturbed or b.disturbed) else (None, "")
+        ruling = rule_on_load(a, b, who_a, who_b, r["phase"], r["verdict"], qv, qn)
+        r["load"] = {"a": _load_dict(a), "b": _load_dict(b), "quiet_verdict": qv, "quiet_n": qn or None}
+        if ruling.suspect is not None:
+            r.update(was=r["verdict"], verdict="suspect", suspect_cause=ruling.suspect)
+        elif ruling.note is not None:
+            r["load_note"] = ruling.note
     return {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
+
+
+def _load_dict(s: SideState) -> dict[str, Any]:
+    return {"trials": s.trials, "disturbed": s.disturbed, "share": s.share, "foreign_cpus": s.foreign_cpus,
+            "foreign_cpu_s_per_trial": s.cpu_s_per_trial, "disturbed_foreign_cpus": s.size_cpus,
+            "busy_baseline": s.busy_baseline}
+
+
+def quiet_verdict(rows: list[dict[str, Any]], row: dict[str, Any], a: np.ndarray, b: np.ndarray,
+                  opts: CompareOptions) -> tuple[str | None, str]:
+    """``row`` re-judged on the values ``a`` and ``b`` (its undisturbed trials), in its Holm family with the other
+    rows as they are: (verdict, "n_a and n_b undisturbed trials"); verdict None when fewer than the test's floor
+    (stats.MIN_N_FOR_TESTS per side) are left."""
+    unit = "pairs" if row["paired"] else "trials"
+    said = (f"{len(a)} undisturbed {unit}" if row["paired"] else
+            f"{len(a)} of {row['n_a']} A and {len(b)} of {row['n_b']} B undisturbed trials")
+    if min(len(a), len(b)) < MIN_N_FOR_TESTS:
+        return None, said + f", fewer than the {MIN_N_FOR_TESTS} the test needs per side"
+    new = _row(row["config"], row["metric"], row["phase"], row["arm"], np.asarray(a, dtype=float),
+               np.asarray(b, dtype=float), paired=row["paired"], opts=opts)
+    idx = next(i for i, r in enumerate(rows) if r is row)
+    ps = [r["p"] for r in rows]
+    ps[idx] = new["p"]
+    p_adj = stats.holm(ps)[idx]
+    det = detectability(np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=row["paired"],
+                        level=opts.alpha / len(rows), threshold=opts.threshold, alpha=opts.alpha)
+    return verdict(new["ratio"], p_adj, new["lower_is_better"], opts.threshold, opts.alpha, det.mde,
+                   det.equivalent), said
 
 
 def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: bool = False) -> int:
     """CI gating: 1 when a verdict named by ``fail_on`` occurs ("regression", "improvement", "change");
-    otherwise EXIT_SUSPECT (4) when a significant change is suspect (the sides ran in different host
-    conditions: re-run on a quiet host), EXIT_INCONCLUSIVE (3) when some comparison could not have seen it
+    otherwise EXIT_SUSPECT (4) when a significant change is suspect (the load its sides ran under could
+    explain it: re-run on a quiet host), EXIT_INCONCLUSIVE (3) when some comparison could not have seen it
     (unless allowed), else 0."""
     if not fail_on:
         return 0

@@ -25,7 +25,7 @@ them "suspect".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,13 @@ DEFAULT_FOREIGN_CPU = 0.25
 # (power or thermal capping); idle clocks are the floor a loaded CPU normally stays above.
 FREQ_DROP_FRAC = 0.10
 DEFAULT_RETRIES = 2
+# The run-wide re-run budget, as a share of the plan's measured trials: a host that stays busy would otherwise cost
+# ``DEFAULT_RETRIES`` extra attempts per trial (issue 39: 49 extra attempts for 24 trials, 40 min for a 3 min 40 s
+# estimate); a quarter bounds the extra trials of a hog that lasts the whole run while still re-running every
+# disturbed trial of a run with a few short disturbances (one in four trials).
+DEFAULT_BUDGET_FRAC = 0.25
+# Re-runs still disturbed this many times in a row mean the load outlasts the re-runs (see RerunLedger).
+PERSISTENT_RERUNS = 3
 MIN_PERIODS = 5  # a phase must span this many sampling periods to be judged
 WARMUP_PHASES = ("warmup",)
 # NVML clock-event reasons that mean the GPU was slowed by something other than the trial's own settings:
@@ -228,3 +235,244 @@ def disturbed_phases(rec: Mapping[str, Any]) -> dict[str, list[str]]:
         if isinstance(p, Mapping) and p.get("disturbed") is True:
             out[str(name)] = [str(c)[:200] for c in (p.get("causes") or []) if isinstance(c, str)]
     return out
+
+
+# -- the run-wide re-run budget ---------------------------------------------------------------------------------
+#
+# Re-running a disturbed trial at once is right when the disturbance was a burst (a cron job, a compile); on a host
+# that stays busy every re-run is disturbed again and the per-trial cap alone turns a 4-minute run into a 40-minute
+# one. So the re-runs of a run draw on one budget (a share of its measured trials), and a load that outlasts the
+# re-runs stops them: the trials are still measured, each flagged, and the report says so.
+
+KEEP_CAP = "per_trial_cap"  # this trial had its ``disturbance_retries`` re-runs
+KEEP_BUDGET = "budget_spent"  # the run's budget is spent
+KEEP_PERSISTENT = "persistent_load"  # PERSISTENT_RERUNS re-runs in a row were disturbed again
+
+
+@dataclass(frozen=True)
+class RerunBudget:
+    """The re-runs one run (or one chunk of a cluster run) may spend on disturbed trials."""
+
+    measured_trials: int  # the plan's measured (non-warm-up) trials this budget covers
+    frac: float = DEFAULT_BUDGET_FRAC  # [design] disturbance_budget_frac
+    per_trial: int = DEFAULT_RETRIES  # [design] disturbance_retries
+    persistent_after: int = PERSISTENT_RERUNS
+
+    @property
+    def total(self) -> int:
+        """At most ``frac`` of the measured trials, rounded down: the extra trials never pass that share."""
+        return max(0, math.floor(self.frac * self.measured_trials + 1e-9))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"budget": self.total, "measured_trials": self.measured_trials, "budget_frac": self.frac,
+                "per_trial": self.per_trial, "persistent_after": self.persistent_after}
+
+
+@dataclass(frozen=True)
+class RerunDecision:
+    action: str  # "rerun", "wait" (for a quiet window, then decide again) or "keep" (the trial stays, flagged)
+    reason: str | None = None  # for "keep" and "wait": KEEP_CAP, KEEP_BUDGET or KEEP_PERSISTENT
+
+
+@dataclass
+class RerunLedger:
+    """The budget's account through one execution of a run: re-runs spent, the disturbed re-runs in a row.
+
+    ``spent`` starts from what the run directory says was spent before (:func:`spent_reruns` of its attempts), so
+    a resumed run never gets a fresh budget. ``streak`` counts re-runs that came back disturbed again, in a row
+    and across trials; :data:`PERSISTENT_RERUNS` of them mean the load outlasts the re-runs. A re-run follows its
+    attempt at once, so with the default per-trial cap of 2, three disturbed re-runs in a row span at least two
+    trials and four attempts: the load outlived one trial's re-runs and came back for the next. Short bursts that
+    hit a share p of the attempts independently give three in a row with probability p**3 (3 % for p = 0.3), so
+    an intermittent load rarely stops the re-runs, and a persistent one costs three re-runs before they stop (two
+    would stop on 9 % of such bursts; four would spend a third more on a hog). An undisturbed trial resets it.
+    """
+
+    budget: RerunBudget
+    spent: int = 0
+    streak: int = 0
+    stopped: str | None = None  # why re-runs stopped (said once); None: spending
+    waited_in_vain: bool = False  # a wait for a quiet window during this load found none
+
+    def decide(self, reruns_of_trial: int, can_wait: bool) -> RerunDecision:
+        if reruns_of_trial >= self.budget.per_trial:
+            return RerunDecision("keep", KEEP_CAP)
+        if self.spent >= self.budget.total:
+            return RerunDecision("keep", KEEP_BUDGET)
+        if self.streak >= self.budget.persistent_after:
+            if can_wait and not self.waited_in_vain:
+                return RerunDecision("wait", KEEP_PERSISTENT)
+            return RerunDecision("keep", KEEP_PERSISTENT)
+        return RerunDecision("rerun")
+
+    def stop(self, reason: str | None) -> bool:
+        """Re-runs stop for ``reason``; True the first time (the caller says it once)."""
+        if reason not in (KEEP_BUDGET, KEEP_PERSISTENT) or self.stopped == reason:
+            return False
+        self.stopped = reason
+        return True
+
+    def after_rerun(self, disturbed: bool) -> None:
+        self.streak = self.streak + 1 if disturbed else 0
+
+    def after_wait(self, quiet: bool) -> None:
+        if quiet:
+            self.streak = 0
+        else:
+            self.waited_in_vain = True
+
+    def quiet_trial(self) -> bool:
+        """A measured trial ran undisturbed: the load is gone. True when that resumes stopped re-runs."""
+        self.streak, self.waited_in_vain = 0, False
+        if self.stopped == KEEP_PERSISTENT:
+            self.stopped = None
+            return True
+        return False
+
+
+def spent_reruns(attempts: Iterable[Mapping[str, Any]]) -> int:
+    """Re-runs a run already spent, from its archived attempts (``RunDir.checked_attempts()`` records): each
+    disturbed measured attempt set aside was re-run. A failed attempt set aside by ``--retry-failed`` is not."""
+    return sum(1 for rec in attempts if rec.get("status") == "ok" and rec.get("warmup") is not True
+               and is_disturbed(rec))
+
+
+@dataclass(frozen=True)
+class RerunHooks:
+    """What the re-run loop does to the run: the runner's (archive, run_one, events.jsonl, RunEvents), a test's."""
+
+    archive: Callable[[], str]  # set the disturbed attempt aside (attempts/); returns where it went
+    run: Callable[[], dict[str, Any]]  # run the trial again in its plan position; returns the new record
+    log: Callable[..., None]  # one event in the run's events.jsonl
+    say: Callable[[str], None]  # one line for the user
+    wait: Callable[[], bool] | None = None  # `--wait-for-quiet`: wait for a quiet window (True: found one)
+
+
+def rerun_disturbed(record: dict[str, Any], trial_id: str, warmup: bool, ledger: RerunLedger,
+                    hooks: RerunHooks) -> dict[str, Any]:
+    """Re-run a measured trial while its timed phases were disturbed, within the ledger's budget; the last record.
+
+    Events (events.jsonl): ``disturbed`` per re-run (trial_id, cause, archived, rerun, spent, budget);
+    ``disturbed_kept`` per trial kept disturbed (trial_id, cause, reruns, reason); ``reruns_stopped`` once per
+    stop (reason, after, spent, budget, streak, waited); ``reruns_resumed`` when an undisturbed trial ends a stop
+    for persistent load. A warm-up trial is never re-run: it never enters the statistics.
+    """
+    if warmup or record.get("status") != "ok":
+        return record
+    total = ledger.budget.total
+    if not is_disturbed(record):
+        if ledger.quiet_trial():
+            hooks.log("reruns_resumed", after=trial_id, spent=ledger.spent, budget=total)
+            hooks.say(f"trial {trial_id} ran undisturbed: the load is gone, disturbed trials are re-run again "
+                      f"({ledger.spent} of {total} re-runs spent)")
+        return record
+    reruns = 0
+    while record.get("status") == "ok" and is_disturbed(record):
+        cause = (record.get("disturbance") or {}).get("cause")
+        decision = ledger.decide(reruns, hooks.wait is not None)
+        if decision.action == "wait" and hooks.wait is not None:
+            ledger.after_wait(hooks.wait())
+            decision = ledger.decide(reruns, True)
+        if decision.action == "keep":
+            _keep(record, trial_id, cause, reruns, decision.reason, ledger, hooks)
+            break
+        reruns += 1
+        ledger.spent += 1
+        hooks.say(f"trial {trial_id} disturbed ({cause}): re-running it in its plan position (re-run {reruns} of "
+                  f"at most {ledger.budget.per_trial}; {ledger.spent} of {total} in the run's budget)")
+        archived = hooks.archive()
+        hooks.log("disturbed", trial_id=trial_id, cause=cause, archived=archived, rerun=reruns, spent=ledger.spent,
+                  budget=total)
+        record = hooks.run()
+        if record.get("status") == "ok":
+            ledger.after_rerun(is_disturbed(record))
+    return record
+
+
+def _keep(record: dict[str, Any], trial_id: str, cause: Any, reruns: int, reason: str | None, ledger: RerunLedger,
+          hooks: RerunHooks) -> None:
+    total, b = ledger.budget.total, ledger.budget
+    if ledger.stop(reason):
+        waited = ledger.waited_in_vain
+        if reason == KEEP_BUDGET:
+            why = (f"re-run budget spent ({ledger.spent} of {total}: {b.frac:.0%} of {b.measured_trials} measured "
+                   "trials, [design] disturbance_budget_frac)")
+        else:
+            why = (f"load persists: the last {ledger.streak} re-runs were disturbed again"
+                   + (" and no quiet window came within --wait-for-quiet" if waited else "")
+                   + f" ({ledger.spent} of {total} re-runs spent)")
+        hooks.say(f"{why}: re-runs stopped; the remaining trials are measured and each disturbed one is kept and "
+                  "flagged (the report counts them)"
+                  + ("; re-runs resume after an undisturbed trial" if reason == KEEP_PERSISTENT else "")
+                  + ("" if waited or reason == KEEP_BUDGET else "; on a busy host, --wait-for-quiet 10m waits for a "
+                     "quiet window instead"))
+        hooks.log("reruns_stopped", reason=reason, after=trial_id, spent=ledger.spent, budget=total,
+                  streak=ledger.streak, waited=waited)
+    if reason == KEEP_CAP:
+        hooks.say(f"trial {trial_id} still disturbed after {reruns} re-run(s) ({cause}): kept and flagged; the report "
+                  "counts it as a threat")
+    hooks.log("disturbed_kept", trial_id=trial_id, cause=cause, reruns=reruns, reason=reason)
+
+
+def rerun_summary(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a run's events.jsonl says of its load and re-runs, for the analysis and the report.
+
+    ``budget`` (the latest ``rerun_budget`` event's; None: a run made before budgets), ``spent`` (``disturbed``
+    events: one per re-run, across resumes), ``stopped`` and ``stop_reasons`` (``reruns_stopped``), ``kept``
+    (trials kept disturbed), ``baseline`` (the last ``baseline_load`` event: foreign CPUs before the first trial,
+    and the choice made), ``waits`` (``quiet_wait`` events), and ``text``: one sentence.
+    """
+    budget: Any = None
+    spent, kept = 0, 0
+    stops: list[str] = []
+    waits: list[dict[str, Any]] = []
+    baseline: dict[str, Any] | None = None
+    for e in events:
+        if not isinstance(e, Mapping):
+            continue
+        kind = e.get("event")
+        if kind == "rerun_budget":
+            budget = _number(e.get("budget"))
+        elif kind == "disturbed":
+            spent += 1
+        elif kind == "disturbed_kept":
+            kept += 1
+        elif kind == "reruns_stopped" and isinstance(e.get("reason"), str):
+            stops.append(str(e["reason"]))
+        elif kind == "quiet_wait":
+            waits.append({k: e.get(k) for k in ("when", "quiet", "waited_s", "duration_s", "foreign_cpu")})
+        elif kind == "baseline_load":
+            baseline = {k: e.get(k) for k in ("foreign_cpu", "cpus", "limit_cpu", "busy", "choice")}
+    text = f"{spent} re-run(s) of disturbed trials" + (f", of a budget of {int(budget)}" if budget is not None else "")
+    if KEEP_PERSISTENT in stops:
+        text += "; stopped re-running after persistent load"
+    elif KEEP_BUDGET in stops:
+        text += "; the budget was spent"
+    return {"budget": int(budget) if budget is not None else None, "spent": spent, "kept": kept,
+            "stopped": bool(stops), "stop_reasons": sorted(set(stops)), "waits": waits, "baseline": baseline,
+            "text": text}
+
+
+def busy_baseline_text(foreign_cpu: float, cpus: int, limit_cpu: float, budget: RerunBudget, wait_s: float | None,
+                       resume: str) -> str:
+    """The one line a run prints when its idle baseline shows other work: the figure, the cost, the choice."""
+    head = (f"host busy before the first trial: other work kept {foreign_cpu:.1f} of {cpus} CPUs busy during the "
+            f"idle baseline (a trial is disturbed above {limit_cpu:g}); most trials will likely be disturbed, costing "
+            f"up to {budget.total} re-run{'' if budget.total == 1 else 's'} ({budget.frac:.0%} of {budget.measured_trials} "
+            "measured trials), the rest "
+            "kept and flagged. ")
+    if wait_s is not None:
+        return head + (f"Waiting up to {duration_text(wait_s)} for a quiet window (--wait-for-quiet), then going on "
+                       "either way; Ctrl-C stops the run.")
+    return head + (f"Going on (the default). To wait for a quiet window instead, press Ctrl-C (finished trials are "
+                   f"kept) and {resume} --wait-for-quiet 10m; to stop, press Ctrl-C.")
+
+
+def duration_text(seconds: float) -> str:
+    """``2 min``, ``1 h 30 min``, ``45 s``: a duration in a line for the user."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")

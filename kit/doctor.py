@@ -49,6 +49,56 @@ def check_frameworks() -> list[Finding]:
     return out
 
 
+def torchvision_studies() -> list[str]:
+    """The bundled studies whose PyTorch arm needs torchvision, each with its profiles and why
+    (kit.studies.torchvision_need); a spec that does not load is left to `kit list` to report."""
+    from kit.spec import load_spec
+    from kit.studies import BUNDLED, experiment_paths, torchvision_need
+
+    out = []
+    for path in experiment_paths(BUNDLED):
+        try:
+            base = load_spec(path)
+            needs = {name: torchvision_need(load_spec(path, name)) for name in base.profiles}
+        except KitError:
+            continue
+        wanting = [n for n, why in needs.items() if why]
+        if wanting:
+            why = next(needs[n] for n in wanting)
+            out.append(f"{base.experiment.id} ({'/'.join(wanting)}: {why})")
+    return out
+
+
+def check_torchvision() -> list[Finding]:
+    """torchvision beside torch: a lean CPU install has torch alone (cpu_torch_choice), and then the studies whose
+    PyTorch arm builds torchvision's models cannot run locally; said here with which ones and the fix."""
+    if importlib.util.find_spec("torch") is None:
+        return []  # check_frameworks says torch is missing
+    try:
+        version = importlib.metadata.version("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    if version is not None and importlib.util.find_spec("torchvision") is not None:
+        return [_finding("torchvision (local backend)", True, f"torchvision {version}")]
+    return [_finding("torchvision (local backend)", False,
+                     "not installed (a lean CPU install: torch alone); the studies that need it are skipped: "
+                     + "; ".join(torchvision_studies()), torchvision_fix())]
+
+
+def torchvision_fix() -> str:
+    """How to add torchvision to a lean CPU install: its +cpu build matching the installed torch, from PyTorch's CPU
+    index or wherever pip is configured to look; never PyPI's plain torchvision, which would bring the CUDA torch
+    (gigabytes) back with it."""
+    from kit.fmt import from_here
+
+    pin = torchvision_pin()
+    return (f"{from_here(Path(sys.executable).parent / 'pip')} install --extra-index-url {TORCH_CPU_INDEX} '{pin}' "
+            f"where that index is reachable; else put the wheel {pin} where pip looks (pip's find-links or "
+            f"extra-index-url; `pip download --no-deps --index-url {TORCH_CPU_INDEX} '{pin}'` fetches it on another "
+            "machine) and run the same install; or run the study in a container (--backend docker), whose images "
+            "carry torchvision")
+
+
 def check_engine() -> list[Finding]:
     try:
         from kit.images.doctor import doctor_engine
@@ -100,9 +150,93 @@ def check_controls() -> list[Finding]:
                      "in the README") for what, ok, detail in controls()]
 
 
-def check_datasets(data_dir: Path | None, download: bool = True) -> list[Finding]:
+# Dataset downloads: a TCP connection to each download host within this time says it answers (no file is fetched).
+DOWNLOAD_PROBE_TIMEOUT_S = 3.0
+Probe = Callable[[str, int, float], bool]
+
+
+def reach_host(host: str, port: int, timeout_s: float) -> bool:
+    """Does ``host`` accept a TCP connection on ``port`` within ``timeout_s``? (name resolution included)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _url_host(url: str) -> tuple[str, int]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.hostname or url, parts.port or (80 if parts.scheme == "http" else 443)
+
+
+def download_hosts() -> list[tuple[str, int]]:
+    """The hosts the dataset registry downloads from (kit/dataset_registry.py), each once, first URL of each file."""
+    from kit.datasets import DATASETS
+
+    hosts: dict[tuple[str, int], None] = {}
+    for info in DATASETS.values():
+        for files in info.sources.values():
+            for f in files:
+                urls = info.file(f).urls
+                if urls:
+                    hosts.setdefault(_url_host(urls[0]))
+    return list(hosts)
+
+
+def probe_hosts(hosts: list[tuple[str, int]], probe: Probe | None = None,
+                timeout_s: float = DOWNLOAD_PROBE_TIMEOUT_S) -> dict[str, bool]:
+    """host -> answered, probed in parallel: the whole check takes about ``timeout_s`` however many hosts (name
+    resolution ignores socket timeouts, so each probe runs in a daemon thread and one still waiting at the deadline
+    counts as unreachable, never holds the command or its exit)."""
+    import threading
+    import time
+
+    fn = probe or reach_host
+    got: dict[str, bool] = {}
+
+    def one(host: str, port: int) -> None:
+        got[host] = fn(host, port, timeout_s)
+
+    threads = [threading.Thread(target=one, args=hp, daemon=True) for hp in hosts]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout_s + min(0.5, timeout_s)  # a connection made at the deadline: counted
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return {host: bool(got.get(host)) for host, _ in hosts}
+
+
+def check_downloads(reached: dict[str, bool] | None, download: bool = True) -> list[Finding]:
+    """Whether the dataset download hosts answered from here (``reached``: probe_hosts's answer), or "not checked"
+    (None): a host without internet must not read as ready for datasets it has not got."""
+    if not download:
+        return []
+    names = ", ".join(h for h, _ in download_hosts())
+    if reached is None:
+        return [dict(_finding("dataset downloads", False, f"not checked (kit doctor --no-check-downloads): {names}",
+                              "kit doctor (without --no-check-downloads) probes them"), status="not checked")]
+    if not reached:
+        return []
+    down = [h for h, ok in reached.items() if not ok]
+    if not down:
+        return [_finding("dataset downloads", True, f"reachable: {names} (each answered within "
+                                                    f"{DOWNLOAD_PROBE_TIMEOUT_S:g} s)")]
+    return [_finding("dataset downloads", False, f"not reachable from here within {DOWNLOAD_PROBE_TIMEOUT_S:g} s: "
+                                                 f"{', '.join(down)}" + (f" (reachable: {', '.join(h for h in reached if reached[h])})"
+                                                                         if len(down) < len(reached) else ""),
+                     "offline host: fetch the dataset files elsewhere and pass --data-dir or set KIT_DATA_DIR "
+                     "(README, Datasets); behind a proxy: set https_proxy")]
+
+
+def check_datasets(data_dir: Path | None, download: bool = True,
+                   reachable: dict[str, bool] | None = None) -> list[Finding]:
     """Each dataset source: here and verified, or fetched on first use (``download``: `kit run` downloads by
-    default; ``--no-download`` turns it off), or missing with how to supply it."""
+    default; ``--no-download`` turns it off) when its host answered (``reachable``; None: not checked), or missing
+    with how to supply it."""
     from kit.datasets import DATASETS, SYNTHETIC, resolve
 
     out = []
@@ -120,10 +254,16 @@ def check_datasets(data_dir: Path | None, download: bool = True) -> list[Finding
             files = [info.file(f) for f in info.sources[source]]
             if download and "not found" in missing["detail"] and all(f.urls for f in files):
                 size = sum(f.size or 0 for f in files)
-                host = files[0].urls[0].split("/")[2] if "//" in files[0].urls[0] else files[0].urls[0]
-                missing = dict(missing, status="on first use", detail=(
-                    f"not cached yet: kit run downloads it on first use ({size / 1e6:.0f} MB from {host}, "
-                    f"checksums verified); downloads are on (kit run --no-download turns them off)"),
+                host = _url_host(files[0].urls[0])[0]
+                answered = None if reachable is None else reachable.get(host)
+                where = f"{size / 1e6:.0f} MB from {host}"
+                missing = dict(missing, status="on first use" if answered else (
+                    "not checked" if answered is None else "unreachable"), detail=(
+                    f"not cached, and {host} did not answer from here (kit run would download {where})"
+                    if answered is False else
+                    f"not cached yet: kit run downloads it on first use ({where}, checksums verified); downloads "
+                    "are on (kit run --no-download turns them off)" + ("; its host was not checked"
+                                                                        if answered is None else "")),
                     fix=f"offline: fetch {', '.join(f.name for f in files)} elsewhere and pass --data-dir or set "
                         "KIT_DATA_DIR")
             out.append(missing)
@@ -189,13 +329,17 @@ def check_seal_key() -> list[Finding]:
     return [_finding("analysis seal key", ok, detail, status.fix, optional=False)]
 
 
-def run_checks(data_dir: Path | None = None, download: bool = True) -> list[Finding]:
+def run_checks(data_dir: Path | None = None, download: bool = True, check_downloads_: bool = True,
+               probe: Probe | None = None) -> list[Finding]:
+    """Every check; ``check_downloads_`` False skips the dataset hosts' probe (said "not checked"), ``probe``
+    replaces the TCP connection (tests)."""
     findings = [_finding("python", sys.version_info >= (3, 11), sys.version.split()[0], "use Python 3.11 or newer",
                          optional=False)]
-    for check in (check_frameworks, check_seal_key, check_driver, check_cpu_builds, check_engine, check_collectors,
+    for check in (check_frameworks, check_torchvision, check_seal_key, check_driver, check_cpu_builds, check_engine, check_collectors,
                   check_governor, check_controls, check_tex):
         findings += check()
-    findings += check_datasets(data_dir, download)
+    reachable = probe_hosts(download_hosts(), probe) if download and check_downloads_ else None
+    findings += check_downloads(reachable, download) + check_datasets(data_dir, download, reachable)
     return findings
 
 
@@ -227,21 +371,45 @@ def verdict(findings: list[Finding]) -> dict[str, Any]:
             unavailable.append({"what": what, "because": " and ".join(_short(f["detail"]) for f in bad[:2])})
 
     judge("local runs (PyTorch and TensorFlow)", _named(findings, "framework "))
+    judge("studies that need torchvision (locally)", _named(findings, "torchvision"))
     judge("quick profiles (CPU)", _named(findings, "python") + _named(findings, "framework "))
     judge("GPU profiles (the papers' protocols)", _named(findings, "NVIDIA driver"))
     judge("container backends", _named(findings, "container engine") + _named(findings, "apptainer"), any_ok=True)
     judge("energy measurement (RAPL or NVML)", _named(findings, "sensor rapl") + _named(findings, "sensor nvml"),
           any_ok=True)
     judge("PDF reports", _named(findings, "LaTeX"))
-    datasets = _named(findings, "dataset ")
-    if datasets and all(f["ok"] or f.get("status") == "on first use" for f in datasets):
-        ready.append("every dataset" + ("" if all(f["ok"] for f in datasets) else " (some downloaded on first use)"))
-    else:
-        judge("every dataset", datasets)
+    not_checked = _datasets_verdict([f for f in _named(findings, "dataset ") if f["check"] != "dataset downloads"],
+                                    ready, unavailable, judge)
     line = "Ready for: " + (", ".join(ready) or "nothing yet")
     if unavailable:
         line += "; not available here: " + "; ".join(f"{u['what']}, because {u['because']}" for u in unavailable)
-    return {"ready": ready, "unavailable": unavailable, "line": line}
+    if not_checked:
+        line += "; not checked: " + "; ".join(not_checked)
+    return {"ready": ready, "unavailable": unavailable, "not_checked": not_checked, "line": line}
+
+
+def _datasets_verdict(datasets: list[Finding], ready: list[str], unavailable: list[dict[str, str]],
+                      judge: Callable[[str, list[Finding]], None]) -> list[str]:
+    """"every dataset" only when each is cached here or downloads from a host that answered; otherwise the cached
+    ones, the ones whose host did not answer, and the "not checked" ones (returned) are said apart."""
+    if not datasets:
+        return []
+    status = [("cached" if f["ok"] else str(f.get("status") or "missing")) for f in datasets]
+    n = len(datasets)
+    if all(s in ("cached", "on first use") for s in status):
+        ready.append("every dataset" + ("" if "on first use" not in status else
+                                        " (some downloaded on first use; their hosts answered)"))
+        return []
+    usable = status.count("cached") + status.count("on first use")
+    if usable:
+        ready.append(f"the datasets cached here ({status.count('cached')} of {n})" + (
+            f" and {status.count('on first use')} downloaded on first use" if "on first use" in status else ""))
+    if "unreachable" in status:
+        unavailable.append({"what": f"{status.count('unreachable')} datasets not cached here",
+                            "because": "their download hosts did not answer (no internet, or a proxy to set)"})
+    judge("every dataset", [f for f, s in zip(datasets, status, strict=True) if s == "missing"])
+    return [f"downloads of {status.count('not checked')} datasets not cached here (kit doctor without "
+            "--no-check-downloads)"] if "not checked" in status else []
 
 
 # -- NVIDIA driver vs the CUDA the frameworks were built for ---------------------------------------------------------
@@ -425,43 +593,92 @@ def pip_offers_cpu(pins: Pins, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, 
     return True, f"this host's pip configuration (its find-links or extra indexes offer {' and '.join(offered)})"
 
 
+def torchvision_pin(torch_version: str | None = None) -> str:
+    """The torchvision build that pairs with a torch (this interpreter's by default): torchvision 0.(N+15).P for
+    torch 2.N.P, with the same local label (+cpu); the CPU image row's pair when torch is not installed."""
+    if torch_version is None:
+        try:
+            torch_version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = "2.13.0+cpu"
+    base, _, label = torch_version.partition("+")
+    major, minor, patch = ([*base.split("."), "0", "0"])[:3]
+    if major != "2" or not minor.isdigit():
+        return "torchvision"  # a torch this table does not know: let pip pair it
+    return f"torchvision==0.{int(minor) + 15}.{patch}" + (f"+{label}" if label else "")
+
+
 def cpu_torch_choice(cpu_pair: str, default_pair: str | None = None, *, system: str | None = None,
                      index_probe: Callable[[Pins], tuple[bool, str]] | None = None,
                      pip_probe: Callable[[Pins], tuple[bool, str]] | None = None) -> dict[str, Any]:
-    """pip's arguments for torch on a host without an NVIDIA GPU: {"source", "args", "reason"}.
+    """pip's arguments for torch on a host without an NVIDIA GPU: {"source", "args", "reason", "torchvision"}.
 
     ``cpu_pair`` ('torch==2.13.0 torchvision==0.28.0', the CPU image row's torch) is installed as +cpu builds (no CUDA
-    libraries): from PyTorch's CPU index where it answers within a few seconds and lists both ("cpu-index"); else
-    where this host's pip configuration offers both ("pip-config"; a +cpu torch without its torchvision is no use:
-    PyPI's torchvision needs the CUDA torch); else ``default_pair`` from PyPI, a CUDA build, and the reason says what
-    that costs and how to avoid it ("default"). Off Linux PyPI's torch has no CUDA libraries: ``cpu_pair`` as given
-    ("pypi"). The probes default to ``probe_cpu_index`` and ``pip_offers_cpu``.
+    libraries), each pin from PyTorch's CPU index where it answers within a few seconds and lists it, else from this
+    host's pip configuration ("cpu-index" or "pip-config": where torch comes from). Where a +cpu torch is to be had
+    but no +cpu torchvision, the +cpu torch is installed alone (``torchvision`` False): LeNet, Germino and most of
+    DLBench need no torchvision, and the studies that do say so and are skipped (kit.studies.torchvision_need), while
+    the alternative, PyPI's torchvision, would bring the CUDA torch (gigabytes) back. Only where no +cpu torch is to
+    be had at all, ``default_pair`` from PyPI, a CUDA build, and the reason says what that costs and how to avoid it
+    ("default"). Off Linux PyPI's torch has no CUDA libraries: ``cpu_pair`` as given ("pypi"). The probes (default
+    ``probe_cpu_index`` and ``pip_offers_cpu``) are asked one pin at a time, torch first.
     """
     import platform
 
     pins = torch_pins(cpu_pair)
     default_pair = default_pair or cpu_pair
     system = system or platform.system()
-    builds = " and ".join(f"{n} {v}+cpu" for n, v in pins)
     if system != "Linux":
-        return {"source": "pypi", "args": cpu_pair.split(),
+        return {"source": "pypi", "args": cpu_pair.split(), "torchvision": True,
                 "reason": f"no NVIDIA GPU: {cpu_pair} from PyPI (its {system} wheels have no CUDA libraries)"}
-    cpu_args = [f"{n}=={v}+cpu" for n, v in pins]
+    index_probe = index_probe or probe_cpu_index
+    pip_probe = pip_probe or pip_offers_cpu
+    torch_pin, rest = pins[0], pins[1:]
+    found: dict[str, str] = {}  # pin name -> "index" | "pip"
+    whys: list[str] = []
+    index_ok, index_why = index_probe([torch_pin])
+    if index_ok:
+        found[torch_pin[0]] = "index"
+        for pin in rest:
+            ok, why = index_probe([pin])
+            if ok:
+                found[pin[0]] = "index"
+            else:
+                whys.append(why)
+    else:
+        whys.append(index_why)
+    wanted = [p for p in pins if p[0] not in found]
+    if wanted:
+        for pin in wanted:
+            ok, why = pip_probe([pin])
+            if ok:
+                found[pin[0]] = "pip"
+            else:
+                whys.append(why)
     saving = (f"no CUDA libraries: about {CPU_BUILD_GB['venv']:.1f} GB in .venv instead of "
               f"{CUDA_BUILD_GB['venv']:.1f} GB")
-    index_ok, index_why = (index_probe or probe_cpu_index)(pins)
-    if index_ok:
-        return {"source": "cpu-index", "args": ["--extra-index-url", TORCH_CPU_INDEX, *cpu_args],
-                "reason": f"no NVIDIA GPU: {builds} from {index_why} ({saving})"}
-    pip_ok, pip_why = (pip_probe or pip_offers_cpu)(pins)
-    if pip_ok:
-        return {"source": "pip-config", "args": cpu_args,
-                "reason": f"no NVIDIA GPU: {index_why}; {builds} from {pip_why} ({saving})"}
+    where = {"index": f"PyTorch's CPU index {TORCH_CPU_INDEX}", "pip": "this host's pip configuration"}
+    if torch_pin[0] in found:
+        got = [p for p in pins if p[0] in found]
+        lacking = [p for p in pins if p[0] not in found]
+        args = (["--extra-index-url", TORCH_CPU_INDEX] if "index" in found.values() else []) + \
+            [f"{n}=={v}+cpu" for n, v in got]
+        builds = " and ".join(f"{n} {v}+cpu from {where[found[n]]}" for n, v in got)
+        reason = f"no NVIDIA GPU: {builds} ({saving})"
+        if lacking:
+            missing = " or ".join(f"{n} {v}+cpu" for n, v in lacking)
+            reason += (f".\nNo {missing} to be had ({'; '.join(whys)}): installing torch alone. The studies whose "
+                       "PyTorch arm needs torchvision (Patel's model zoo, DLBench's Faster R-CNN case) say so in `kit "
+                       "list`, `kit show` and `kit doctor`, and `kit reproduce-all` skips them with the fix. PyPI's "
+                       "torchvision is not used: it would bring the CUDA torch back")
+        return {"source": "cpu-index" if found[torch_pin[0]] == "index" else "pip-config", "args": args,
+                "torchvision": not lacking, "reason": reason}
+    cpu_args = [f"{n}=={v}+cpu" for n, v in pins]
     default = dict(torch_pins(default_pair)).get("torch", "?")
     differs = ("" if default == pins[0][1] else
                f"; and this torch {default} is not the CPU pair's {pins[0][1]}, which the CPU image row runs")
-    return {"source": "default", "args": default_pair.split(), "reason": (
-        f"no NVIDIA GPU, but no CPU build of {cpu_pair} to be had: {index_why}, and {pip_why}.\n"
+    return {"source": "default", "args": default_pair.split(), "torchvision": True, "reason": (
+        f"no NVIDIA GPU, but no CPU build of torch {torch_pin[1]} to be had: {'; '.join(whys)}.\n"
         f"Installing {default_pair} from PyPI instead: a CUDA build, about {CUDA_BUILD_GB['download']:.1f} GB to "
         f"download and {CUDA_BUILD_GB['venv']:.1f} GB in .venv (the CPU build: {CPU_BUILD_GB['download']:.1f} GB and "
         f"{CPU_BUILD_GB['venv']:.1f} GB) for a GPU this host does not have{differs}.\n"

@@ -8,6 +8,7 @@ library errors (NVML, docker, OS) are translated into this tree at the edge.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -59,6 +60,31 @@ class KitError(Exception):
         if self.fix:
             parts.append(f". Fix: {self.fix.rstrip('.')}")
         return "".join(parts) + "."
+
+
+class UsageError(KitError):
+    """The command line names something that does not exist (an experiment id, a profile) or uses an old form:
+    exit 2 like click's own usage errors, said before any heavy import, with the closest names."""
+
+    exit_code: int = ExitCode.USAGE
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The names a typo most likely meant: those containing the word (``lenet`` -> ``florencio2019_lenet``), then
+    difflib's closest (``florencio2019_lenat``), at most ``n``."""
+    import difflib
+
+    pool = sorted(set(choices))
+    low = word.lower()
+    found = [c for c in pool if low and low in c.lower()]
+    found += [c for c in difflib.get_close_matches(word, pool, n=n, cutoff=0.6) if c not in found]
+    return found[:n]
+
+
+def suggestion(word: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'x'? "`` (or ``'x' or 'y'``), empty when nothing is close: the start of a fix."""
+    close = did_you_mean(word, choices)
+    return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
 
 
 class SpecError(KitError):

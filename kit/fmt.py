@@ -10,6 +10,11 @@ percentage) passes a ``format`` spec instead, applied to ``x * scale``.
 from __future__ import annotations
 
 import math
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
 DASH = "–"
@@ -72,3 +77,60 @@ def fmt_counts(by_arm: Any) -> str:
     if len(set(shown.values())) == 1 and len(shown) > 1:
         return f"{next(iter(shown.values()))} in every arm"
     return ", ".join(f"{arm} {v}" for arm, v in shown.items())
+
+
+# -- the kit's own command, as the user can type it here ----------------------------------------------------------
+
+# Words that follow "kit" in a command the kit suggests (its subcommands): "kit run --resume RUN" is a command,
+# "the kit runs" is prose. kit.cli's test checks this list against the app's commands.
+KIT_COMMANDS = ("bench", "bisect", "compare", "doctor", "history", "images", "list", "new", "pack", "report",
+                "reproduce-all", "run", "selftest", "show", "status", "trust", "tune", "verify")
+_KIT_WORD = re.compile(r"(?<![\w./-])(?<!the )(?<!The )(?<!a )(?<!-m )kit(?= (?:" + "|".join(map(re.escape, KIT_COMMANDS))
+                       + r")\b)")
+
+
+def kit_prefix(cwd: str | None = None, path_env: str | None = None) -> str:
+    """How to call this kit from where the user stands: ``kit`` when the ``kit`` on PATH is this kit's script;
+    else the script beside this interpreter (``.venv/bin/kit``), relative to the working directory when it lies
+    under it, absolute otherwise; ``python -m kit`` with this interpreter when there is no script at all.
+
+    Why: `make setup` installs into .venv without touching PATH, so a hint that says ``kit run --resume RUN``
+    answers "command not found" to a user who never activated the venv; the same hint with ``.venv/bin/kit``
+    works as printed."""
+    import shutil
+
+    script = Path(sys.executable).parent / "kit"
+    if not script.is_file():
+        if sys.argv and Path(sys.argv[0]).name == "kit" and Path(sys.argv[0]).is_file():
+            script = Path(sys.argv[0])
+        else:
+            return f"{shlex.quote(sys.executable)} -m kit"
+    on_path = shutil.which("kit", path=path_env if path_env is not None else os.environ.get("PATH", os.defpath))
+    if on_path and os.path.realpath(on_path) == os.path.realpath(script):
+        return "kit"
+    return from_here(script, cwd)
+
+
+def from_here(path: str | Path, cwd: str | None = None) -> str:
+    """``path`` as the user can type it here (shell-quoted): relative to the working directory when it lies below it
+    (``.venv/bin/kit``), absolute otherwise."""
+    here = cwd if cwd is not None else os.getcwd()
+    absolute = os.path.abspath(path)
+    rel = os.path.relpath(absolute, here)
+    return shlex.quote(rel if not rel.startswith("..") and os.sep in rel else absolute)
+
+
+def kit_cmd(args: str = "", cwd: str | None = None) -> str:
+    """``kit ARGS`` as a command that runs from here (see :func:`kit_prefix`): every hint the kit prints."""
+    prefix = kit_prefix(cwd)
+    return f"{prefix} {args}" if args else prefix
+
+
+def in_user_terms(text: str, prefix: str | None = None) -> str:
+    """A message whose hints name ``kit SUBCOMMAND`` with the command that runs here (``.venv/bin/kit run …``
+    unless ``kit`` on PATH is this kit). Applied where messages reach the terminal (kit.cli), so the fix of an
+    error raised deep in the library works as printed without each module knowing where the user stands."""
+    prefix = kit_prefix() if prefix is None else prefix
+    if prefix == "kit" or "kit " not in text:
+        return text
+    return _KIT_WORD.sub(lambda m: prefix, text)

@@ -75,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out: Path = args.out
     _die_with_parent()
+    # Every process of the trial (torchrun, its DDP ranks, DataLoader workers) inherits this: the phase markers'
+    # cpu_s sums the tree rooted here, whichever process writes them (kit.workloads.tree_cpu).
+    from kit.workloads.tree_cpu import ROOT_ENV
+
+    os.environ[ROOT_ENV] = str(os.getpid())
     for key, value in PINNED_ENV.items():
         os.environ.setdefault(key, value)
     started = time.time()

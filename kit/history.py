@@ -31,13 +31,18 @@ from kit.records import Analysis
 from kit.store import RunDir
 
 
-def _label(man: Manifest, analysis: Analysis, arm: str, run_name: str) -> str:
-    if man.label:
-        return man.label
+def arm_version(analysis: Analysis, arm: str) -> str | None:
+    """``"ARM VERSION"``: the framework version the arm's own trials reported from inside (kit.analysis's
+    trial_env, one entry per arm), None when none did. Never another arm's: a run's label (kit run --label) names
+    the run, and the two arms of one run run two frameworks."""
     for env in analysis.trial_env:
-        if env["arm"] == arm and env.get("framework_version"):
+        if env.get("arm") == arm and env.get("framework_version"):
             return f"{arm} {env['framework_version']}"
-    return run_name  # (the manifest has no run_dir key: this said "run" for every unlabelled run before)
+    return None
+
+
+def _label(man: Manifest, analysis: Analysis, arm: str, run_name: str) -> str:
+    return man.label or arm_version(analysis, arm) or run_name  # (the manifest has no run_dir key)
 
 
 def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, Any]:
@@ -57,7 +62,7 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> dict[str, 
     if not vals:
         return entry
     return {"experiment": entry["experiment"], "recomputed": recomputed, "label": _label(man, analysis, chosen, rd.path.name),
-            "arm": str(chosen),
+            "arm": str(chosen), "version": arm_version(analysis, chosen),
             "started": started if started is not None and math.isfinite(started) else 0.0,
             "values": vals}
 
@@ -141,6 +146,7 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
             continue
         vals = entry["values"]
         runs.append({"run_dir": str(path), "started": entry["started"], "label": entry["label"], "arm": entry["arm"],
+                     "version": entry.get("version"),
                      "values": vals, "median": float(np.median(vals)), "q1": float(np.percentile(vals, 25)),
                      "q3": float(np.percentile(vals, 75)), "n": len(vals)})
     if use_cache and entries != cached:

@@ -40,7 +40,8 @@ from kit.private_files import PrivateDir, UnsafeFileError, open_blob, open_dir, 
 from kit.store import ANALYSIS, ATTEMPTS, MANIFEST, TRIALS
 
 ENV = "KIT_HISTORY_CACHE"
-VERSION = 2  # 2: the document is MAC'd (kit.private_files.sealed_blob); version-1 caches are rebuilt
+VERSION = 3  # 2: the document is MAC'd (kit.private_files.sealed_blob); 3: an entry carries its arm's own version
+#              (kit.history.arm_version); older caches are rebuilt
 MAX_BYTES = 256 << 20
 RACY_S = 2.0  # entries of runs changed this recently are not kept
 
@@ -88,6 +89,7 @@ def _valid_entry(e: Any) -> bool:
         return isinstance(e.get("experiment"), str)
     vals = e.get("values")
     return (isinstance(e.get("experiment"), str) and isinstance(e.get("label"), str) and isinstance(e.get("arm"), str)
+            and (e.get("version") is None or isinstance(e.get("version"), str))
             and isinstance(e.get("started"), int | float) and math.isfinite(e["started"]) and isinstance(vals, list)
             and all(isinstance(v, int | float) and math.isfinite(v) for v in vals))
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kit.records import Plan, Trial  # the plan's record format (kit.records owns it)
@@ -80,3 +82,85 @@ def make_plan(spec: Spec, seed: int | None = None, arms: tuple[str, ...] | None 
             seed=block_seed(seed, rep, cid),
         ))
     return Plan(seed, spec.design.blocking, tuple(arms), configs, tuple(trials))
+
+
+# -- how long the rest of a run will take ------------------------------------------------------------------------
+
+# The profile's estimate counts as this many measured trials when blended with the measured ones: it rules the
+# first trials (a cold start, a warm-up) and yields to the host's own figure after a few; on a busy host the
+# measured trials (with their re-runs) soon say the estimate is ten times too short.
+ESTIMATE_WEIGHT_TRIALS = 2.0
+
+
+@dataclass(frozen=True)
+class Eta:
+    """The time left of a run, and what it rests on."""
+
+    left_s: float | None  # None: neither an estimate nor a measured trial yet
+    basis: str  # "estimate" (the profile's estimate_s), "measured" (this host's trials), "blend", or "none"
+    per_trial_s: float | None = None
+
+    def text(self) -> str:
+        """``~12 min (measured)`` for a line; ``-`` when there is nothing to go on."""
+        if self.left_s is None:
+            return "-"
+        s = round(self.left_s)
+        if s < 60:
+            short = f"{s} s"
+        elif s < 3600:
+            short = f"{s // 60} min {s % 60:02d} s"
+        else:
+            short = f"{s // 3600} h {s % 3600 // 60:02d} min"
+        return f"~{short} ({'estimate + measured' if self.basis == 'blend' else self.basis})"
+
+
+def eta(total_trials: int, finished_trials: int, trial_times_s: Sequence[float], estimate_s: float | None,
+        in_flight_s: float | None = None) -> Eta:
+    """The time left: the trials still to run times a per-trial time, less what the trial in flight has run.
+
+    Before any trial of this execution finishes the per-trial time is the profile's estimate spread over the plan
+    (``estimate_s / total_trials``); then the mean of the measured trial times (each from its start to its last
+    re-run: re-runs are part of what a trial costs on this host), blended with the estimate counting as
+    :data:`ESTIMATE_WEIGHT_TRIALS` trials. ``finished_trials`` includes those of earlier executions (a resume);
+    ``in_flight_s`` is how long the current trial has run (None: none is running). Never negative.
+    """
+    left_trials = max(0, total_trials - finished_trials)
+    prior = estimate_s / total_trials if estimate_s and estimate_s > 0 and total_trials > 0 else None
+    times = [t for t in trial_times_s if t >= 0]
+    measured = sum(times) / len(times) if times else None
+    if prior is None and measured is None:
+        return Eta(None, "none")
+    if measured is None:
+        per, basis = prior, "estimate"
+    elif prior is None:
+        per, basis = measured, "measured"
+    else:
+        w = ESTIMATE_WEIGHT_TRIALS
+        per, basis = (w * prior + len(times) * measured) / (w + len(times)), "blend"
+    assert per is not None
+    left = left_trials * per
+    if in_flight_s is not None and left_trials > 0:
+        left -= min(max(in_flight_s, 0.0), per)
+    return Eta(max(0.0, left), basis, per)
+
+
+class EtaClock:
+    """The trial times of one execution, fed by the progress display (times from one monotonic clock)."""
+
+    def __init__(self, total_trials: int, finished_trials: int, estimate_s: float | None) -> None:
+        self.total, self.finished, self.estimate_s = total_trials, finished_trials, estimate_s
+        self.times: list[float] = []
+        self.started_at: float | None = None
+
+    def started(self, now: float) -> None:
+        self.started_at = now
+
+    def finished_one(self, now: float) -> None:
+        if self.started_at is not None:
+            self.times.append(now - self.started_at)
+        self.started_at = None
+        self.finished += 1
+
+    def eta(self, now: float) -> Eta:
+        return eta(self.total, self.finished, self.times, self.estimate_s,
+                   None if self.started_at is None else now - self.started_at)

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from kit.doctor import Finding
+from kit.doctor import Finding, torchvision_fix
 from kit.errors import KitError, StoreError, disk_error
 from kit.plan import Plan, Trial
 from kit.runner import Interrupted, RunEvents, sigterm_as_interrupt
 from kit.safeio import kind_of
 from kit.spec import Spec, load_spec
 from kit.store import RunDir, atomic_write_json
-from kit.studies import BUNDLED, experiment_paths
+from kit.studies import BUNDLED, experiment_paths, torchvision_need
 from kit.trust import StudyTrust
 
 STATE_DIR = "reproduce-all"
@@ -50,13 +50,18 @@ class Host:
     gpus: int = 0
     gpu_names: tuple[str, ...] = ()
     note: str = ""  # why NVML saw none, when it saw none
+    # whether the PyTorch arm can import torchvision where it runs: this interpreter's for the local backend (a
+    # lean CPU install has torch alone: kit.doctor.cpu_torch_choice), the images' (which all carry it) otherwise
+    torchvision: bool = True
 
     @classmethod
-    def detect(cls) -> Host:
+    def detect(cls, backend: str = "local") -> Host:
         from kit.gpus import nvml_inventory
+        from kit.studies import torchvision_installed
 
         inv = nvml_inventory()
-        return cls(len(inv.gpus), tuple(g.name or f"GPU {g.index}" for g in inv.gpus), inv.note)
+        return cls(len(inv.gpus), tuple(g.name or f"GPU {g.index}" for g in inv.gpus), inv.note,
+                   torchvision=backend not in ("local", "auto") or torchvision_installed())
 
     def describe(self) -> str:
         if not self.gpus:
@@ -71,6 +76,7 @@ class Needs:
     gpus: int = 0
     why: str = ""
     gpu_indices: tuple[int, ...] = ()
+    torchvision: str = ""  # why its PyTorch arm needs torchvision ("": it does not; kit.studies.torchvision_need)
 
 
 def requirements(spec: Spec) -> Needs:
@@ -105,7 +111,16 @@ def requirements(spec: Spec) -> Needs:
     if spec.slurm.gpus_per_trial > gpus:
         gpus, why = spec.slurm.gpus_per_trial, f"slurm.gpus_per_trial = {spec.slurm.gpus_per_trial}"
     indices = () if allowed == "all" else tuple(int(x) for x in allowed.split(",") if x.isdigit())
-    return Needs(gpus, why, indices if gpus else ())
+    return Needs(gpus, why, indices if gpus else (), torchvision_need(spec))
+
+
+def torchvision_need_of(path: Path, profile: str) -> str:
+    """:func:`kit.studies.torchvision_need` of one profile of the spec at ``path`` ("" when it cannot be loaded:
+    the listing reports that spec as invalid on its own)."""
+    try:
+        return torchvision_need(load_spec(path, None if profile == "paper" else profile))
+    except KitError:
+        return ""
 
 
 def fits(host: Host, needs: Needs) -> str | None:
@@ -116,6 +131,8 @@ def fits(host: Host, needs: Needs) -> str | None:
     missing = [i for i in needs.gpu_indices if i >= host.gpus]
     if missing:
         return f"host lacks GPU {missing[0]} (container.gpus names it), this host has {host.describe()}"
+    if needs.torchvision and not host.torchvision:
+        return f"needs torchvision ({needs.torchvision}), which this environment lacks. Fix: {torchvision_fix()}"
     return None
 
 
@@ -586,6 +603,7 @@ class KitRunner:
     on_new_run: Callable[[RunDir], None] | None = None
     report: Callable[[Path], None] | None = None
     trust: StudyTrust = field(default_factory=StudyTrust)  # whose study code a resumed run may execute (kit.run_code)
+    wait_for_quiet_s: float | None = None  # `--wait-for-quiet`: each run waits this long for a quiet host (RunOptions)
 
     def __call__(self, entry: PlanEntry, resume: Path | None, on_run_dir: Callable[[Path], None]) -> Path:
         from kit.run_request import execute, run_request
@@ -599,6 +617,7 @@ class KitRunner:
                           download=self.download,
                           trust_study_code=resume is not None and self.trust.trust_run_copy,
                           study=self.trust.study_dir if resume is not None else None)
+        req.opts.wait_for_quiet_s = self.wait_for_quiet_s
         if self.prepare is not None:
             self.prepare(req)
         with (self.events() if self.events is not None else contextlib.nullcontext(RunEvents())) as inner:
@@ -637,3 +656,6 @@ class _Announcing(RunEvents):
 
     def trial_finished(self, trial: Trial, record: dict[str, Any]) -> None:
         self.inner.trial_finished(trial, record)
+
+    def waiting(self, what: str, left_s: float, foreign_cpu: float | None) -> None:
+        self.inner.waiting(what, left_s, foreign_cpu)

@@ -75,6 +75,7 @@ class StudyRow:
     claims_headline: str = ""
     claims_note: str = ""  # why there are no claim rows (none recorded, analysis failed)
     claims: tuple[ClaimRow, ...] = ()
+    answer: str = ""  # the run's answer line (kit.report.answer), the sentence its report and `kit run` print
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,10 @@ def _study_row(result: Result, runs_dir: Path, out_dir: Path, hosts: list[str]) 
     frameworks = tuple(f"{t.get('framework') or t.get('arm')} {t.get('framework_version') or '?'}"
                        for t in analysis.trial_env)
     head, claims, note = read_claims(analysis.raw.get("claims"))
+    from kit.report.answer import answer
+
     return replace(row, report_href=href, frameworks=frameworks, claims_headline=head, claims=claims,
-                   claims_note=note)
+                   claims_note=note, answer=answer(analysis.raw)["headline"])
 
 
 def summarize(results: Sequence[Result], runs_dir: Path, host: Host, profile: str,

@@ -33,6 +33,7 @@ from kit import disturbance, pinning, studies
 from kit.backends import make_backend
 from kit.backends.base import Backend, TrialOutcome
 from kit.collectors.base import Collector, Row, TrialTarget
+from kit.collectors.quiet import QUIET_WINDOW_S, LoadReading, QuietWait, foreign_cpu, read_load, wait_for_quiet
 from kit.datasets import ResolvedDataset, resolve
 from kit.errors import DiskError, KitError, PlanError, StoreError, disk_error
 from kit.executors import Executor, from_record, job_identity, make_executor
@@ -57,6 +58,8 @@ class RunEvents:
     def message(self, text: str) -> None: ...
     def trial_started(self, trial: Trial, index: int, total: int) -> None: ...
     def trial_finished(self, trial: Trial, record: dict[str, Any]) -> None: ...
+    def waiting(self, what: str, left_s: float, foreign_cpu: float | None) -> None:
+        """A wait for a quiet host is under way (``--wait-for-quiet``): its countdown, about once a second."""
 
 
 @dataclass
@@ -85,6 +88,9 @@ class RunOptions:
     # and the digest a cluster job was handed by the kit that checked the copy and submitted it
     study_trust: StudyTrust = field(default_factory=StudyTrust)
     study_digest: str | None = None
+    # `--wait-for-quiet DURATION`: on a busy host, wait up to this long for a quiet window before the first trial
+    # and before re-running disturbed trials while load persists (None: go on at once)
+    wait_for_quiet_s: float | None = None
 
 
 # What `--retry-failed` re-runs: a trial that did not finish its work (an error, including a kill by a
@@ -241,6 +247,7 @@ class _Context:
     devices: DevicePlan | None = None  # this host's GPUs as the spec allows them (None: not resolved)
     retry: frozenset[str] = frozenset()  # finished trials to run again (their records are archived first)
     idle_freq_mhz: float | None = None  # median CPU frequency of the idle baseline (throttling reference)
+    reruns: disturbance.RerunLedger | None = None  # the run's re-run budget and what is spent of it
 
     def __post_init__(self) -> None:
         # A study folder's trials import the run's copy of the folder (checked against the manifest's digest).
@@ -665,14 +672,15 @@ def _execute_locked(ctx: _Context) -> None:
                            f"plan positions; each failed record is kept under attempts/: {', '.join(sorted(ctx.retry))}")
         elif ctx.opts.retry:
             events.message(f"no finished trial has status {', '.join(ctx.opts.retry)}: nothing to retry")
-        events.run_started(rd, plan, len(done))
         todo = [t for t in plan.trials if t.trial_id not in done and (ctx.only is None or t.trial_id in ctx.only)]
-        if ctx.shared:
-            _write_node(ctx)
-        try:
+        try:  # from here a signal leaves the run "interrupted", never a "running" run whose process is gone
+            events.run_started(rd, plan, len(done))
+            if ctx.shared:
+                _write_node(ctx)
             if not ctx.shared:
                 rd.reserve_space()
             stack.enter_context(_kit_pinned(ctx))
+            ctx.reruns = _rerun_ledger(ctx)
             _baseline(ctx)
             for n, trial in enumerate(todo):
                 if ctx.opts.max_trials is not None and n >= ctx.opts.max_trials:
@@ -775,6 +783,8 @@ def _baseline(ctx: _Context) -> None:
         ctx.baseline = recorded.get("temps_c", {})
         freq = recorded.get("freq_mhz")
         ctx.idle_freq_mhz = float(freq) if isinstance(freq, (int, float)) and not isinstance(freq, bool) else None
+        if ctx.opts.wait_for_quiet_s and ctx.spec.design.disturbance_cpu > 0:  # a resume: the baseline is recorded
+            _quiet_wait(ctx, "resume")
         return
     ctx.events.message(f"recording {secs:g} s of idle baseline telemetry")
     # every GPU the trials may get (all NVML sees when none is allowed): the cool-down's reference per GPU
@@ -783,7 +793,9 @@ def _baseline(ctx: _Context) -> None:
     collectors = make_collectors(ctx.spec, ctx.opts, target)
     t0 = time.time()
     with sampling(collectors):
+        load0 = read_load()
         time.sleep(secs)
+        load1 = read_load()
     rows, reports = drain(collectors)
     ctx.rd.write_samples(name, rows)
     temps = _idle_temps(rows)
@@ -793,10 +805,34 @@ def _baseline(ctx: _Context) -> None:
     info = {"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports, "samples": name,
             "freq_mhz": ctx.idle_freq_mhz,
             "gpu_indices": allowed if allowed is not None else "all"}
+    load = _baseline_load(ctx, load0, load1)
+    info["load"] = load
     if ctx.shared:
         ctx.rd.log_event("baseline", host=socket.gethostname(), chunk=ctx.opts.chunk, **info)
     else:
         ctx.rd.update_manifest(baseline=info)
+    if load["choice"] == "wait_for_quiet":
+        load["wait"] = _quiet_wait(ctx, "baseline").as_dict()
+        if not ctx.shared:
+            ctx.rd.update_manifest(baseline=info)
+
+
+def _baseline_load(ctx: _Context, before: LoadReading, after: LoadReading) -> dict[str, Any]:
+    """Other work on the CPUs during the idle baseline: the figure, and (when busy) one line with its cost and the
+    choice, logged as ``baseline_load`` (foreign_cpu, cpus, limit_cpu, busy, choice: go_on | wait_for_quiet | quiet)."""
+    limit = ctx.spec.design.disturbance_cpu
+    figure = foreign_cpu(before, after)
+    cpus = os.cpu_count() or 1
+    busy = figure is not None and limit > 0 and figure > limit
+    choice = ("wait_for_quiet" if ctx.opts.wait_for_quiet_s else "go_on") if busy else "quiet"
+    load = {"foreign_cpu": None if figure is None else round(figure, 3), "cpus": cpus, "limit_cpu": limit,
+            "busy": busy, "choice": choice}
+    ctx.rd.log_event("baseline_load", **load, wait_for_quiet_s=ctx.opts.wait_for_quiet_s)
+    if busy and figure is not None:
+        budget = ctx.reruns.budget if ctx.reruns is not None else _rerun_ledger(ctx).budget
+        ctx.events.message(disturbance.busy_baseline_text(figure, cpus, limit, budget, ctx.opts.wait_for_quiet_s,
+                                                          f"continue with: kit run --resume {ctx.rd.path}"))
+    return load
 
 
 def _idle_temps(rows: list[Row]) -> dict[str, float]:
@@ -903,26 +939,54 @@ def rerun_disturbed(ctx: _Context, trial: Trial, record: dict[str, Any]) -> dict
     Another process on the CPUs (or the GPU), or a throttled CPU or GPU, during a timed phase makes that
     trial's value a measurement of the host, not of the framework (kit.disturbance). The attempt is set aside
     under attempts/ with its telemetry, like a ``--retry-failed`` attempt, and the trial runs again at once:
-    still in its block, so the arms of the block stay paired in time. After ``[design] disturbance_retries``
-    re-runs a still-disturbed trial is kept and flagged (the analysis counts it and lists it as a threat).
-    A warm-up trial is not re-run: it never enters the statistics.
+    still in its block, so the arms of the block stay paired in time. Each trial gets at most ``[design]
+    disturbance_retries`` re-runs and the run at most its budget (``disturbance_budget_frac`` of its measured
+    trials); a load that outlasts the re-runs stops them (``--wait-for-quiet``: after a wait for a quiet window).
+    A trial still disturbed is kept and flagged. The policy is kit.disturbance.rerun_disturbed's.
     """
-    limit = ctx.spec.design.disturbance_retries
-    reruns = 0
-    while (record.get("status") == "ok" and not trial.warmup and disturbance.is_disturbed(record)):
-        cause = (record.get("disturbance") or {}).get("cause")
-        if reruns >= limit:
-            ctx.events.message(f"trial {trial.trial_id} still disturbed after {reruns} re-run(s) ({cause}): kept and "
-                               "flagged; the report counts it as a threat")
-            ctx.rd.log_event("disturbed_kept", trial_id=trial.trial_id, cause=cause, reruns=reruns)
-            break
-        reruns += 1
-        ctx.events.message(f"trial {trial.trial_id} disturbed ({cause}): re-running it in its plan position "
-                           f"(re-run {reruns} of at most {limit})")
-        archived = ctx.rd.archive_trial(trial.trial_id)
-        ctx.rd.log_event("disturbed", trial_id=trial.trial_id, cause=cause, archived=archived, rerun=reruns)
-        record = run_one(ctx, trial)
-    return record
+    ledger = ctx.reruns if ctx.reruns is not None else _rerun_ledger(ctx)
+    ctx.reruns = ledger
+    rd = ctx.rd
+
+    def wait() -> bool:
+        return _quiet_wait(ctx, "rerun").quiet
+
+    hooks = disturbance.RerunHooks(archive=lambda: rd.archive_trial(trial.trial_id), run=lambda: run_one(ctx, trial),
+                                   log=rd.log_event, say=ctx.events.message,
+                                   wait=wait if ctx.opts.wait_for_quiet_s else None)
+    return disturbance.rerun_disturbed(record, trial.trial_id, trial.warmup, ledger, hooks)
+
+
+def _rerun_ledger(ctx: _Context) -> disturbance.RerunLedger:
+    """The run's re-run budget, with the re-runs its directory shows already spent (a resume gets no new budget)."""
+    design = ctx.spec.design
+    scope = [t for t in ctx.plan.trials if not t.warmup and (ctx.only is None or t.trial_id in ctx.only)]
+    ids = {t.trial_id for t in scope}
+    budget = disturbance.RerunBudget(len(scope), design.disturbance_budget_frac, design.disturbance_retries)
+    spent = disturbance.spent_reruns(a["record"] for a in ctx.rd.checked_attempts() if a["trial_id"] in ids)
+    ctx.rd.log_event("rerun_budget", **budget.as_dict(), spent=spent, chunk=ctx.opts.chunk,
+                     wait_for_quiet_s=ctx.opts.wait_for_quiet_s)
+    return disturbance.RerunLedger(budget, spent=spent)
+
+
+def _quiet_wait(ctx: _Context, when: str) -> QuietWait:
+    """Wait (bounded by --wait-for-quiet) for a quiet window, with a countdown; log and say how it ended."""
+    secs = ctx.opts.wait_for_quiet_s
+    assert secs is not None
+    limit = ctx.spec.design.disturbance_cpu
+    ctx.events.message(f"waiting up to {disturbance.duration_text(secs)} for a quiet window (other work at most "
+                       f"{limit:g} CPUs over {QUIET_WINDOW_S:g} s); Ctrl-C stops the run")
+    try:
+        res = wait_for_quiet(secs, limit, tick=lambda left, cpu: ctx.events.waiting(when, left, cpu))
+    except KeyboardInterrupt:
+        ctx.rd.log_event("quiet_wait", when=when, quiet=False, outcome="interrupted", duration_s=secs)
+        raise
+    ctx.rd.log_event("quiet_wait", when=when, outcome="quiet" if res.quiet else "timeout", **res.as_dict())
+    figure = "" if res.foreign_cpu is None else f" (other work: {res.foreign_cpu:.2f} CPUs)"
+    ctx.events.message(f"quiet window after {res.waited_s:.0f} s{figure}: going on" if res.quiet else
+                       f"no quiet window within {disturbance.duration_text(secs)}{figure}: going on anyway, disturbed "
+                       "trials are flagged")
+    return res
 
 
 def trial_record(trial: Trial, outcome: TrialOutcome, started: float, ended: float,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.claim_spec import Claim, check_claims
-from kit.disturbance import DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
+from kit.disturbance import DEFAULT_BUDGET_FRAC, DEFAULT_FOREIGN_CPU, DEFAULT_RETRIES, Limits
 from kit.errors import SpecError, StoreError
 from kit.metric_catalog import METRICS
 from kit.spec_invalid import Invalid as _Invalid
@@ -244,6 +244,9 @@ class Design:
     # ``disturbance_retries`` times (kit.disturbance: the default and why). 0 turns the CPU check off.
     disturbance_cpu: float = DEFAULT_FOREIGN_CPU
     disturbance_retries: int = DEFAULT_RETRIES
+    # The run-wide budget of those re-runs, as a share of the plan's measured trials (kit.disturbance.RerunBudget):
+    # on a host that stays busy the per-trial cap alone would re-run every trial; 0 turns re-runs off.
+    disturbance_budget_frac: float = DEFAULT_BUDGET_FRAC
 
     def disturbance_limits(self) -> Limits:
         return Limits(foreign_cpu=self.disturbance_cpu)
@@ -255,6 +258,11 @@ class Design:
                            self.disturbance_cpu)
         if not 0 <= self.disturbance_retries <= 10:
             raise _Invalid(f"{p}.disturbance_retries", "an integer in [0, 10]", self.disturbance_retries)
+        if not (isinstance(self.disturbance_budget_frac, (int, float)) and math.isfinite(self.disturbance_budget_frac)
+                and 0 <= self.disturbance_budget_frac <= 1):
+            raise _Invalid(f"{p}.disturbance_budget_frac", "a share of the measured trials in [0, 1], e.g. 0.25 "
+                           "(0 turns re-runs off)", self.disturbance_budget_frac,
+                           fix="e.g. disturbance_budget_frac = 0.25 in [design]")
         if self.unit not in UNITS:
             raise _Invalid(f"{p}.unit", f"one of {', '.join(UNITS)}", self.unit)
         if not 2 <= self.repetitions <= MAX_REPETITIONS:

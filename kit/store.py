@@ -57,6 +57,8 @@ RESERVE = ".space-reserve"  # released on a write failure so the status "failed"
 RESERVE_BYTES = 1 << 20
 ATTEMPTS = "attempts"  # failed attempts of retried trials (see RunDir.archive_trial)
 ATTEMPT_NAME = re.compile(r"^(?P<tid>.+)\.(?P<n>[1-9][0-9]{0,5})\.json$")
+MAX_EVENTS_BYTES = 64 << 20  # events.jsonl: a line per start, resume, disturbance, interruption
+HOLDER_EVENTS = ("start", "resume")  # the events of the process that takes a run to work on it (kit.runner)
 
 
 def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
@@ -266,7 +268,8 @@ class RunDir:
 
     def log_event(self, event: str, **fields: Any) -> None:
         """Append one line to events.jsonl (starts, resumes, interruptions); never through a planted link."""
-        rec = {"t": time.time(), "event": event, "host": socket.gethostname(), "pid": os.getpid(), **fields}
+        rec = {"t": time.time(), "event": event, "host": socket.gethostname(), "pid": os.getpid(), **process_identity(),
+               **fields}
         path = self.path / "events.jsonl"
         try:
             fd = open_append(path, "events.jsonl")
@@ -276,6 +279,22 @@ class RunDir:
                 os.close(fd)
         except OSError as exc:
             raise disk_error(exc, path, after=self.resume_hint()) from None
+
+    def holder(self) -> dict[str, Any] | None:
+        """Who last took this run to work on it: the newest ``start`` or ``resume`` event of events.jsonl (host,
+        pid, boot_id, pid_start; see :func:`process_identity`), None when there is none. The log is read capped and
+        line by line: a torn last line (a kill mid-write) is skipped."""
+        data = read_capped(self.path / "events.jsonl", MAX_EVENTS_BYTES, "events.jsonl", missing_ok=True,
+                           fix="remove the file; it only logs what happened")
+        found = None
+        for line in (data or b"").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("event") in HOLDER_EVENTS:
+                found = rec
+        return found
 
     def subdir(self, name: str, create: bool = True) -> Path:
         """``RUN/name`` as a real directory (created when missing): a planted link there is refused, so no
@@ -487,6 +506,34 @@ class RunDir:
             out.append({"trial_id": tid, "attempt": int(m["n"]), "file": f"{ATTEMPTS}/{p.name}", "record": rec})
         return sorted(out, key=lambda a: (a["record"].get("position") if isinstance(a["record"].get("position"), int)
                                           else 0, a["trial_id"], a["attempt"]))
+
+
+def boot_id() -> str | None:
+    """This boot's id (Linux: /proc/sys/kernel/random/boot_id); None where there is none. A pid recorded under
+    another boot id names no process of this boot, whatever process has that number now."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (field 22 of /proc/PID/stat); None when it is gone
+    or unknown. With the boot id, it tells the process that wrote a record from a later one given the same pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_identity() -> dict[str, Any]:
+    """``boot_id`` and ``pid_start`` of this process, recorded with every event (:meth:`RunDir.log_event`), so a
+    reader can tell whether the process that holds a run is still the one alive under that pid."""
+    return {"boot_id": boot_id(), "pid_start": process_start(os.getpid())}
 
 
 def _fsync_dir(path: Path) -> None:

@@ -438,3 +438,53 @@ def experiment_paths(directory: Path) -> list[Path]:
     found = [p for p in directory.glob("*.toml") if p.is_file()]
     found += [p for p in directory.iterdir() if p.is_dir() and not p.is_symlink() and (p / STUDY_FILE).is_file()]
     return sorted(found, key=lambda p: p.name)
+
+
+# -- what a study needs beyond torch: torchvision ---------------------------------------------------------------------
+
+# Workloads whose PyTorch side builds its network with torchvision.models when the configuration's ``model`` is one of
+# the zoo's vision models (kit.workloads.zoo.VISION): the kit's zoo and the bundled studies built on it.
+TORCHVISION_MODEL_WORKLOADS = ("zoo", "dai_factors", "zoo_distributed")
+# (workload, dataset) pairs whose PyTorch side is torchvision's detection model: DLBench's voc2012 case trains
+# fasterrcnn_resnet50_fpn (kit.workloads.detect_torch).
+TORCHVISION_DATASETS = {("dlbench", "voc2012"): "Faster R-CNN (torchvision.models.detection)"}
+
+
+def torchvision_need(spec: Any) -> str:
+    """Why a spec's profile needs torchvision in its PyTorch arm ("" when it does not): the vision models of the
+    model zoo and DLBench's Faster R-CNN import it. A CPU host whose pip offers a CPU torch but no CPU torchvision
+    installs torch alone (kit.doctor.cpu_torch_choice), so the studies that need it must say so before they run
+    (kit list, kit show, kit doctor) and `kit reproduce-all` must skip them with the fix, instead of failing on
+    their first PyTorch trial.
+
+    ``spec`` is a :class:`kit.spec.Spec` (typed loosely: kit.spec imports this module)."""
+    if "pytorch" not in tuple(spec.experiment.frameworks):
+        return ""
+    from kit.workloads.zoo import VISION
+
+    name = spec.workload.name
+    models: list[str] = []
+    cases: list[str] = []
+    for config in spec.configurations():
+        if name in TORCHVISION_MODEL_WORKLOADS:
+            model = spec.workload_for(config).flat().get("model")
+            if isinstance(model, str) and model in VISION and model not in models:
+                models.append(model)
+        ds = spec.dataset_for(config)
+        what = TORCHVISION_DATASETS.get((name, ds.name if ds is not None else ""))
+        if what:
+            label = f"case {config['case']}: {what}" if "case" in config else what
+            if label not in cases:
+                cases.append(label)
+    parts = ([f"{', '.join(models)} from torchvision.models"] if models else []) + cases
+    return "; ".join(parts)
+
+
+def torchvision_installed() -> bool:
+    """Whether this interpreter can import torchvision (found without importing it: that starts torch)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torchvision") is not None
+    except (ImportError, ValueError):
+        return False

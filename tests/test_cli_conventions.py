@@ -49,6 +49,7 @@ def test_every_help_shows_its_source_text_with_brackets_and_no_bool_metavar() ->
     for path, cmd in commands:
         res = runner.invoke(app, [*path, "-h"], env=WIDE)
         assert res.exit_code == 0, (path, res.output)
+        _short_helps_end_a_sentence(path, cmd, res.output)
         shown = _flat(res.output)
         assert "<bool>" not in shown, path
         texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params if not getattr(p, "hidden", False)]
@@ -99,7 +100,7 @@ def test_exit_codes_of_the_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert _main(monkeypatch, "run", "experiments/florencio2019_lenet", "--bogus") == ExitCode.USAGE
     assert _main(monkeypatch, "run", "florencio2019_lenet", "--backend", "nope") == ExitCode.USAGE
     assert _main(monkeypatch, "report", str(tmp_path / "nope")) == ExitCode.INPUT
-    assert _main(monkeypatch, "run", "no_such_experiment") == ExitCode.INPUT
+    assert _main(monkeypatch, "run", "no_such_experiment") == ExitCode.USAGE  # a name that does not exist (issue 39)
     # the answer is no: doctor --strict with a required check failing
     monkeypatch.setattr(doctor, "run_checks", lambda **kw: [doctor._finding("python", False, "2.7", "upgrade",
                                                                              optional=False)])
@@ -142,7 +143,7 @@ def test_error_lines_do_not_wrap_in_a_pipe() -> None:
     name = "no_such_experiment_" + "x" * 100
     proc = subprocess.run([sys.executable, "-m", "kit", "run", name], capture_output=True, text=True, timeout=120,
                           cwd=ROOT, env={**__import__("os").environ, "COLUMNS": "80"})
-    assert proc.returncode == ExitCode.INPUT
+    assert proc.returncode == ExitCode.USAGE
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and len(lines[0]) > 200 and name in lines[0], proc.stderr
     assert "florencio2019_lenet" in lines[0]  # the ids it could have been
@@ -172,7 +173,9 @@ def test_kit_list_is_one_line_per_experiment_and_profile(tmp_path: Path, monkeyp
     lenet = rows[("florencio2019_lenet", "quick")]
     assert " 26 " in lenet and "~3 min 40 s" in lenet and "experiments/florencio2019_lenet/" in lenet
     assert lenet.split()[-2] == "yes"
-    data = json.loads(runner.invoke(app, ["list", "--json", "--runs-dir", str(tmp_path)]).output)
+    from tests.test_cli_json import _valid
+
+    data = _valid(runner.invoke(app, ["list", "--json", "--runs-dir", str(tmp_path)]).stdout, "list")
     by = {(r["id"], r["profile"]): r for r in data["experiments"]}
     assert by[("florencio2019_lenet", "quick")]["estimate_s"] == 220 and by[("florencio2019_lenet", "quick")]["decidable"]
     assert data["invalid"] == []
@@ -190,14 +193,25 @@ def test_kit_show_and_kit_run_take_an_id(tmp_path: Path) -> None:
     for part in ("hypotheses: can this profile decide them?", "deviations from the paper", "what the paper claimed",
                  "kit run florencio2019_lenet --profile quick"):
         assert part in flat, part
-    shown = json.loads(runner.invoke(app, ["show", "florencio2019_lenet", "--json"]).output)
+    from tests.test_cli_json import _valid
+
+    shown = _valid(runner.invoke(app, ["show", "florencio2019_lenet", "--json"]).stdout, "show")
     assert shown["id"] == "florencio2019_lenet" and shown["profiles"][0]["design"]["rows"][0]["mde_sd"]
-    # kit run ID reaches the spec (a dry stop: --max-trials 0 is refused by the request, after resolving the id)
+    # kit run ID reaches the spec; an unknown id is a usage error that lists the ids
     res = runner.invoke(app, ["run", "no_such_id", "--runs-dir", str(tmp_path)])
     assert isinstance(res.exception, KitError) and "kit list" in str(res.exception)
+    assert res.exception.exit_code == ExitCode.USAGE
 
 
-def test_status_and_doctor_print_json(tmp_path: Path) -> None:
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kit doctor probes the dataset download hosts: in tests the probe is injected (no host answers)."""
+    from kit import doctor
+
+    monkeypatch.setattr(doctor, "reach_host", lambda host, port, timeout_s: False)
+
+
+def test_status_and_doctor_print_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_network(monkeypatch)
     res = runner.invoke(app, ["status", str(GOLDEN_RUN), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["total"] > 0
@@ -208,10 +222,15 @@ def test_status_and_doctor_print_json(tmp_path: Path) -> None:
     assert {"check", "ok", "detail", "fix"} <= set(doc["findings"][0])
 
 
-def test_doctor_opens_with_the_verdict_and_says_downloads_as_they_are() -> None:
+def test_doctor_opens_with_the_verdict_and_says_downloads_as_they_are(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    _no_network(monkeypatch)
+    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path))  # nothing downloaded yet
+    monkeypatch.delenv("KIT_DATA_DIR", raising=False)
     res = runner.invoke(app, ["doctor"], env=WIDE)
     lines = res.output.splitlines()
     assert lines[0].startswith("Ready for: ") and "downloads: on" in lines[1], res.output[:500]
+    assert "dataset hosts: not reachable" in lines[1] and "every dataset" not in lines[0]  # no host answered
     assert "downloads are off" not in res.output  # kit run downloads by default
     res = runner.invoke(app, ["doctor", "--no-download"], env=WIDE)
     assert "downloads: off" in res.output
@@ -234,7 +253,8 @@ def test_doctor_flags_a_cuda_build_on_a_host_without_a_gpu() -> None:
 def test_doctor_strict_study_says_what_its_profile_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
     from kit import reproduce_all
 
-    monkeypatch.setattr(reproduce_all.Host, "detect", classmethod(lambda cls: reproduce_all.Host(0, (), "test")))
+    monkeypatch.setattr(reproduce_all.Host, "detect", classmethod(lambda cls, backend="local": reproduce_all.Host(0, (), "test")))
+    _no_network(monkeypatch)
     res = runner.invoke(app, ["doctor", "--strict", "florencio2019_lenet", "--profile", "paper", "--json"])
     assert res.exit_code == ExitCode.FAILED, res.output
     study = json.loads(res.output)["study"]
@@ -277,3 +297,89 @@ def test_report_json_holds_the_summary_alone_on_stdout(tmp_path: Path) -> None:
     assert doc["status"] == "complete" and doc["analysis"].endswith("analysis.json")
     assert doc["claims"]["headline"].startswith("this experiment lists no claims")
     assert {h["id"] for h in doc["hypotheses"]} == {"H1"} and "Answer:" in res.stderr
+
+
+# -- issue 39 item 8: names, help, completion --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["run", "florencio2019_lenat"], "did you mean 'florencio2019_lenet'?"),
+    (["run", "lenet", "--profile", "quick"], "did you mean 'florencio2019_lenet'?"),
+    (["run", "florencio2019_lenet", "--profile", "quik"], "did you mean 'quick'?"),
+    (["show", "germino"], "did you mean 'germino_mnist_energy'?"),
+    (["doctor", "florencio2019_lenet", "--profile", "papr"], "did you mean 'paper'?"),
+    (["bisect", "florencio2019_lenat", "--images", "a,b"], "did you mean 'florencio2019_lenet'?"),
+])
+def test_unknown_ids_and_profiles_exit_2_with_a_suggestion(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                           args: list[str], said: str) -> None:
+    assert _main(monkeypatch, *args) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert said in _flat(err) and "Traceback" not in err, err
+
+
+def test_unknown_commands_and_options_exit_2_with_a_suggestion(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    res = runner.invoke(app, ["lsit"])
+    assert res.exit_code == ExitCode.USAGE and "Did you mean 'list'?" in res.output
+    res = runner.invoke(app, ["run", "florencio2019_lenet", "--profle", "quick"])
+    assert res.exit_code == ExitCode.USAGE and "--profile" in res.output  # click's own wording under CliRunner
+    assert _main(monkeypatch, "run", "florencio2019_lenet", "--profle", "quick") == ExitCode.USAGE
+    assert "No such option: --profle. Did you mean --profile?" in capsys.readouterr().err  # the kit's, via main()
+    assert _main(monkeypatch, "images", "lsit") == ExitCode.USAGE
+    assert "Did you mean 'list'?" in capsys.readouterr().err
+
+
+def test_a_typo_is_said_before_any_framework_or_the_analysis_is_imported(tmp_path: Path) -> None:
+    """A real process: the typo's exit status and message, and which modules were loaded (not a clock)."""
+    code = ("import sys\nfrom kit.cli import main\nsys.argv = ['kit', 'run', 'florencio2019_lenat', '--runs-dir', "
+            f"{str(tmp_path)!r}]\ntry:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"
+            "print(rc, *(m in sys.modules for m in ('torch', 'tensorflow', 'scipy', 'pandas', 'kit.catalog')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.stdout.split() == ["2", "False", "False", "False", "False", "False"], proc.stdout + proc.stderr
+    assert "did you mean 'florencio2019_lenet'?" in proc.stderr
+
+
+def _short_helps_end_a_sentence(path: tuple[str, ...], cmd: Any, shown: str) -> None:
+    """(Issue 39) `kit -h` cut a summary at "(e.g."; help showed <list[str]> (typer's label of a repeatable
+    option): every help is checked for both by test_every_help_shows_its_source_text_with_brackets_and_no_bool_metavar."""
+    assert "list[" not in shown and "<list" not in shown, path
+    if hasattr(cmd, "commands"):
+        listing = shown[shown.index("Commands:"):].splitlines()[1:]
+        rows = [ln.split(None, 1) for ln in listing if ln.startswith("  ") and not ln.startswith("   ")]
+        assert len(rows) == len(cmd.commands), (path, listing)
+        for name, summary in rows:
+            assert summary.rstrip().endswith(".") and not summary.rstrip().endswith("..."), (path, name, summary)
+
+
+def test_completion_offers_ids_profiles_and_run_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from kit.cli import _complete_experiments, _complete_profiles, _complete_run_dirs
+
+    assert _complete_experiments("flo") == ["florencio2019_lenet"]
+    assert {"florencio2019_lenet", "germino_mnist_energy"} <= set(_complete_experiments(""))
+    assert _complete_profiles(SimpleNamespace(params={"spec": "florencio2019_lenet"}), "") == ["paper", "quick",
+                                                                                              "smoke"]
+    assert _complete_profiles(SimpleNamespace(params={}), "qu") == ["quick"]  # any experiment's
+    runs = tmp_path / "runs"
+    for name in ("20260101T000000Z-a", "20260102T000000Z-b"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "manifest.json").write_text("{}")
+    (runs / "not-a-run").mkdir()
+    ctx = SimpleNamespace(params={"runs_dir": runs})
+    assert _complete_run_dirs(ctx, "") == [f"{runs}/20260101T000000Z-a/", f"{runs}/20260102T000000Z-b/"]
+    assert _complete_run_dirs(ctx, "20260102") == [f"{runs}/20260102T000000Z-b/"]
+    assert _complete_run_dirs(SimpleNamespace(params={}), f"{runs}/2026010") == [
+        f"{runs}/20260101T000000Z-a/", f"{runs}/20260102T000000Z-b/"]
+    monkeypatch.chdir(tmp_path)  # the default runs/ of the working directory
+    assert _complete_run_dirs(SimpleNamespace(params={}), "") == ["runs/20260101T000000Z-a/",
+                                                                  "runs/20260102T000000Z-b/"]
+    # the callbacks are wired to the commands' parameters (click's completion entry point)
+    run_cmd = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    ctx = run_cmd.make_context("run", ["florencio2019_lenet"], resilient_parsing=True)
+    params = {p.name: p for p in run_cmd.params}
+    assert [c.value for c in params["spec"].shell_complete(ctx, "flo")] == ["florencio2019_lenet"]
+    assert [c.value for c in params["profile"].shell_complete(ctx, "s")] == ["smoke"]
+    status_cmd = typer.main.get_command(app).commands["status"]  # type: ignore[attr-defined]
+    ctx = status_cmd.make_context("status", [], resilient_parsing=True)
+    assert [c.value for c in status_cmd.params[0].shell_complete(ctx, "")] == ["runs/20260101T000000Z-a/",
+                                                                               "runs/20260102T000000Z-b/"]

@@ -29,6 +29,7 @@ class Toy(Collector):
         self.closed = 0
         self.block = threading.Event()
         self.blocking = False
+        self.in_read = threading.Event()  # set once a blocking read() has begun
 
     def probe(self) -> Probe:
         return Probe(True, "toy")
@@ -40,6 +41,7 @@ class Toy(Collector):
     def read(self) -> list[Row]:
         self.n += 1
         if self.blocking:
+            self.in_read.set()
             self.block.wait(5)
         if self.fail_every and self.n % self.fail_every == 0:
             raise ValueError(f"bad reading {self.n % 2}")
@@ -67,15 +69,19 @@ def test_open_failure_is_recorded_not_raised() -> None:
 
 
 def test_a_hung_reading_does_not_hang_exit() -> None:
+    """``__exit__`` gives up on a reading in flight after ``stop_timeout_s``: it returns while the sampler thread is
+    still inside ``read()`` (no clock asserted: the thread's state says whether exit waited for the reading)."""
     c = Toy()
     c.__enter__()
     c.blocking = True
-    time.sleep(0.05)  # the thread is now stuck in read()
-    t0 = time.monotonic()
+    assert c.in_read.wait(5), "the sampler never entered read()"  # hang guard; the thread is now stuck in read()
+    sampler = c._thread
+    assert sampler is not None
     c.__exit__(None, None, None)
-    assert time.monotonic() - t0 < 2
+    assert sampler.is_alive() and not c.block.is_set()  # exit returned with the reading still blocked
     assert c.closed == 0 and "still busy" in c.errors[-1]
     c.block.set()
+    sampler.join(5)
 
 
 def test_rows_are_kept_in_order_and_exit_reads_once_more() -> None:

@@ -74,7 +74,7 @@ def test_cli_fail_on_regression_gates(runs: dict[str, Path], tmp_path: Path) -> 
     out = tmp_path / "cmp.json"
     html = tmp_path / "cmp.html"
     bad = subprocess.run([sys.executable, "-m", "kit", "compare", str(runs["base"]), str(runs["slow10"]),
-                          "--fail-on", "regression", "--json", str(out), "--html", str(html)],
+                          "--fail-on", "regression", "--json-file", str(out), "--html", str(html)],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "regression" in bad.stdout and json.loads(out.read_text())["counts"]["regression"] == 4

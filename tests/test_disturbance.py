@@ -147,7 +147,10 @@ def test_a_significant_change_between_sides_in_different_host_states_is_suspect(
     assert suspect_cause(shaken, SideState(12, 5), "A", "B", "train") is None  # both sides alike
     cause = suspect_cause(quiet, shaken, "A", "B", "train")
     assert cause and "B: 6 of 12 trials disturbed in train" in cause
-    assert suspect_cause(SideState(12, 0, busy_baseline=True), quiet, "A", "B", "infer")
+    # a busy idle baseline on one side counts only where that side's phases were not judged (issue 39: its
+    # trials judged quiet were measured quiet)
+    assert suspect_cause(SideState(0, 0, busy_baseline=True), quiet, "A", "B", "infer")
+    assert suspect_cause(SideState(12, 0, busy_baseline=True), quiet, "A", "B", "infer") is None
     rows = [{"verdict": "regression", "phase": "train"}, {"verdict": "no change", "phase": "train"},
             {"verdict": "inconclusive", "phase": "infer"}]
     counts = mark_suspects(rows, lambda r: (quiet, shaken), "A", "B")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ from kit.cli import app
 from kit.engine import (
     DOCKER_SOCKET,
     PODMAN_ROOT_SOCKET,
+    WAIT_POLL_SLOW_S,
+    WAIT_SAFETY_S,
     Engine,
     candidate_urls,
     cdi_nvidia_specs,
@@ -105,45 +108,110 @@ def test_cli_images_list_render_without_engine(tmp_path: Path, monkeypatch: pyte
     assert isinstance(res.exception, EngineError)
 
 
+class _Clock:
+    """A fake clock for :func:`kit.engine.wait_for_exit` (its ``time.monotonic``, ``time.sleep`` and
+    ``select.select``), over a real process and its real pidfd: time moves only when the code under test waits,
+    and the process is ended when the clock passes ``end_at_s``. What the wait did (each sleep and select, each
+    look at the engine) is then a fact of the code, not of how busy this host is."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], end_at_s: float) -> None:
+        self.proc, self.end_at_s, self.now = proc, end_at_s, 0.0
+        self.waits: list[tuple[str, float]] = []
+        self.real_select, self.real_sleep, self.real_monotonic = select.select, time.sleep, time.monotonic
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def _pass(self, seconds: float, until_end: bool) -> None:
+        """Let ``seconds`` pass, ending the process if they reach its end; a wait that returns when the process
+        ends (``until_end``: the pidfd's select) stops the clock there."""
+        if self.proc.poll() is None and self.now + seconds >= self.end_at_s:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # the process reads its stdin to the end, then exits 7
+            give_up = self.real_monotonic() + 60  # a hang guard only
+            while self.proc.poll() is None and self.real_monotonic() < give_up:
+                self.real_sleep(0.01)  # the real clock (proc.wait would call the fake sleep)
+            self.now = self.end_at_s if until_end else self.now + seconds
+        else:
+            self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(("sleep", seconds))
+        self._pass(seconds, until_end=False)
+
+    def select(self, r: list[int], w: list[int], x: list[int], timeout: float) -> tuple[list[int], list, list]:
+        self.waits.append(("select", timeout))
+        self._pass(timeout, until_end=True)
+        return self.real_select(r, w, x, 0)  # the real pidfd: readable once the process has really ended
+
+
+def _child() -> subprocess.Popen[bytes]:
+    """A real process that runs until the test ends it (its stdin closed), then exits 7."""
+    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(7)"],
+                            stdin=subprocess.PIPE)
+
+
 class _Container:
     """What wait_for_exit reads of an SDK container: reload() and attrs["State"], here following a real process
     (running while it runs, then Podman's "stopped" and "exited"); it has no wait(): Podman's spins a CPU."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], pid: int | None) -> None:
-        self.proc, self.pid, self.reloads, self.ended_at = proc, pid, 0, None
+    def __init__(self, proc: subprocess.Popen[bytes], pid: int | None, clock: _Clock) -> None:
+        self.proc, self.pid, self.clock, self.reloads = proc, pid, clock, 0
+        self.ended_at: float | None = None
+        self.looks_running = 0  # reloads that found the process running
         self.attrs: dict = {}
 
     def reload(self) -> None:
         self.reloads += 1
         code = self.proc.poll()
         if code is None:
+            self.looks_running += 1
             self.attrs = {"State": {"Status": "running", "Running": True, "Pid": self.pid, "ExitCode": 0}}
             return
-        self.ended_at = self.ended_at or time.monotonic()
-        status = "stopped" if time.monotonic() - self.ended_at < 0.1 else "exited"
+        self.ended_at = self.ended_at if self.ended_at is not None else self.clock.end_at_s
+        status = "stopped" if self.clock.now - self.ended_at < 0.1 else "exited"
         self.attrs = {"State": {"Status": status, "Running": False, "Pid": 0, "ExitCode": code}}
 
 
+def _wait_on_the_fake_clock(monkeypatch: pytest.MonkeyPatch, clock: _Clock, box: _Container,
+                            timeout_s: float) -> int | None:
+    with monkeypatch.context() as mp:
+        mp.setattr(time, "monotonic", clock.monotonic)
+        mp.setattr(time, "sleep", clock.sleep)
+        mp.setattr(select, "select", clock.select)
+        return wait_for_exit(box, timeout_s)
+
+
 @pytest.mark.parametrize("with_pid", [True, False], ids=["pidfd", "polled"])
-def test_a_container_is_awaited_without_busy_polling_the_engine(with_pid: bool) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(0.6); sys.exit(7)"])
-    box = _Container(proc, proc.pid if with_pid else None)
-    t0 = time.monotonic()
-    assert wait_for_exit(box, 30) == 7
-    late = time.monotonic() - (box.ended_at or 0.0)
-    # with the process's pidfd: one look at the start, one when it ends, a few until the engine says so; polled:
-    # one look every 0.25 s. Either way the end is seen within a poll, not at the time limit
-    assert box.reloads <= (4 if with_pid else 10), box.reloads
-    assert late < 0.5 and time.monotonic() - t0 < 5, (late, box.reloads)
-
-
-def test_a_container_still_running_at_the_limit_is_a_timeout() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+def test_a_container_is_awaited_without_busy_polling_the_engine(with_pid: bool, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    proc = _child()
     try:
-        box = _Container(proc, proc.pid)
-        t0 = time.monotonic()
-        assert wait_for_exit(box, 0.5) is None
-        assert 0.5 <= time.monotonic() - t0 < 2.5 and proc.poll() is None
+        clock = _Clock(proc, end_at_s=0.6)
+        box = _Container(proc, proc.pid if with_pid else None, clock)
+        assert _wait_on_the_fake_clock(monkeypatch, clock, box, 30) == 7
+    finally:
+        proc.kill()
+        proc.wait()
+    # with the process's pidfd: one look at the start, then a wait on the pidfd (not on the engine), one look when
+    # it ends; polled: one look every WAIT_POLL_SLOW_S. Either way the end is seen within a poll, not at the limit
+    if with_pid:
+        assert box.looks_running == 1 and box.reloads == 2, clock.waits
+        assert clock.waits[0] == ("select", WAIT_SAFETY_S), clock.waits  # blocked on the pidfd, not polling
+    else:
+        assert box.looks_running == 3 and box.reloads == 4, clock.waits  # at 0, 0.25, 0.5; the end seen at 0.75
+        assert clock.waits == [("sleep", WAIT_POLL_SLOW_S)] * 3, clock.waits
+    assert clock.now - 0.6 <= WAIT_POLL_SLOW_S  # seen within one poll of the end (fake clock), not at the 30 s limit
+
+
+def test_a_container_still_running_at_the_limit_is_a_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = _child()
+    try:
+        clock = _Clock(proc, end_at_s=30)
+        box = _Container(proc, proc.pid, clock)
+        assert _wait_on_the_fake_clock(monkeypatch, clock, box, 0.5) is None
+        assert clock.now == 0.5 and proc.poll() is None  # gave up exactly at the limit, the process left running
+        assert clock.waits == [("select", 0.5)] and box.reloads == 2, clock.waits
     finally:
         proc.kill()
         proc.wait()

@@ -399,7 +399,7 @@ def test_kit_compare_prints_no_figure_from_a_seal_forged_with_a_stolen_key(
 
     a, b, old_key, forged = _steal_and_forge(victim_config, analysed, tmp_path, monkeypatch)
     out_json = tmp_path / "cmp.json"
-    res = bounded(lambda: CliRunner().invoke(app, ["compare", str(a), str(b), "--metric", "time_s", "--json",
+    res = bounded(lambda: CliRunner().invoke(app, ["compare", str(a), str(b), "--metric", "time_s", "--json-file",
                                                    str(out_json)], terminal_width=200))
     assert res.exit_code == 0, res.output
     rows = json.loads(out_json.read_text())["rows"]

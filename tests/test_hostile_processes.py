@@ -278,9 +278,10 @@ def test_a_hook_over_its_time_limit_is_stopped_with_its_daemon_and_shows_progres
     assert "did not finish within its 2.5 s time limit" in msg and "KIT_HOOK_TIMEOUT_S=" in msg, msg
     assert len(_pids(pids)) == 2 and left == []
     assert _kit_dirs(private_tmp) == []
-    # the limit showed while it ran: about once a second, with the limit
-    assert len(ticks) >= 2 and all(t[0] == "the study's sections()" and t[2] == 2.5 for t in ticks), ticks
-    assert [t[1] for t in ticks] == sorted(t[1] for t in ticks)
+    # the limit showed while it ran, with the limit, at times inside it (how many ticks fit in 2.5 s depends on how
+    # busy the host is: at least one, never a count the clock decides)
+    assert len(ticks) >= 1 and all(t[0] == "the study's sections()" and t[2] == 2.5 for t in ticks), ticks
+    assert [t[1] for t in ticks] == sorted(t[1] for t in ticks) and all(0 < t[1] < 2.5 for t in ticks), ticks
     assert ended == [len(ticks)]  # told once, after the last tick (a live line can be cleared)
 
 
@@ -427,7 +428,9 @@ def test_a_trial_that_sigkills_its_reaper_does_not_free_its_processes(tmp_path: 
     kills = oom_counters().kills_since(before)
     assert len(pids) == 2, pids  # the daemon and the harness ran
     assert left == [], "a process of the trial outlived its killed reaper"
-    assert out.status == "error" and out.wall_s < 30  # ended when the reaper died, not at the 60 s limit
+    # ended when the reaper died, not at the 60 s limit: the time limit makes the status "timeout" (status_from) and
+    # leaves no "not by the kit" note, so "error" with that note says which mechanism ended it (no clock asserted)
+    assert out.status == "error", out
     note = out.detail["note"]
     assert "reaper was killed by SIGKILL, not by the kit" in note, out.detail
     if kills == 0:  # nothing else on this host was OOM-killed meanwhile: the note must not suggest it
@@ -446,8 +449,10 @@ def test_a_trial_that_sigstops_its_reaper_is_ended_long_before_its_time_limit(tm
     out, pids, left, pid_file = _attack(tmp_path, "SIGSTOP")
     assert len(pids) == 2, pids
     assert left == [], "a process of the trial outlived its stopped reaper"
-    assert out.status == "error" and out.wall_s < 30, out  # detected in about a second, not at the 60 s limit
-    assert out.detail["reaper"].startswith("stopped by the trial (SIGSTOP)")
+    # detected, not ended at the 60 s limit: the limit gives "timeout" (even for a reaper found stopped during the
+    # grace period), and only the stop watch (ReaperWait.stopped) writes this "reaper" line; no clock asserted
+    assert out.status == "error", out
+    assert out.detail["reaper"] == "stopped by the trial (SIGSTOP); killed by the kit", out.detail
     assert "the trial stopped its reaper (SIGSTOP)" in out.detail["note"] and "OOM" not in out.detail["note"]
     assert _role(pid_file, "daemon") in {p["pid"] for p in out.detail["leftover_processes"]}
     rec = _record(out)

@@ -19,7 +19,6 @@ import signal
 import struct
 import subprocess
 import textwrap
-import time
 import zlib
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -203,7 +202,7 @@ def test_a_trusted_report_py_cannot_forge_the_report(hostile: tuple[Path, str, s
         assert m, kit_section
         assert "Written by the study" not in m.group(1)
     # the kit's own tables are all there (the study's sheet hides none: it is text)
-    for kit_section in ("hypotheses", "threats", "goal", "descriptives", "environment", "raw"):
+    for kit_section in ("hypotheses", "threats", "metrics", "descriptives", "environment", "raw"):
         m = re.search(rf'<section id="{kit_section}">(.*?)</section>', html, re.S)
         assert m and "<table" in m.group(1), kit_section
     assert html.index('<section id="claims">') < html.index('<section id="study-x-onmouseover-alert-1">')
@@ -361,7 +360,9 @@ def test_billion_laughs_floods_and_a_huge_figure_are_handled_at_once() -> None:
     """The entities are never expanded (the declaration is cut out, their use is not well-formed): refused under
     an alarm instead of eating the memory; a figure over the cap is refused before it is parsed; floods that would
     make a pattern scan quadratic (unterminated comments, url( url( ..., a long sheet, a million elements) are
-    refused or dropped in linear time."""
+    refused or dropped in linear time. No clock is asserted: the alarm is a hang guard only (a pass takes about a
+    second; an expansion or a quadratic scan of these inputs would take hours, far past it), and what proves each
+    defence is the refusal or the drop it reports."""
     lol = "".join(f'<!ENTITY l{i} "{("&l" + str(i - 1) + ";") * 10}">' for i in range(1, 10))
     bomb = f'<!DOCTYPE svg [<!ENTITY l0 "lol">{lol}]><svg xmlns="http://www.w3.org/2000/svg"><text>&l9;</text></svg>'
 
@@ -369,9 +370,8 @@ def test_billion_laughs_floods_and_a_huge_figure_are_handled_at_once() -> None:
         raise TimeoutError("the sanitiser expanded the entities")
 
     old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
+    signal.alarm(60)
     try:
-        start = time.monotonic()
         with pytest.raises(ReportError, match="not well-formed"):
             sanitize_svg(bomb)
         with pytest.raises(ReportError, match="larger than"):
@@ -382,7 +382,6 @@ def test_billion_laughs_floods_and_a_huge_figure_are_handled_at_once() -> None:
             sanitize_svg(SVG.format("<a/>" * 2_000_000))
         flood = sanitize_svg(SVG.format(f"<path d='M0 0' fill='{'url(' * 1_000_000}'/><style>{'a' * 3_000_000}</style>"))
         assert "url(" not in flood.text and "aaa" not in flood.text and len(flood.dropped) == 2
-        assert time.monotonic() - start < 20
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)

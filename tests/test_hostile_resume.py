@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -270,10 +269,10 @@ def test_a_retry_killed_between_archive_and_removal_is_resumed_cleanly(
         "os.unlink = unlink\n"
         "from kit.runner import RETRY_FAILED, RunOptions, resume_run\n"
         "resume_run(sys.argv[1], RunOptions(retry=RETRY_FAILED))\n")
-    t0 = time.monotonic()
+    # timeout=300 only guards against a hang; the exit by SIGKILL says the retry died at the hooked removal (a retry
+    # that never reached it would end by itself, not killed), before it could run the trial again
     proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert time.monotonic() - t0 < 120
     archive = run / "attempts" / f"{tid}.1.json"
     assert archive.read_bytes() == failed_run["killed_bytes"]
     assert (run / "trials" / f"{tid}.json").read_bytes() == failed_run["killed_bytes"]  # the failed record still counts

@@ -392,16 +392,18 @@ def test_a_trial_killed_on_its_time_limit_takes_its_daemons_with_it(tmp_path: Pa
 
 @pytest.mark.parametrize("plant", ["fifo", "devzero"])
 @pytest.mark.parametrize("name", ["manifest.json", "nodes/n1.json", "samples/r000-c00-pytorch.parquet"])
-def test_fifos_and_device_links_are_refused_within_seconds(tmp_path: Path, plant: str, name: str,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_fifos_and_device_links_are_refused_before_they_are_read(tmp_path: Path, plant: str, name: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """No clock asserted: a FIFO opened for reading (no writer) blocks forever and /dev/zero never ends, so a kit
+    that read them would hang, which _main's alarm turns into a failure (a hang guard only); what proves the
+    defence is the refusal itself, naming the planted file and what it is."""
     run = golden_copy(tmp_path / "run")
     target = run / name
     target.parent.mkdir(exist_ok=True)
     target.unlink(missing_ok=True)
     os.mkfifo(target) if plant == "fifo" else os.symlink("/dev/zero", target)
-    t0 = time.monotonic()
     proc = _main(capsys, "report", str(run))
-    assert proc.returncode == ExitCode.INPUT and time.monotonic() - t0 < 30, proc.stderr
+    assert proc.returncode == ExitCode.INPUT, proc.stderr
     assert ("FIFO" if plant == "fifo" else "symbolic link") in proc.stderr and "Traceback" not in proc.stderr
     assert name.split("/")[-1] in proc.stderr
 

@@ -349,9 +349,9 @@ def test_winner_section_comes_first_with_the_sentences_and_a_table() -> None:
     rows = {r[1]: r for r in first["tables"][0]["rows"]}
     assert rows["training (GPU)"][2] == "PyTorch" and rows["inference (GPU)"][2] == "no winner (undecided)"
     assert rows["inference (CPU, 1 core)"][8] == "TensorFlow"  # the paper's winner beside the run's
-    from kit.report.latex import environment  # the LaTeX report renders every section table through this template
+    from kit.report.latex import environment, section_table_tex  # how the LaTeX report renders section tables
 
-    tex = environment().get_template("section_table.tex.j2").render(table=first["tables"][0], label="zoo-winners-0")
+    tex = section_table_tex(environment(), first["tables"][0], "zoo-winners-0")
     assert "no winner (undecided)" in tex and r"95 \% CI" in tex and "inference (CPU, 1 core)" in tex
 
 

@@ -122,7 +122,9 @@ def test_requirements_read_the_spec_keys_the_runner_resolves_devices_with() -> N
     assert paper.gpus == 1 and 'workload.device = "auto"' in paper.why
     dist = requirements(load_spec(EXPERIMENTS / "patel_distributed"))
     assert dist.gpus == 2 and 'strategy "dp"' in dist.why
-    assert requirements(load_spec(EXPERIMENTS / "patel_distributed", "quick")) == Needs()  # dist_device = "cpu"
+    # dist_device = "cpu": no GPU (its ResNet-18 still needs torchvision: tests/test_lean_install.py)
+    assert requirements(load_spec(EXPERIMENTS / "patel_distributed", "quick")) == Needs(torchvision="resnet18 from "
+                                                                                         "torchvision.models")
     sweep = requirements(load_spec(EXPERIMENTS / "patel_models_sweep"))
     assert sweep.gpus == 1 and "in case" in sweep.why  # some of its cases are CPU inference
 

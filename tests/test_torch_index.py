@@ -22,13 +22,19 @@ DEFAULT_PAIR = "torch==2.14.1 torchvision==0.29.1"
 
 
 class Probe:
-    def __init__(self, ok: bool, why: str) -> None:
+    """A probe asked one pin at a time (torch first); ``ok`` for every pin, or per package name."""
+
+    def __init__(self, ok: bool | dict[str, bool], why: str) -> None:
         self.ok, self.why, self.calls = ok, why, 0
+        self.asked: list[str] = []
 
     def __call__(self, pins: Pins) -> tuple[bool, str]:
         self.calls += 1
-        assert pins == [("torch", "2.13.0"), ("torchvision", "0.28.0")]
-        return self.ok, self.why
+        (pin,) = pins
+        assert pin in (("torch", "2.13.0"), ("torchvision", "0.28.0"))
+        self.asked.append(pin[0])
+        ok = self.ok if isinstance(self.ok, bool) else self.ok[pin[0]]
+        return ok, self.why if isinstance(self.ok, bool) else f"{self.why}: {pin[0]} {'offered' if ok else 'missing'}"
 
 
 def test_the_cpu_index_when_it_answers() -> None:
@@ -38,7 +44,8 @@ def test_the_cpu_index_when_it_answers() -> None:
     assert c["source"] == "cpu-index"
     assert c["args"] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu",
                          "torch==2.13.0+cpu", "torchvision==0.28.0+cpu"]
-    assert "torch 2.13.0+cpu and torchvision 0.28.0+cpu" in c["reason"] and "0.8 GB" in c["reason"]
+    assert "torch 2.13.0+cpu from PyTorch's CPU index" in c["reason"] and "0.8 GB" in c["reason"]
+    assert "torchvision 0.28.0+cpu from PyTorch's CPU index" in c["reason"] and c["torchvision"] is True
     assert pip.calls == 0  # not asked once the index answered
 
 
@@ -48,17 +55,36 @@ def test_the_pip_configuration_when_the_index_is_unreachable() -> None:
                          pip_probe=Probe(True, "this host's pip configuration"))
     assert c["source"] == "pip-config"
     assert c["args"] == ["torch==2.13.0+cpu", "torchvision==0.28.0+cpu"]  # pinned +cpu: never the CUDA build
-    assert "unreachable (timed out)" in c["reason"] and "pip configuration" in c["reason"]
+    assert "pip configuration" in c["reason"] and c["torchvision"] is True
 
 
-def test_the_default_build_with_its_cost_when_no_cpu_pair_is_offered() -> None:
+def test_a_cpu_torch_without_its_torchvision_is_installed_alone() -> None:
+    """This machine: the pip configuration offers torch 2.13.0+cpu but no torchvision 0.28.0+cpu. The CPU torch
+    alone (0.8 GB), never PyPI's CUDA pair (5.3 GB): the studies that need torchvision say so and are skipped."""
+    index = Probe(False, "PyTorch's CPU index is unreachable (no DNS)")
+    c = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Linux", index_probe=index,
+                         pip_probe=Probe({"torch": True, "torchvision": False}, "this host's pip configuration"))
+    assert c["source"] == "pip-config" and c["args"] == ["torch==2.13.0+cpu"] and c["torchvision"] is False
+    assert index.asked == ["torch"]  # an unreachable index is asked once, not once per pin
+    reason = c["reason"]
+    assert "torch 2.13.0+cpu from this host's pip configuration" in reason and "installing torch alone" in reason
+    assert "No torchvision 0.28.0+cpu" in reason and "unreachable (no DNS)" in reason
+    assert "kit reproduce-all" in reason and "CUDA torch" in reason
+    # the index offers torch but not torchvision, the pip configuration offers torchvision: the pair, both sources
+    both = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Linux",
+                            index_probe=Probe({"torch": True, "torchvision": False}, "index"),
+                            pip_probe=Probe({"torch": False, "torchvision": True}, "pip"))
+    assert both["args"] == ["--extra-index-url", TORCH_CPU_INDEX, "torch==2.13.0+cpu", "torchvision==0.28.0+cpu"]
+    assert both["torchvision"] is True and both["source"] == "cpu-index"
+
+
+def test_the_default_build_with_its_cost_when_no_cpu_torch_is_offered() -> None:
     c = cpu_torch_choice(CPU_PAIR, DEFAULT_PAIR, system="Linux",
                          index_probe=Probe(False, "PyTorch's CPU index is unreachable (no DNS)"),
-                         pip_probe=Probe(False, "this host's pip configuration offers torch 2.13.0+cpu but has no "
-                                                "torchvision 0.28.0+cpu"))
+                         pip_probe=Probe(False, "this host's pip configuration has no torch 2.13.0+cpu"))
     assert c["source"] == "default" and c["args"] == DEFAULT_PAIR.split()
     reason = c["reason"]
-    assert "unreachable (no DNS)" in reason and "no torchvision 0.28.0+cpu" in reason
+    assert "unreachable (no DNS)" in reason and "no torch 2.13.0+cpu" in reason
     assert re.search(r"about \d\.\d GB to download and \d\.\d GB in \.venv", reason)  # what it costs
     assert "To avoid it" in reason and TORCH_CPU_INDEX in reason and "make distclean setup" in reason
     assert "not the CPU pair's 2.13.0" in reason  # the venv's torch then differs from the CPU image row's
@@ -150,6 +176,21 @@ def test_the_makefile_cpu_pair_is_the_cpu_image_rows_torch() -> None:
     for p in (pair.group(1), re.search(r"^TORCH_PAIR \?= (.+)$", make, re.MULTILINE).group(1)):  # type: ignore[union-attr]
         v = dict(torch_pins(p))
         assert int(v["torchvision"].split(".")[1]) == int(v["torch"].split(".")[1]) + 15
+
+
+def test_torchvision_pairs_with_the_installed_torch() -> None:
+    assert doctor.torchvision_pin("2.13.0+cpu") == "torchvision==0.28.0+cpu"
+    assert doctor.torchvision_pin("2.14.1") == "torchvision==0.29.1"
+    assert doctor.torchvision_pin("3.0.0") == "torchvision"  # unknown pairing: pip decides
+
+
+def test_the_cpu_extra_cannot_pull_the_cuda_torch_back() -> None:
+    """`pip install -e .[cpu,dev]` runs after the +cpu torch: a torchvision there would come from PyPI and bring
+    PyPI's CUDA torch (7.7 GB) with it, undoing the lean install."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert not [r for r in extras["cpu"] + extras["dev"] if r.split("[")[0].split(">")[0].split("=")[0].strip()
+                == "torchvision"]
+    assert any(r.startswith("torchvision") for r in extras["gpu"])
 
 
 def test_the_helper_prints_pip_arguments_and_the_line(monkeypatch: pytest.MonkeyPatch,

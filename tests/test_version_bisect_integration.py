@@ -95,7 +95,7 @@ def test_bisect_across_three_tensorflow_releases(engine_env: dict[str, str], spe
     out_json = tmp_path / "bisect.json"
     res = kit("bisect", str(spec_copy), "--profile", "bisect-ci", "--images", ",".join(TF_ROWS), "--metric", "time_s",
               "--phase", "train", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(MNIST),
-              "--json", str(out_json), env=engine_env)
+              "--json-file", str(out_json), env=engine_env)
     print(res.stdout[-6000:])
     assert res.returncode in (0, 3), res.stdout[-3000:] + res.stderr[-3000:]
     b = json.loads(out_json.read_text())
@@ -121,7 +121,7 @@ def test_bisect_across_three_tensorflow_releases(engine_env: dict[str, str], spe
             assert t["env"]["framework_version"] == versions[img["row"]]
         # kit compare --arms reproduces the bisection's verdict and lists the two framework versions
         cmp_json = tmp_path / f"cmp-{cand_arm}.json"
-        cmp = kit("compare", str(run), "--arms", f"{base_arm},{cand_arm}", "--metric", "time_s", "--json",
+        cmp = kit("compare", str(run), "--arms", f"{base_arm},{cand_arm}", "--metric", "time_s", "--json-file",
                   str(cmp_json), env=engine_env, timeout=300)
         assert cmp.returncode == 0, cmp.stdout[-3000:] + cmp.stderr[-3000:]
         rows = [r for r in json.loads(cmp_json.read_text())["rows"] if r["phase"] == "train"]

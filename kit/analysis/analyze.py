@@ -665,6 +665,7 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
         row_devices,
     )
     from kit.analysis.design import config_phases, hypothesis_unit
+    from kit.analysis.host_state import row_load
     from kit.analysis.metrics import AVERAGED_POWER_METRIC, preferred_power_metric
     from kit.plan import config_label
 
@@ -685,6 +686,7 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
             [(cid, phase, pair, None) for cid, phase, pair in itertools.product(configs, h["phases"], pairs)]
         for cid, phase, (a, b), device in cells:
             group: list[str] = []
+            load: dict[str, Any] | None = None
             if across:
                 group = device_groups(spec, configs, phase, config_phases).get(str(device), [])
                 per_config = across_configs(use, {c: configs[c] for c in group}, tested_metric, phase, a, b, spec)
@@ -693,6 +695,7 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
             else:
                 assert cid is not None  # not across: every cell holds one configuration's id
                 xa, xb, blocks = paired_arrays(use, cid, tested_metric, phase, a, b)
+                xa, xb, blocks, load = _undisturbed(xa, xb, blocks, disturbance, cid, phase, (a, b))
             row: dict[str, Any] = {
                 "id": h["id"], "question": h["question"], "metric": h["metric"], "metric_tested": tested_metric,
                 "label": m.label, "unit": m.unit, "phase": phase, "config_id": cid, "arm_a": a, "arm_b": b,
@@ -700,12 +703,17 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
                 "family": h.get("family") or "primary",
                 "test_unit": "configuration" if across else "trial",
             }
+            if load is not None:
+                row["load"] = load  # the answer says what the verdict was decided on, and under what load
             if tested_metric != h["metric"]:
                 row["metric_note"] = (f"requested as {h['metric']} (1-s moving average); tested on the NVML "
                                       "energy counter's difference over the phase")
             if across:
                 row["device"] = device
                 row["config_ids"] = list(group)  # the configurations of this device: its gaps and disturbances
+                across_load = row_load(disturbance, (a, b), group, phase)
+                if across_load is not None:  # networks are the unit: no trial is set aside, the load is said
+                    row["load"] = across_load
                 row["config_label"] = f"across configurations {device_text(device)}"
                 row["per_config"] = [r.as_dict() for r in per_config]
             elif cid is not None and len(configs) > 1:  # cid is None only across configurations
@@ -773,21 +781,52 @@ def _hypotheses(spec: Mapping[str, Any], use: pd.DataFrame, arms: list[str], con
     return rows
 
 
+def _undisturbed(xa: np.ndarray, xb: np.ndarray, blocks: list[int], table: dict[str, Any] | None, cid: str,
+                 phase: str, arms: tuple[str, str]) -> tuple[np.ndarray, np.ndarray, list[int], dict[str, Any] | None]:
+    """A row's pairs without the blocks where a trial stayed disturbed, when at least the test's floor
+    (stats.MIN_N_FOR_TESTS pairs) is left: the verdict is then decided on undisturbed trials (whole blocks: the
+    pairing stays intact). Otherwise all pairs, and the load they carry (kit.analysis.host_state.row_load)."""
+    from kit.analysis.host_state import disturbed_blocks, row_load
+
+    shaken = disturbed_blocks(table, arms, cid, phase) & set(blocks)
+    if not shaken:
+        return xa, xb, blocks, None
+    keep = [i for i, blk in enumerate(blocks) if blk not in shaken]
+    if len(keep) >= stats.MIN_N_FOR_TESTS:
+        kept = [blocks[i] for i in keep]
+        return xa[keep], xb[keep], kept, row_load(table, arms, [cid], phase, blocks, kept)
+    return xa, xb, blocks, row_load(table, arms, [cid], phase, blocks)
+
+
 def _mark_suspect(r: dict[str, Any], table: dict[str, Any] | None) -> None:
-    """A rejected H0 whose arms ran in different host conditions (kit.analysis.host_state) is "suspect"."""
-    from kit.analysis.host_state import SideState, side_state, suspect_cause
+    """A rejected H0 that the load its arms ran under could explain is "suspect"
+    (kit.analysis.host_state.rule_on_load); one that stands under load gets ``load_note``.
+
+    A row with enough undisturbed pairs was decided on them (:func:`_undisturbed`): its tested blocks hold no
+    disturbed trial. Otherwise no verdict on undisturbed trials can be computed, and it is suspect when the
+    arms' loads differ."""
+    import functools
+
+    from kit.analysis.host_state import SideState, disturbed_blocks, rule_on_load, side_state
 
     blocks = r.get("blocks") or None
+    quiet_n = ""
     if r.get("config_ids"):  # across configurations: the row's device's configurations only
         sides = [[side_state(table, arm, c, r["phase"]) for c in r["config_ids"]] for arm in (r["arm_a"], r["arm_b"])]
-        a, b = (SideState(sum(s.trials for s in ss), sum(s.disturbed for s in ss)) for ss in sides)
+        a, b = (functools.reduce(SideState.plus, ss, SideState(0, 0)) for ss in sides)
     else:
         a = side_state(table, r["arm_a"], r.get("config_id"), r["phase"], blocks=blocks)
         b = side_state(table, r["arm_b"], r.get("config_id"), r["phase"], blocks=blocks)
-    cause = suspect_cause(a, b, r["arm_a"], r["arm_b"], r["phase"])
-    if cause is not None:
-        r["suspect"] = cause
-        r["decision"] = f"suspect: {r['decision']}, but {cause}"
+        if blocks:
+            left = set(blocks) - disturbed_blocks(table, (r["arm_a"], r["arm_b"]), r.get("config_id"), r["phase"])
+            quiet_n = (f"{len(left)} undisturbed of {len(blocks)} pairs, fewer than the {stats.MIN_N_FOR_TESTS} "
+                       "the test needs")
+    ruling = rule_on_load(a, b, r["arm_a"], r["arm_b"], r["phase"], "reject H0", None, quiet_n)
+    if ruling.suspect is not None:
+        r["suspect"] = ruling.suspect
+        r["decision"] = f"suspect: {r['decision']}, but {ruling.suspect}"
+    elif ruling.note is not None:
+        r["load_note"] = ruling.note
 
 
 def _detectable(xa: np.ndarray, xb: np.ndarray, level: float, alpha: float) -> dict[str, Any]:

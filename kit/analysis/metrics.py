@@ -131,12 +131,12 @@ def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: Mapping[str,
 def trial_cpu_util(markers: Sequence[Mapping[str, Any]], phase: str) -> float | None:
     """The trial's own CPU utilisation over a phase, in % of one CPU, from its phase markers.
 
-    ``cpu_s`` in a marker is user + system seconds of the trial's process (all threads) and of the
-    children it has waited for (``os.times()``, kit.workloads.common.process_cpu_s), read at the
-    marker's ``t``. (cpu_s at the end − at the start) / (t end − t start) × 100: exact, with no
-    sampling, so a phase of any length resolves; other processes never enter it. Not in it: children
-    still running at the phase's end (a DataLoader worker, another rank of a distributed run), whose
-    CPU time the kernel reports only once they are reaped. The first complete occurrence of the phase
+    ``cpu_s`` in a marker is user + system seconds of the trial's whole process tree: every process
+    under the harness (all threads, every DDP rank and DataLoader worker still running) and the
+    children each has waited for (kit.workloads.tree_cpu, read from /proc at the marker's ``t``).
+    (cpu_s at the end − at the start) / (t end − t start) × 100: exact, with no sampling, so a phase
+    of any length resolves; other processes never enter it. A rank that exits and is never waited for
+    by a process of the tree is the one case it misses. The first complete occurrence of the phase
     counts, as for the phase intervals. None for markers without ``cpu_s`` (an older kit's trials).
     """
     start: Mapping[str, Any] | None = None

@@ -6,6 +6,10 @@ directory exists), ``queued`` (its job is pending, or running but not there
 yet), ``lost`` (its job ended without it: Slurm's state and reason say why,
 e.g. TIMEOUT, PREEMPTED, NODE_FAIL, CANCELLED) or ``missing`` (not run, no
 job: resume the run).
+
+The run's own status is the manifest's unless that says "running" and no process works on the run any more
+(kit.executors.liveness): then "interrupted", ``recorded_status`` keeping the manifest's word and
+``status_reason`` saying why.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kit.executors.liveness import run_liveness
 from kit.store import RunDir
 
 
@@ -66,6 +71,10 @@ def run_status(run_dir: Path) -> dict[str, Any]:
                      "node": js.node if js else "", "finished": sum(r["state"] in ("finished", "failed", "skipped") for r in in_chunk),
                      "trials": len(in_chunk)})
     counts = Counter(r["state"] for r in rows)
-    return {"run_dir": str(rd.path), "experiment": man.experiment, "status": man.status,
+    # "running" is the manifest's word; whether a process still works on the run is the lock's and the holder's
+    # (kit.executors.liveness): a run whose process is gone reads "interrupted", with why
+    live = run_liveness(rd, man.status, hands_off=bool(chunk_of) or man.executor.name == "slurm")
+    return {"run_dir": str(rd.path), "experiment": man.experiment, "status": live.status,
+            "recorded_status": man.status, "status_reason": live.reason,
             "executor": man.executor.name, "counts": dict(counts), "total": len(rows), "jobs": jobs, "trials": rows,
             "retried": sum(1 for r in rows if r["earlier_attempts"])}

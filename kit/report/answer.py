@@ -135,16 +135,38 @@ def _subject(h: Mapping[str, Any]) -> str:
     return (m.label if m else h["metric"]).split(" (")[0]
 
 
+def load_clause(h: Mapping[str, Any]) -> tuple[str, str]:
+    """What a hypothesis's verdict was decided on, and under what load, from its ``load`` (kit.analysis.analyze:
+    set where a trial behind it stayed disturbed): ("on the 18 undisturbed of 24 trials", "") when the disturbed
+    blocks were set aside, ("", ", measured under load: 24 of 24 trials disturbed, about 1.5 foreign CPUs; a quiet
+    host may differ") when too few undisturbed were left; ("", "") for a quiet row. The sentence a user copies
+    carries its conditions (issue 39)."""
+    load = h.get("load")
+    if not isinstance(load, Mapping) or not load.get("disturbed"):
+        return "", ""
+    n, k = load.get("trials"), load.get("disturbed")
+    if load.get("decided_on") == "undisturbed":
+        return f"on the {load.get('trials_used')} undisturbed of {n} trials", ""
+    cpus = load.get("foreign_cpus")
+    size = f", about {cpus:.2g} foreign CPUs" if isinstance(cpus, int | float) else ""
+    return "", f", measured under load: {k} of {n} trials disturbed{size}; a quiet host may differ"
+
+
 def sentence(h: Mapping[str, Any], analysis: Mapping[str, Any]) -> str | None:
-    """One tested hypothesis in a sentence; None for one that was not tested (see :func:`untestable_line`)."""
+    """One tested hypothesis in a sentence; None for one that was not tested (see :func:`untestable_line`).
+    Where trials behind it stayed disturbed it says so (:func:`load_clause`)."""
     if not h.get("tested"):
         return None
     basis = _basis(h, analysis)
+    on, under = load_clause(h)
+    decided = f"decided {on}" if on else "decided"
     a, b = name(h["arm_a"]), name(h["arm_b"])
     if h.get("rejected"):
         said = _effect_of(h) or f"{_subject(h)} differs between {a} and {b} {_where(h)}"
-        suspect = " — SUSPECT: the two sides ran in different host conditions" if h.get("suspect") else ""
-        return f"{said[0].upper()}{said[1:]}, decided ({basis}){suspect}."
+        suspect = " — SUSPECT: the two sides ran under different loads" if h.get("suspect") else ""
+        return f"{said[0].upper()}{said[1:]}, {decided} ({basis}){under}{suspect}."
+    if on:
+        basis += f"; {on.removeprefix('on ')}"
     d = h.get("detectable") or {}
     ratio = (h.get("comparison") or {}).get("ratio") or {}
     shown = ""
@@ -153,17 +175,17 @@ def sentence(h: Mapping[str, Any], analysis: Mapping[str, Any]) -> str | None:
             f", 95 % CI {ratio['low']:.3g}–{ratio['high']:.3g}" if ratio.get("low") is not None
             and ratio.get("high") is not None else "") + ")"
     if d.get("deterministic"):
-        return f"{a} and {b} gave identical {_subject(h)} {_where(h)} in every pair, decided ({basis})."
+        return f"{a} and {b} gave identical {_subject(h)} {_where(h)} in every pair, decided ({basis}){under}."
     if d.get("equivalent") and d.get("eq_low") is not None:
         return (f"{a} and {b} are equivalent in {_subject(h)} {_where(h)} within ±5 % ({d['eq_conf']:.0%} interval "
-                f"of the ratio {d['eq_low']:.3g}–{d['eq_high']:.3g}), decided ({basis}).")
+                f"of the ratio {d['eq_low']:.3g}–{d['eq_high']:.3g}), decided ({basis}){under}.")
     if d.get("mde") is not None:
         open_ = f"a difference under {d['mde']:.1%} could have gone unseen"
     elif d.get("decidable") is False:
         open_ = "this n could not have shown any difference"
     else:
         open_ = "how large a difference it could have missed is unknown"
-    return f"No difference shown in {_subject(h)} {_where(h)}{shown}: open, {open_} ({basis})."
+    return f"No difference shown in {_subject(h)} {_where(h)}{shown}: open, {open_} ({basis}){under}."
 
 
 def _short_reason(text: str) -> str:
@@ -317,13 +339,20 @@ def compare_answer(result: Mapping[str, Any]) -> dict[str, Any]:
     counts = result.get("counts") or {}
     rest = ", ".join(f"{n} {v}" for v, n in counts.items() if n and v not in order)
     if changed:
-        headline = compare_sentence(changed[0], thr) + (f" (and {len(changed) - 1} more changed)"
-                                                        if len(changed) > 1 else "")
+        headline = _with_note(changed[0], compare_sentence(changed[0], thr)) + (
+            f" (and {len(changed) - 1} more changed)" if len(changed) > 1 else "")
     else:
         headline = f"No regression or improvement found between A and B ({rest or 'nothing compared'})."
-    return {"headline": headline, "changed": [compare_sentence(r, thr) for r in changed],
+    return {"headline": headline, "changed": [_with_note(r, compare_sentence(r, thr)) for r in changed],
             "others": [compare_sentence(r, thr) for r in rows if r.get("verdict") not in order],
             "rest": rest}
+
+
+def _with_note(row: Mapping[str, Any], said: str) -> str:
+    """A changed row's sentence with the load it was measured under (``load_note``, kit.compare.mark_suspects):
+    a verdict that stands under load says so in the sentence itself."""
+    note = row.get("load_note")
+    return f"{said} ({note})" if isinstance(note, str) and note else said
 
 
 def human_value(x: Any, unit: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from kit.analysis.design import on_this_host
 from kit.analysis.metrics import METRICS
+from kit.executors.liveness import incomplete_note, run_state
 from kit.fmt import fmt_counts, fmt_value
 from kit.manifest import Manifest
 from kit.plan import config_label
@@ -272,25 +273,52 @@ def excluded_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def retried_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every failed attempt a retry replaced, with why it failed and the file it is kept in (none: no section)."""
+    """The attempts a retry replaced (none: no section). Failures (an error, a time limit, a kill) are listed one
+    per row with why and the file they are kept in; disturbed attempts, which kit run re-ran at once because the
+    host was busy and which failed nothing, are one summary line with their list behind a <details> element.
+    Why: under a persistent load nearly every trial is re-run, and a table of dozens of "disturbed" rows under
+    "Failed attempts" hid the one attempt that did fail (issue 39)."""
     entries = analysis.get("retried_trials") or []
     if not entries:
         return []
-    rows = [[e["trial_id"], e.get("arm") or "", str(e.get("attempt", "")), e.get("status") or "",
-             e.get("signal") or "", e["reason"], e["file"], e.get("status_now") or ""] for e in entries]
-    n = len({e["trial_id"] for e in entries})
-    shaken = sum(1 for e in entries if e.get("disturbed"))
-    return [{"id": "retried-trials", "title": "Retried trials",
-             "paragraphs": [f"{n} trial(s) were run again after {len(rows)} attempt(s) that failed (error, time limit "
-                            "or a kill by a signal; kit run --resume --retry-failed) or were disturbed while they ran "
-                            f"({shaken} of them: status 'disturbed', re-run at once by kit run). A retry runs in the "
-                            "trial's original "
-                            "plan position with its seed, so the interleaving of the arms holds, but later in time "
-                            "than planned. The statistics use the latest attempt (its status is in the last column); "
-                            "each failed attempt is kept, with its telemetry, in the file named."],
-             "tables": [{"caption": "Failed attempts of retried trials",
-                         "columns": ["trial", "arm", "attempt", "status", "signal", "reason", "file", "status now"],
-                         "rows": rows}], "figures": []}]
+    failed = [e for e in entries if e.get("status") != "disturbed"]
+    shaken = [e for e in entries if e.get("status") == "disturbed"]
+    paragraphs = []
+    tables = []
+    if failed:
+        n = len({e["trial_id"] for e in failed})
+        paragraphs.append(
+            f"{n} trial(s) were run again after {len(failed)} attempt(s) that failed (an error, a time limit or a kill "
+            "by a signal; kit run --resume --retry-failed). A retry runs in the trial's original plan position with "
+            "its seed, so the interleaving of the arms holds, but later in time than planned. The statistics use the "
+            "latest attempt (its status is in the last column); each failed attempt is kept, with its telemetry, in "
+            "the file named.")
+        tables.append({"caption": "Failed attempts of retried trials",
+                       "columns": ["trial", "arm", "attempt", "status", "signal", "reason", "file", "status now"],
+                       "rows": [[e["trial_id"], e.get("arm") or "", str(e.get("attempt", "")), e.get("status") or "",
+                                 e.get("signal") or "", e["reason"], e["file"], e.get("status_now") or ""]
+                                for e in failed]})
+    else:
+        paragraphs.append("No attempt failed.")
+    details = []
+    if shaken:
+        trials = {e["trial_id"] for e in shaken}
+        per = sorted(sum(1 for e in shaken if e["trial_id"] == t) for t in trials)
+        causes: dict[str, int] = {}
+        for e in shaken:
+            cause = str(e.get("reason") or "").removeprefix("disturbed: ")
+            causes[cause] = causes.get(cause, 0) + 1
+        said = "; ".join(f"{c} ({n}×)" if len(causes) > 1 else c for c, n in list(causes.items())[:3])
+        line = (f"{len(shaken)} disturbed attempt(s) of {len(trials)} trial(s) were re-run at once by kit run "
+                f"({per[0]}" + (f"–{per[-1]}" if per[-1] != per[0] else "") + " per trial), because the host was "
+                f"busy while they ran: {said}" + ("; …" if len(causes) > 3 else "") + ". None of them failed; the "
+                "statistics use the latest attempt, and the host conditions below say what stayed disturbed.")
+        details.append({"line": line, "summary": f"the {len(shaken)} disturbed attempts",
+                        "tables": [{"caption": "", "columns": ["trial", "arm", "attempt", "file", "status now"],
+                                    "rows": [[e["trial_id"], e.get("arm") or "", str(e.get("attempt", "")), e["file"],
+                                              e.get("status_now") or ""] for e in shaken]}]})
+    return [{"id": "retried-trials", "title": "Retried trials", "paragraphs": paragraphs, "tables": tables,
+             "details": details, "figures": []}]
 
 
 def disturbance_section(analysis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -408,8 +436,40 @@ def claim_groups(rows: list[dict[str, Any]]) -> dict[str, Any]:
         m = _COMMAND.match(g["would_test"]) if not g["by_design"] else None
         g["command"], g["host"] = (m.group(1), m.group(2)) if m else ("", "" if g["by_design"] else g["would_test"])
         g["ids_text"] = id_ranges(g["ids"])
+        g["shared"] = shared_reason(g["rows"])
         untested.append(g)
     return {"judged": judged, "untested": untested}
+
+
+def shared_reason(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The full reason and differences of a group's rows when every row has the same ones (None otherwise). Why:
+    ten claims not testable for one reason used to repeat that 8-line reason in ten rows; said once above the
+    rows, the list of claims reads in one screen."""
+    first = (rows[0].get("reason"), list(rows[0].get("differences") or []))
+    if any((r.get("reason"), list(r.get("differences") or [])) != first for r in rows[1:]):
+        return None
+    return {"reason": first[0], "differences": first[1]}
+
+
+def untested_hypotheses(hyps: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The hypotheses not tested, grouped by their reason with the metric and phase taken out ("no paired
+    measurements of GPU temperature in the train phase" and the same for H3's CPU temperature are one reason),
+    one line per group: which hypotheses, metrics and phases, and the reason once."""
+    groups: dict[str, dict[str, Any]] = {}
+    for h in hyps:
+        if h.get("tested"):
+            continue
+        label, phase = str(h.get("label") or h.get("metric") or ""), str(h.get("phase") or "")
+        decision, why = str(h.get("decision") or "not tested"), str(h.get("reason") or "")
+        reason = f"{decision}: {why}" if why and decision != "not tested" else (why or decision)
+        general = reason.replace(f" in the {phase} phase", "").replace(label, "its metric") if label else reason
+        g = groups.setdefault(general, {"reason": general, "items": {}})
+        g["items"].setdefault(f"{h['id']} {label}".strip(), []).append(phase)
+    out = []
+    for g in groups.values():
+        items = ", ".join(f"{k} ({', '.join(p for p in ph if p)})" if any(ph) else k for k, ph in g["items"].items())
+        out.append({"which": items, "reason": g["reason"]})
+    return out
 
 
 def id_ranges(ids: list[str]) -> str:
@@ -452,6 +512,32 @@ def descriptive_rows(analysis: dict[str, Any]) -> list[dict[str, Any]]:
             row[f"{k}_text"] = fmt_value(d.get(k), unit)
         out.append(row)
     return out
+
+
+def banner_cost(analysis: dict[str, Any], said: dict[str, Any]) -> str | None:
+    """What the reduced profile costs this run, for the profile banner, unless the answer's warnings already say
+    it (then the banner names the profile alone: one fact, said once)."""
+    cost = profile_warning(analysis).split("; ", 1)[-1]
+    return None if any(cost in str(w) for w in said.get("warnings") or []) else cost
+
+
+def unmeasured_groups(measured: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The metrics this run did not measure, grouped by reason in first-seen order: one line per reason naming
+    its metrics ("GPU utilisation (%), GPU temperature (°C), ...: nvml: ... (fix: ...)"). Why: a host without
+    NVML or RAPL gave one reason to seven or four metrics, and the table repeated it in each row."""
+    groups: dict[str, list[str]] = {}
+    for m in measured:
+        if not m.get("measured"):
+            groups.setdefault(str(m.get("reason") or "no values"), []).append(
+                f"{m.get('label') or m.get('metric')} ({m.get('unit')})" if m.get("unit") else str(m.get("label")))
+    return [{"metrics": ", ".join(names), "reason": reason} for reason, names in groups.items()]
+
+
+def _common(rows: list[dict[str, Any]], key: str) -> str:
+    """The value every row shares under ``key`` ("" when they differ or there is none): said once above a table
+    instead of in each row."""
+    values = {str(r.get(key) or "") for r in rows}
+    return values.pop() if len(values) == 1 else ""
 
 
 def _design(manifest: Manifest, analysis: dict[str, Any]) -> dict[str, Any]:
@@ -505,7 +591,15 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
                  + (f" --backend {manifest.backend['backend']}" if manifest.backend.get("backend") not in (None, "local") else ""),
                  f"kit report {run_path} --format html,latex,pdf"]
     hyps = analysis.get("hypotheses", [])
+    design = on_this_host(_design(manifest, analysis), hyps) or {}
     threat_rows = ranked_threats(analysis)
+    the_answer = answer(analysis, threat_rows)
+    # an unfinished run (interrupted, partial, failed, or "running" with its process gone: kit.executors.liveness)
+    # says so first: the templates open the page with run.incomplete, above the title and any sentence a reader
+    # might copy
+    state = run_state(run_path, manifest.status, manifest.executor.name)
+    unfinished = incomplete_note(state, int(analysis["run"].get("finished") or 0),
+                                 int(analysis["run"].get("planned") or 0), run_path)
     images = [{"framework": fw, "tag": img.get("tag", "?"), "digest": img.get("digest") or img.get("id") or "?"}
               for fw, img in (manifest.backend.get("images") or {}).items()]
     argv = manifest.command
@@ -523,21 +617,27 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "run_dir": str(run_path),
         "started": _when(manifest.started),
         "ended": _when(manifest.ended),
-        "run": analysis["run"],
+        "run": {**analysis["run"], "status": state.status, "incomplete": unfinished},
         "timed_share": timed_share_text(analysis["run"]),
+        "timed_share_pct": (f"{analysis['run']['timed_share'] * 100:.0f} %"
+                            if isinstance(analysis["run"].get("timed_share"), (int, float)) else ""),
         "goal": spec.get("goal", {}),
         "alpha": analysis["alpha"],
         "arms": arms,
         "hypotheses": hyps,
-        "design": on_this_host(_design(manifest, analysis), hyps),
+        "design": design,
+        "design_test": _common(design.get("rows") or [], "test"),
+        "design_n_note": _common(design.get("rows") or [], "n_note"),
+        "untested_hypotheses": untested_hypotheses(hyps),
         "findings": [finding_text(h, analysis) for h in hyps if h.get("tested")],
-        "answer": answer(analysis, threat_rows),
-        "profile_warning": profile_warning(analysis).split("; ", 1)[-1] if profile != "paper" else None,
+        "answer": the_answer,
+        "profile_warning": banner_cost(analysis, the_answer) if profile != "paper" else None,
         "param_counts": fmt_counts(analysis.get("equivalence", {}).get("param_counts")),
         "claims": claims_context(analysis),
         "figures": figs,
         "descriptives": descriptive_rows(analysis),
         "measured": analysis.get("measured", []),
+        "unmeasured": unmeasured_groups(analysis.get("measured", [])),
         "equivalence": analysis.get("equivalence", {}),
         "threats": [t for t in threat_rows if not t["folded"]],
         "environment": environment_rows(manifest, analysis),
@@ -554,8 +654,9 @@ def build_context(manifest: Manifest, analysis: dict[str, Any], run_path: Path,
         "raw_index": raw_index(run_path),
         "metrics": METRICS,
         "kit_version": analysis.get("kit_version"),
+        # the study's own sections follow the main text; the kit's records of the run are appendices
         "sections": (study_code_section(hooks)
-                     + extra_sections(manifest, analysis, hooks, reserved=KIT_IDS | {f["id"] for f in figs})
-                     + excluded_section(analysis)
-                     + retried_section(analysis) + disturbance_section(analysis) + sequential_section(analysis)),
+                     + extra_sections(manifest, analysis, hooks, reserved=KIT_IDS | {f["id"] for f in figs})),
+        "appendix_sections": (excluded_section(analysis) + retried_section(analysis) + disturbance_section(analysis)
+                              + sequential_section(analysis)),
     }

@@ -66,6 +66,17 @@ def tex_code(text: Any) -> Markup:
     return Markup(r"\texttt{" + "".join(out) + "}")
 
 
+_SOFT_BREAK = re.compile(r"(?<=[A-Za-z0-9])[/,](?=[A-Za-z])|(?<=[A-Z0-9]{2})_(?=[A-Z]{2})")
+
+
+def tex_text(text: Any) -> str:
+    """Plain text as LaTeX (:func:`tex_escape`) that may also wrap after a slash or a comma between words, or
+    after an underscore in a constant's name ("tensorflow/pytorch", "avx2,fma,avx512f", "NVML_FI_DEV_POWER"):
+    the places a reader expects a line to end, so a narrow column needs neither a word cut inside nor a box over
+    the margin. A number's thousands separator ("61,706") and a lower-case name ("blocked_pairs") are not."""
+    return tex_escape(_SOFT_BREAK.sub(lambda m: m.group(0) + "\x00", str(text))).replace("\x00", r"\allowbreak{}")
+
+
 def _finalize(value: Any) -> Any:
     if isinstance(value, Markup):
         return value
@@ -73,7 +84,7 @@ def _finalize(value: Any) -> Any:
         return "--"
     if isinstance(value, float | int) and not isinstance(value, bool):
         return tex_escape(fmt_num(value))
-    return tex_escape(value)
+    return tex_text(value)
 
 
 def environment() -> jinja2.Environment:
@@ -107,6 +118,54 @@ def _figure_entry(fig: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             "refused": fig.get("refused")}
 
 
+TEXT_WIDTH_CM = 17.0  # A4 with 2 cm margins (report.tex.j2's geometry)
+CHAR_CM = 0.16  # about one character of \footnotesize text
+SEP_CM = 0.21  # between two columns: 2 x \tabcolsep of 3 pt
+
+
+def section_table_tex(env: jinja2.Environment, table: dict[str, Any], label: str, long: bool = False) -> str:
+    """One study section's table as LaTeX: a longtable in the appendices (it may break across pages), a float
+    in the main text; columns sized by :func:`column_spec` so that the table fits the text width."""
+    return env.get_template("section_table.tex.j2").render(table=table, label=label, spec=column_spec(table),
+                                                           long=long)
+
+
+def column_spec(table: dict[str, Any], width_cm: float = TEXT_WIDTH_CM) -> str:
+    """A tabular column spec for a section's table that fits the text width without cutting a word: columns
+    whose longest entry fits stay ``l``; when the natural widths add up to more than the line, the wide columns
+    become ragged-right ``p`` columns: each gets at least its longest word, and the width left is shared in
+    proportion to what each would need on one line (a cell wraps at spaces, never inside a word). Why: an ``l``
+    column cannot wrap, and a table of them was scaled down to an unreadable size or ran into the margin."""
+    columns = [str(c) for c in table.get("columns") or []]
+    rows = table.get("rows") or []
+    if not columns:
+        return ""
+    natural, longest = [], []
+    for i, c in enumerate(columns):
+        cells = [c] + [str(r[i]) for r in rows if i < len(r) and r[i] is not None]
+        natural.append(max(len(x) for x in cells) * CHAR_CM + 0.2)
+        longest.append(max(len(w) for x in cells for w in (_SOFT_BREAK.sub(" ", x).split() or [""])) * CHAR_CM + 0.2)
+    width_cm -= SEP_CM * (len(columns) - 1)
+    if sum(natural) <= width_cm:
+        return "@{}" + " ".join("l" for _ in columns) + "@{}"
+    # the columns that wrap: those wider than an equal share of the line and with more than one word
+    wrap = [natural[k] > longest[k] and natural[k] > width_cm / len(columns) for k in range(len(columns))]
+    fixed = sum(natural[k] for k in range(len(columns)) if not wrap[k])
+    base = sum(longest[k] for k in range(len(columns)) if wrap[k])
+    spare = max(0.0, width_cm - fixed - base)
+    extra = sum(natural[k] - longest[k] for k in range(len(columns)) if wrap[k]) or 1.0
+    last = max((k for k in range(len(columns)) if wrap[k]), default=-1)
+    out = []
+    for k in range(len(columns)):
+        if not wrap[k]:
+            out.append("l")
+            continue
+        share = longest[k] + spare * (natural[k] - longest[k]) / extra - 0.2
+        fin = r"\arraybackslash" if k == last else ""
+        out.append(rf">{{\raggedright{fin}}}p{{{share:.2f}cm}}")
+    return "@{}" + " ".join(out) + "@{}"
+
+
 def _write(path: Path, text: str) -> Path:
     atomic_write_bytes(path, text.encode("utf-8"))
     return path
@@ -124,16 +183,18 @@ def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[
     figures = []
     for f in ctx["figures"]:
         figures.append(_figure_entry(f))
-    sections = []
-    for s in ctx["sections"]:
-        tables = []
-        for k, t in enumerate(s.get("tables", [])):
-            name = f"section-{_slug(s['id'])}-{k + 1}"
-            _write(root / "tables" / f"{name}.tex", env.get_template("section_table.tex.j2").render(table=t, label=name))
-            tables.append(name)
-        figs = [_figure_entry(f, prefix=f"{s['id']}-") for f in s.get("figures", [])]
-        sections.append({**s, "table_files": tables, "figure_entries": figs})
-    for f in figures + [g for s in sections for g in s["figure_entries"]]:
+    sections: list[dict[str, Any]] = []
+    appendix: list[dict[str, Any]] = []
+    for group, out, long in ((ctx["sections"], sections, False), (ctx.get("appendix_sections") or [], appendix, True)):
+        for s in group:
+            tables = []
+            for k, t in enumerate(s.get("tables", [])):
+                name = f"section-{_slug(s['id'])}-{k + 1}"
+                _write(root / "tables" / f"{name}.tex", section_table_tex(env, t, name, long=long))
+                tables.append(name)
+            figs = [_figure_entry(f, prefix=f"{s['id']}-") for f in s.get("figures", [])]
+            out.append({**s, "table_files": tables, "figure_entries": figs})
+    for f in figures + [g for s in sections + appendix for g in s["figure_entries"]]:
         if f["pdf"] is not None:
             atomic_write_bytes(root / "figures" / f["file"], f["pdf"])
             _write(root / "figures" / f"{f['id']}.tex", env.get_template("figure.tex.j2").render(fig=f))
@@ -141,7 +202,7 @@ def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[
                  "raw-data"):
         _write(root / "tables" / f"{name}.tex", env.get_template(f"table_{name}.tex.j2").render(**ctx))
     main = _write(root / "report.tex", env.get_template("report.tex.j2").render(
-        **{**ctx, "figures": figures, "sections": sections}))
+        **{**ctx, "figures": figures, "sections": sections, "appendix_sections": appendix}))
     paths = [main]
     if pdf:
         paths.append(build_pdf(main))

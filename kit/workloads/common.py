@@ -223,9 +223,11 @@ def oom_text(exc: BaseException) -> bool:
 
 
 def process_cpu_s() -> float:
-    """User + system CPU seconds of this process (all threads) and of its children that were waited for."""
-    t = os.times()
-    return float(t.user + t.system + t.children_user + t.children_system)
+    """User + system CPU seconds of the trial's whole process tree (every DDP rank, every worker: see
+    kit.workloads.tree_cpu), with the children its processes have waited for."""
+    from kit.workloads.tree_cpu import tree_cpu_s
+
+    return tree_cpu_s()
 
 
 class Markers:
@@ -242,7 +244,7 @@ class Markers:
         self._open: dict[str, float] = {}
 
     def event(self, event: str, **fields: Any) -> None:
-        """One JSON line; ``cpu_s`` is the CPU time of the trial's process and its finished children, which the
+        """One JSON line; ``cpu_s`` is the CPU time of the trial's whole process tree, which the
         host subtracts from the host's busy time over a phase to find the CPU time of everything else
         (kit.disturbance)."""
         rec = {"event": event, "t": time.time(), "t_mono": time.monotonic(), "cpu_s": process_cpu_s(), **fields}
