@@ -36,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "experiments/florencio2019_lenet/experiment.toml"
+NOTE = re.compile(r"host busy|stopped re-running|re-runs? stopped|budget|waiting for a quiet|quiet window", re.I)
 ANSWER = re.compile(r"\b(faster|slower) than\b|\bno (significant )?difference\b|\binconclusive\b", re.I)
 
 
@@ -60,6 +61,7 @@ class Outcome:
     disturbed_kept: int = 0
     load_mean: float = 0.0
     answers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     tail: str = ""
 
 
@@ -135,6 +137,7 @@ def run_once(label: str, kit_root: Path, hogs: int, timeout_s: float, runs_dir: 
     out = Outcome(label, wall, cut, proc.returncode, dirs[-1] if dirs else None)
     out.load_mean = (sum(loads) / len(loads) - hogs) if loads else float("nan")
     out.answers = [ln.strip() for ln in text.splitlines() if ANSWER.search(ln)][:6]
+    out.notes = list(dict.fromkeys(ln.strip() for ln in text.splitlines() if NOTE.search(ln)))[:8]
     out.tail = "\n".join(text.splitlines()[-8:])
     if out.run_dir:
         _count(out.run_dir, out)
@@ -180,6 +183,8 @@ def main() -> int:
         for o in results:
             print(f"\n## Answer lines, {o.label}\n")
             print("\n".join(f"    {a}" for a in o.answers) or "    (none printed)")
+            print("\nwhat it said about the load and its re-runs:\n")
+            print("\n".join(f"    {a}" for a in o.notes) or "    (nothing)")
             print(f"\nlast lines of its output:\n\n```\n{o.tail}\n```")
     return 0
 

@@ -53,7 +53,7 @@ def voc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+@pytest.mark.parametrize("framework", [pytest.param("pytorch", marks=pytest.mark.torchvision), "tensorflow"])
 def test_one_tiny_faster_rcnn_trial(tmp_path: Path, voc_dir: Path, framework: str) -> None:
     r = _harness(tmp_path, framework, voc_dir)
     res, env = r["results"], r["env"]
@@ -88,6 +88,7 @@ print(len(pairs), max(int(np.abs(x.pixels.astype(int) - y.pixels.astype(int)).ma
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # torchvision.io's JPEG decoder is one of the two
 def test_both_decoders_give_the_same_pixels(voc_dir: Path) -> None:
     """torchvision.io and tf.io (INTEGER_ACCURATE) decode every stand-in JPEG to identical arrays."""
     proc = subprocess.run([sys.executable, "-c", _DECODERS, str(voc_dir)], capture_output=True, text=True,

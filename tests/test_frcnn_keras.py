@@ -191,6 +191,7 @@ def both() -> tuple[dict[str, Any], dict[str, Any]]:
     return torch_res, keras_res
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_trainable_parameters_equal_torchvision_in_total_and_per_part(both: tuple[dict, dict]) -> None:
     pt, ks = both
     assert ks["params"] == pt["params"]
@@ -198,6 +199,7 @@ def test_trainable_parameters_equal_torchvision_in_total_and_per_part(both: tupl
     assert sum(v for k, v in ks["params"].items() if k != "total") == ks["params"]["total"]
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_matcher_follows_torchvision_with_and_without_low_quality_matches(both: tuple[dict, dict]) -> None:
     pt, ks = both
     assert ks["match_rpn"] == pt["match_rpn"]
@@ -207,6 +209,7 @@ def test_matcher_follows_torchvision_with_and_without_low_quality_matches(both: 
     assert ks["match_empty"] == [-1] * 5  # no ground truth: all background, as torchvision's RPN treats it
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_box_coder_equals_torchvision_and_round_trips(both: tuple[dict, dict]) -> None:
     pt, ks = both
     for w in ("1.0", "10.0"):
@@ -217,6 +220,7 @@ def test_box_coder_equals_torchvision_and_round_trips(both: tuple[dict, dict]) -
         np.testing.assert_allclose(ks[f"roundtrip_{w}"], gt, atol=1e-4)
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_sampler_keeps_torchvisions_proportions_and_draws_at_random(both: tuple[dict, dict]) -> None:
     _, ks = both
     expect = {"many": (128, 128), "few_pos": (10, 246), "few_neg": (128, 20)}
@@ -231,6 +235,7 @@ def test_sampler_keeps_torchvisions_proportions_and_draws_at_random(both: tuple[
             assert set(p1) != set(p2) and set(n1) != set(n2)  # a random subset, not the first ones
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_roi_align_equals_torchvision_to_float_rounding(both: tuple[dict, dict]) -> None:
     """Boxes across every border, a sub-pixel box and boxes beyond the map: |diff| < 1e-5 on features in [-1, 1]."""
     pt, ks = both
@@ -239,6 +244,7 @@ def test_roi_align_equals_torchvision_to_float_rounding(both: tuple[dict, dict])
     np.testing.assert_allclose(ks["multiscale"], pt["multiscale"], atol=1e-5)
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_anchors_and_transform_equal_torchvision(both: tuple[dict, dict]) -> None:
     pt, ks = both
     np.testing.assert_array_equal(ks["anchors"], pt["anchors"])
@@ -247,6 +253,7 @@ def test_anchors_and_transform_equal_torchvision(both: tuple[dict, dict]) -> Non
     np.testing.assert_allclose(ks["transform"]["batch"], pt["transform"]["batch"], atol=1e-4)
 
 
+@pytest.mark.torchvision  # `both` computes torchvision's side
 def test_hostile_targets_and_images_are_refused_with_a_workload_error(both: tuple[dict, dict]) -> None:
     _, ks = both
     refused = ks["refused"]
@@ -394,6 +401,7 @@ print("JSON:" + json.dumps(res))
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # the reference is torchvision's fasterrcnn_resnet50_fpn
 def test_same_weights_give_torchvisions_features_proposals_and_detections(tmp_path: Path) -> None:
     """Layer for layer: torchvision's weights loaded into the Keras build reproduce its FPN features and RPN
     outputs to float rounding, and its proposals and detections (eval mode, original pixels)."""
@@ -493,6 +501,7 @@ print("JSON:" + json.dumps(res))
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # the reference is torchvision's fasterrcnn_resnet50_fpn
 def test_same_weights_and_every_sample_give_torchvisions_losses_and_gradients(tmp_path: Path) -> None:
     """The training algorithm, not only the forward pass: with torchvision's weights and the samplers told to take
     every labelled anchor/proposal (so that no random draw differs), one step's four losses and the gradients

@@ -321,6 +321,7 @@ def _procs_mentioning(text: str) -> dict[int, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # patel_distributed's DDP ranks train resnet18 from torchvision.models
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
 def test_ddp_ranks_die_with_the_kit(tmp_path: Path, sig: str) -> None:
     """Kill `kit run` while torchrun's DDP ranks (each in its own session) train: none may survive."""

@@ -380,7 +380,7 @@ def _harness(tmp_path: Path, framework: str, **wl: object) -> tuple[int, dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["pytorch", "tensorflow"])
+@pytest.mark.parametrize("framework", [pytest.param("pytorch", marks=pytest.mark.torchvision), "tensorflow"])
 def test_pinned_trial_records_its_core_and_threads(tmp_path: Path, framework: str) -> None:
     rc, res = _harness(tmp_path, framework, cpu_cores=1)
     assert rc == 0 and res["status"] == "ok", res.get("error")
@@ -398,6 +398,7 @@ def test_more_cores_than_the_host_has_is_an_error_not_a_fallback(tmp_path: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # the ranks train resnet18 from torchvision.models
 @pytest.mark.parametrize("devices", [1, 2])
 def test_ddp_on_cpu_devices_runs_one_and_two_processes(tmp_path: Path, devices: int) -> None:
     """N = 1 and 2 DDP ranks over gloo on CPU devices through the harness (N = 4, 8: GPU hosts, not here)."""

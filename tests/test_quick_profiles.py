@@ -88,6 +88,7 @@ def test_germino_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-de
     assert (run_dir / "report" / "latex" / "report.pdf").exists() == (shutil.which("latexmk") is not None)
 
 
+@pytest.mark.torchvision  # the voc2012 case's PyTorch arm is torchvision's Faster R-CNN
 def test_dlbench_quick_profile(quick_run) -> None:  # type: ignore[no-untyped-def]
     from kit.spec import load_spec
 

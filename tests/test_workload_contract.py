@@ -138,6 +138,7 @@ def test_zoo_keras_nchw_trial_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # the PyTorch zoo and DDP trials build resnet18 from torchvision.models
 def test_zoo_and_distributed_workloads_report_the_env_contract(tmp_path: Path) -> None:
     """Old code: zoo/zoo_dist env had no device_kind, tf32 or precision (zoo_dist_keras: GPU runs as CPU)."""
     from kit.workloads import calibrated

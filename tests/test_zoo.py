@@ -172,6 +172,7 @@ def _harness(tmp_path: Path, workload: str, framework: str, **wl: object) -> tup
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # resnet18 from torchvision.models
 def test_forced_out_of_memory_is_recorded_as_oom(tmp_path: Path) -> None:
     rc, res = _harness(tmp_path, "zoo", "pytorch", model="resnet18", memory_cap_mb=16)
     assert rc == 3 and res["status"] == "oom", res
@@ -205,11 +206,14 @@ def test_data_parallel_without_gpus_is_skipped_with_reason(tmp_path: Path) -> No
 
 
 # (model, input side, the libraries' definitions agree at that side)
-PAIRS = [("resnet18", 32, True), ("mobilenet_v2", 32, True), ("resnet50", 32, True), ("resnet152", 32, True),
-         ("efficientnet_b4", 32, True), ("inception_v3", 75, True), ("transformer", 32, True), ("speech_crnn", 32, True),
+TV = pytest.mark.torchvision  # the vision models' PyTorch side is torchvision.models
+PAIRS = [pytest.param("resnet18", 32, True, marks=TV), pytest.param("mobilenet_v2", 32, True, marks=TV),
+         pytest.param("resnet50", 32, True, marks=TV), pytest.param("resnet152", 32, True, marks=TV),
+         pytest.param("efficientnet_b4", 32, True, marks=TV), pytest.param("inception_v3", 75, True, marks=TV),
+         ("transformer", 32, True), ("speech_crnn", 32, True),
          # torchvision's VGG16 pools adaptively to 7x7 before its classifier, Keras flattens the real feature map:
          # the same network at 224 px, a 4x smaller classifier in Keras at 32 px (the report flags it)
-         ("vgg16", 224, True), ("vgg16", 32, False),
+         pytest.param("vgg16", 224, True, marks=TV), pytest.param("vgg16", 32, False, marks=TV),
          ("lstm_lm", 32, True)]  # torch.nn.LSTM has two bias vectors per gate, Keras one: within 1 % here
 
 
@@ -280,6 +284,7 @@ def _load(run_dir: Path) -> tuple[dict, list[dict], dict, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # the sweep's PyTorch arm: resnet18, mobilenet_v2 from torchvision.models
 def test_patel_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
     man, trials, analysis, text = _load(quick("patel"))
     by_status: dict[str, list[str]] = {}
@@ -310,6 +315,7 @@ def test_patel_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
+@pytest.mark.torchvision  # every strategy trains resnet18 from torchvision.models
 def test_distributed_quick_profile(quick) -> None:  # type: ignore[no-untyped-def]
     _man, trials, analysis, text = _load(quick("dist"))
     st = {(t["config_id"], t["arm"]): t["status"] for t in trials}

@@ -87,7 +87,8 @@ class SideState:
         if per is not None:
             bits.append(f"{per:.2g} foreign CPU-s per trial")
         if self.size_cpus is not None:
-            bits.append(f"about {self.size_cpus:.2g} foreign CPUs while disturbed")
+            bits.append(f"about {self.size_cpus:.2g} foreign CPU{'' if f'{self.size_cpus:.2g}' == '1' else 's'} "
+                        "while disturbed")
         return ", ".join(bits)
 
     def describe(self, who: str, phase: str) -> str:

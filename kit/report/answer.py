@@ -148,7 +148,8 @@ def load_clause(h: Mapping[str, Any]) -> tuple[str, str]:
     if load.get("decided_on") == "undisturbed":
         return f"on the {load.get('trials_used')} undisturbed of {n} trials", ""
     cpus = load.get("foreign_cpus")
-    size = f", about {cpus:.2g} foreign CPUs" if isinstance(cpus, int | float) else ""
+    size = (f", about {cpus:.2g} foreign CPU{'' if f'{cpus:.2g}' == '1' else 's'}" if isinstance(cpus, int | float)
+            else "")
     return "", f", measured under load: {k} of {n} trials disturbed{size}; a quiet host may differ"
 
 
