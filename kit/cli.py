@@ -178,14 +178,14 @@ def _document(name: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def _print_json(data: dict[str, Any], name: str, json_file: Path | None = None, *, stdout: bool = True) -> None:
     """Machine-readable output: --json prints one JSON document on stdout, nothing else there; --json-file writes
-    the same document to a file (atomically)."""
+    the same document to a file (atomically; a device or FIFO such as /dev/stdout is written into, not replaced)."""
     import json
 
     text = json.dumps(_document(name, data), indent=1, default=str) + "\n"
     if json_file is not None:
-        from kit.store import atomic_write_bytes
+        from kit.store import write_named_output
 
-        atomic_write_bytes(json_file, text.encode())
+        write_named_output(json_file, text.encode())
         console.print(f"written: {_esc(json_file)}", highlight=False)
     if stdout:
         sys.stdout.write(text)
@@ -1317,7 +1317,7 @@ def history_cmd(
     from rich.progress import Progress
 
     from kit.history import history, render_html
-    from kit.store import atomic_write_bytes
+    from kit.store import write_named_output
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("reading runs", total=None)
@@ -1341,7 +1341,7 @@ def history_cmd(
     if json_out or json_file:
         _print_json(res, "history", json_file, stdout=json_out)
     if html_out:
-        atomic_write_bytes(html_out, render_html(res).encode())
+        write_named_output(html_out, render_html(res).encode())
 
 
 @app.command("pack")

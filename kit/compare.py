@@ -544,7 +544,7 @@ def render_html(result: dict[str, Any], path: Path) -> Path:
     """The comparison as a self-contained HTML page (also usable as a report section)."""
     from kit.report.answer import compare_answer, compare_sentence, human_value
     from kit.report.html import environment
-    from kit.store import atomic_write_bytes
+    from kit.store import write_named_output
 
     thr = float(result.get("threshold") or 0.05)
     rows = [{**x, "sentence": compare_sentence(x, thr).split(": ", 1)[-1].rsplit(": ", 1)[0],
@@ -552,5 +552,5 @@ def render_html(result: dict[str, Any], path: Path) -> Path:
              "median_b_text": human_value(x.get("median_b"), x.get("unit") or "")} for x in result.get("rows") or []]
     html = environment().get_template("compare.html.j2").render(r={**result, "rows": rows},
                                                                 said=compare_answer(result))
-    atomic_write_bytes(path, html.encode("utf-8"))
+    write_named_output(path, html.encode("utf-8"))  # the user's --html path: never replaces a device or FIFO
     return path

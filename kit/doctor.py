@@ -820,13 +820,38 @@ def _main(argv: list[str]) -> int:
     return 0 if choice["ok"] and tf_ok else 1
 
 
+def kept_pair(cpu_pair: str, default_pair: str | None, installed: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The torch and torchvision this venv already has, where they are one of the kit's two pairs (the CPU pair or
+    the default): re-running `make setup` (pyproject.toml changed) then keeps them. Without this a venv set up with
+    PyPI's pair would get the +cpu torch alone pinned over it, leaving a torchvision built for another torch.
+    ``installed``: name -> version (default: this interpreter's distributions, read without importing torch)."""
+    if installed is None:
+        installed = {}
+        for name in ("torch", "torchvision"):
+            try:
+                installed[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                pass
+    if "torch" not in installed or "torchvision" not in installed:
+        return None
+    have = {n: v.split("+")[0] for n, v in installed.items()}
+    for pair in (cpu_pair, default_pair or cpu_pair):
+        if all(have.get(n) == v for n, v in torch_pins(pair)):
+            args = [f"{n}=={installed[n]}" for n in ("torch", "torchvision")]
+            return {"source": "kept", "args": args, "torchvision": True,
+                    "reason": f"keeping {' and '.join(args)}, already in this venv (`make distclean setup` chooses "
+                              "again)"}
+    return None
+
+
 def _cpu_index_main(args: list[str]) -> int:
     if len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--default"):
         print("usage: python3 -m kit.doctor torch-index --cpu 'torch==A torchvision==B' "
               "[--default 'torch==C torchvision==D']", file=sys.stderr)
         return 2
     try:
-        choice = cpu_torch_choice(args[0], args[2] if len(args) == 3 else None)
+        kept = kept_pair(args[0], args[2] if len(args) == 3 else None)
+        choice = kept or cpu_torch_choice(args[0], args[2] if len(args) == 3 else None)
     except ValueError as exc:
         print(f"kit: torch-index --cpu: {exc}", file=sys.stderr)
         return 2

@@ -85,6 +85,32 @@ def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
     _fsync_dir(path.parent)
 
 
+def write_named_output(path: Path, data: bytes) -> None:
+    """A file the user named on the command line (``--json-file``): written atomically when it is, or will be, a
+    regular file. A character device or FIFO already there (/dev/stdout, /dev/null, a shell's ``>(jq .)``) is
+    written into, never replaced: the atomic rename would put a regular file in the device's place, and run as
+    root that replaces /dev/null itself for every process on the host. A directory is refused."""
+    import stat
+
+    try:
+        mode: int | None = os.stat(path).st_mode  # follows the user's own link (/dev/stdout -> /proc/self/fd/1)
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise disk_error(exc, path) from None
+    if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise disk_error(exc, path) from None
+        return
+    if mode is not None and not stat.S_ISREG(mode):
+        raise StoreError("not a file the kit can write its output to (a directory or another special file)",
+                         where=str(path), fix="name a file (or /dev/stdout), or use --json to print it")
+    atomic_write_bytes(path, data)
+
+
 def atomic_write_json(path: Path, obj: Any, after: str = "") -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=False, default=str) + "\n").encode(), after)
 

@@ -198,6 +198,7 @@ def test_the_helper_prints_pip_arguments_and_the_line(monkeypatch: pytest.Monkey
     monkeypatch.setattr(doctor, "probe_cpu_index", Probe(False, "PyTorch's CPU index is unreachable (x)"))
     monkeypatch.setattr(doctor, "pip_offers_cpu", Probe(False, "pip has none"))
     monkeypatch.setattr("platform.system", lambda: "Linux")
+    monkeypatch.setattr(doctor, "kept_pair", lambda *a: None)  # a fresh venv: nothing to keep
     assert doctor._main(["torch-index", "--cpu", CPU_PAIR, "--default", DEFAULT_PAIR]) == 0
     out, err = capsys.readouterr()
     assert out.strip() == DEFAULT_PAIR
@@ -205,3 +206,17 @@ def test_the_helper_prints_pip_arguments_and_the_line(monkeypatch: pytest.Monkey
     assert doctor._main(["torch-index", "--cpu", "torch>=2"]) == 2
     assert doctor._main(["torch-index", "--cpu"]) == 2
     capsys.readouterr()
+
+
+def test_a_venv_that_has_one_of_the_pairs_keeps_it_when_setup_runs_again() -> None:
+    """`make setup` re-runs when pyproject.toml changes: a venv set up with PyPI's pair must not get the +cpu torch
+    alone pinned over it (its torchvision would then belong to another torch); a lean venv is chosen for again."""
+    from kit.doctor import kept_pair
+
+    cpu, default = "torch==2.13.0 torchvision==0.28.0", "torch==2.14.1 torchvision==0.29.1"
+    kept = kept_pair(cpu, default, {"torch": "2.14.1", "torchvision": "0.29.1"})
+    assert kept is not None and kept["args"] == ["torch==2.14.1", "torchvision==0.29.1"] and kept["source"] == "kept"
+    kept = kept_pair(cpu, default, {"torch": "2.13.0+cpu", "torchvision": "0.28.0+cpu"})
+    assert kept is not None and kept["args"] == ["torch==2.13.0+cpu", "torchvision==0.28.0+cpu"]
+    assert kept_pair(cpu, default, {"torch": "2.13.0+cpu"}) is None  # lean: no torchvision, the choice runs
+    assert kept_pair(cpu, default, {"torch": "2.12.0", "torchvision": "0.27.0"}) is None  # an old pair is replaced
