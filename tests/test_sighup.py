@@ -1,7 +1,8 @@
 """SIGHUP stops a run as SIGTERM does (issue 39, item 4): the terminal a `kit run` was started from closes, the run
 keeps its finished trials, its status says "interrupted", `kit status` says so, and `kit run --resume` continues it.
 
-Real: `kit run` of the LeNet quick profile on a pseudo-terminal of its own (its session leader, as a login shell's
+Real: `kit run` of the calibrated self-test spec (its trials go through the real harness and run loop, with the
+progress bar on a terminal, without starting a framework) on a pseudo-terminal of its own (its session leader, as a login shell's
 job is), the terminal closed by closing its master side (the kernel hangs it up: SIGHUP, and every later write to it
 fails with EIO), or SIGHUP sent to the process group several times at once (a shell forwarding it, the kernel sending
 it again as the session ends)."""
@@ -20,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT / ".venv" / "bin" / "kit"
-SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
+SPEC = Path(__file__).parent / "data" / "calibrated.toml"
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not KIT.exists(), reason="needs the kit installed in .venv (make setup)")]
@@ -33,7 +34,7 @@ def _kit_on_a_terminal(runs: Path, *args: str) -> tuple[int, int]:
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal's session leader
         os.chdir(ROOT)
-        os.execv(str(KIT), [str(KIT), "run", str(SPEC), "--profile", "quick", "--backend", "local",
+        os.execv(str(KIT), [str(KIT), "run", str(SPEC), "--backend", "local",
                             "--runs-dir", str(runs), *args])
     return pid, fd
 
