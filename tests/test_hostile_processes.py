@@ -131,6 +131,14 @@ HOSTILE_HOOK = textwrap.dedent('''
     ''')
 
 
+def default_signals() -> None:
+    """The kit as a user's shell job gets it: SIGINT, SIGTERM and SIGHUP at their defaults. A test run started in the
+    background (`cmd &` ignores SIGINT) or under nohup (SIGHUP ignored) passes its ignores on through exec, and the
+    kit rightly keeps an inherited ignore (`nohup kit run` survives a logout), so the signal would do nothing."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _study(folder: Path, pids: Path, report: str | None = None) -> Path:
     folder.mkdir(parents=True)
     (folder / "experiment.toml").write_text("")
@@ -154,7 +162,7 @@ def test_kit_report_killed_by_sigterm_ends_the_hooks_every_process_and_directory
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "KIT_HOOK_MEMORY_MB": "512"}
     proc = subprocess.Popen([*KIT, "report", str(run), "--study", str(study)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         recorded = _wait_for_pids(pids, 2)  # the daemon and the hook itself, both running
         assert all(_alive(p) for p in recorded)
@@ -195,7 +203,7 @@ def test_the_kits_signal_ends_the_hooks_processes_and_directories_then_interrupt
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "KIT_HOOK_MEMORY_MB": "512"}
     proc = subprocess.Popen([sys.executable, "-c", CALL_HOOK, str(study)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         recorded = _wait_for_pids(pids, 2)
         assert all(_alive(p) for p in recorded) and len(_kit_dirs(tmp)) == 2, _kit_dirs(tmp)

@@ -33,6 +33,10 @@ def _kit_on_a_terminal(runs: Path, *args: str) -> tuple[int, int]:
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal's session leader
+        # a login shell's job has SIGHUP and SIGINT at their defaults; a test run under nohup or in the background
+        # would pass its ignores on (and the kit rightly keeps an inherited ignore)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
         os.chdir(ROOT)
         os.execv(str(KIT), [str(KIT), "run", str(SPEC), "--backend", "local",
                             "--runs-dir", str(runs), *args])
