@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -135,8 +136,11 @@ def test_makefile_helper_picks_the_index_for_the_driver() -> None:
 
 def test_makefile_checks_the_driver_only_on_a_gpu_host() -> None:
     def dry(*args: str) -> str:
+        # FULL_TORCH and the choice's other inputs come from the command line here, never from the environment
+        # (CI exports FULL_TORCH=1, which would otherwise change every dry run below)
+        env = {k: v for k, v in os.environ.items() if k not in {"FULL_TORCH", "HAVE_GPU", "DRIVER", "TORCH_INDEX"}}
         return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent-kit-venv", *args], capture_output=True,
-                              text=True, cwd=ROOT, check=True).stdout
+                              text=True, cwd=ROOT, check=True, env=env).stdout
 
     cpu = dry("HAVE_GPU=")
     assert "driver-check" not in cpu and "--index-url" not in cpu
@@ -149,3 +153,6 @@ def test_makefile_checks_the_driver_only_on_a_gpu_host() -> None:
     # TORCH_INDEX given: no choice made, the index and TORCH_PAIR as given
     own = dry("HAVE_GPU=", "TORCH_INDEX=--index-url https://mirror.example/whl/cpu")
     assert "--cpu" not in own and "--index-url https://mirror.example/whl/cpu torch==2.14.1" in own
+    # FULL_TORCH=1 (what CI sets): the default pair without a choice, on a CPU host too
+    full = dry("HAVE_GPU=", "FULL_TORCH=1")
+    assert "--cpu" not in full and re.search(r"pip install -q +torch==2\.14\.1 torchvision==0\.29\.1\n", full)
