@@ -54,7 +54,10 @@ class VectorFigure(str):
 def to_svg(fig: Any) -> VectorFigure:
     """SVG for the HTML report and PDF for LaTeX, from one matplotlib figure (then closed)."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    # a fixed salt makes matplotlib's SVG ids (clip paths, glyphs) the same on every render: the same run
+    # gives the same report, byte for byte (tests/test_report_golden.py)
+    with matplotlib.rc_context({"svg.hashsalt": "kit-report"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     pdf = io.BytesIO()
     fig.savefig(pdf, format="pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
     plt.close(fig)
