@@ -24,7 +24,7 @@ FRAMEWORKS := $(if $(HAVE_GPU),gpu,cpu)
 # torch and torchvision are pinned as a matching pair (torchvision's C++ ops need the exact torch).
 TORCH_PAIR ?= torch==2.14.1 torchvision==0.29.1
 # On an NVIDIA host the driver decides which CUDA build of torch can run: PyPI's torch 2.14 wheel is built for
-# CUDA 13.0 (driver >= 580); older drivers get a CUDA 12 build from PyTorch's index. kit/doctor.py holds the
+# CUDA 13.0 (driver >= 580); older drivers get a CUDA 12 build from PyTorch's index. kit/doctor/drivers.py holds the
 # driver table (python3 -m kit.doctor driver-check says what it chose and why).
 DRIVER ?= $(if $(HAVE_GPU),$(shell nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1))
 TORCH_INDEX ?= $(if $(DRIVER),$(shell $(PYTHON) -m kit.doctor torch-index $(DRIVER)))
@@ -80,6 +80,11 @@ test-rest: setup
 lint: setup
 	$(VENV)/bin/ruff check kit tests benchmarks experiments
 	$(VENV)/bin/mypy
+	@# the `kit new study` templates, written out as a study folder and checked as one (its relative imports)
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	  $(PY) -c 'import sys, pathlib; from kit.scaffold import new_study; new_study("scaffold_check", pathlib.Path(sys.argv[1]))' "$$d" && \
+	  cd "$$d" && MYPYPATH=$(CURDIR) $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir /dev/null \
+	    scaffold_check/analysis.py scaffold_check/report.py scaffold_check/model.py
 
 # Re-make the report of the newest run (or RUN=runs/<dir>).
 RUN ?= $(lastword $(sort $(wildcard $(RUNS)/*/)))

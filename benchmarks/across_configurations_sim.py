@@ -35,7 +35,8 @@ from scipy import stats as sps
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kit.analysis import across, stats  # noqa: E402
+from kit import stats  # noqa: E402
+from kit.analysis import across  # noqa: E402
 
 ALPHA = 0.05
 TAU = 0.10  # SD of the networks' gaps (log scale)

@@ -45,13 +45,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from kit.analysis import claim_tests as ct  # noqa: E402
-from kit.analysis import detectability as det  # noqa: E402
-from kit.analysis import power as pw  # noqa: E402
-from kit.analysis import sequential as seq  # noqa: E402
+from kit.analysis import power_cache as pc  # noqa: E402
 from kit.analysis.across import ConfigRatio, mean_log  # noqa: E402
-from kit.analysis.effects import ratio_of_medians  # noqa: E402
-from kit.analysis.stats import wilcoxon_paired  # noqa: E402
+from kit.analysis.claim_overall import overall_decision  # noqa: E402
+from kit.analysis.claim_trends import trend_decision  # noqa: E402
 from kit.claim_spec import Claim  # noqa: E402
+from kit.stats import detectability as det  # noqa: E402
+from kit.stats import power as pw  # noqa: E402
+from kit.stats import sequential as seq  # noqa: E402
+from kit.stats.effects import ratio_of_medians  # noqa: E402
+from kit.stats.rank_tests import wilcoxon_paired  # noqa: E402
 
 ALPHA = 0.05
 SD = 0.05  # per-trial SD of the log value
@@ -205,10 +208,10 @@ def verdict_of(kind: str, design: Design, cell: Cell, model: str, n: int, rng: n
     if kind == "trend":
         series = trend_series(rng, model, cell.truth, n, design.networks, design.configs)
         nets = {f"net{j}": f"net{j}" for j in range(design.networks)} if design.scope == "overall" else None
-        return ct.trend_decision(claim, series, ALPHA, nets, enforce=enforce)[0]
+        return trend_decision(claim, series, ALPHA, nets, enforce=enforce)[0]
     if design.scope == "overall":
         ratios = overall_ratios(rng, model, cell.truth, n, design.networks, design.configs)
-        return ct.overall_decision(claim, ratios, ALPHA, by_network=True, enforce=enforce)[0]
+        return overall_decision(claim, ratios, ALPHA, by_network=True, enforce=enforce)[0]
     a, b = each_data(rng, model, cell.truth, n, design.paired)
     row = ct.judge_cell(claim, "c", a, b, design.paired, ALPHA, 1, enforce=enforce, advise=False)
     return "contradicted" if row["contradicts"] else "replicated" if row["replicates"] else "inconclusive"
@@ -334,7 +337,7 @@ def equivalence_rates(n: int, model: str, sims: int, seed: int, truth_of: str = 
 def ties_power(n: int, level: float, step_sd: float, sims: int, seed: int) -> tuple[float, float]:
     """The printed "with ties" MDE and the power the kit's own test (stats.wilcoxon_paired) has there on normal
     differences rounded to steps of ``step_sd`` SDs, zeros dropped by the test."""
-    mde = pw.mde_paired_sd(n, level, ties=True, step_sd=step_sd)
+    mde = pc.mde_paired_sd(n, level, ties=True, step_sd=step_sd)
     if not math.isfinite(mde):
         return mde, math.nan
     rng = np.random.default_rng([seed, n, int(step_sd * 100)])
@@ -355,7 +358,7 @@ def old_overall_rate(networks: int, configs: int, n: int, sims: int, seed: int) 
         ratios = overall_ratios(rng, "lognormal", 0.0, n, networks, configs)
         ml = mean_log([r.log_ratio for r in ratios], conf=1 - ALPHA)
         old += bool(ml.low is not None and ml.high is not None and (ml.low > 1 or ml.high < 1))
-        new += ct.overall_decision(claim, ratios, ALPHA)[0] != "inconclusive"
+        new += overall_decision(claim, ratios, ALPHA)[0] != "inconclusive"
     return old / sims, new / sims
 
 

@@ -2,7 +2,7 @@
 
 Run by benchmarks/gpu_evidence.sh on a GPU host whose image has PyTorch but no TensorFlow, hence one arm:
 the plan is the kit's own (``make_plan`` with ``arms=("pytorch",)``) and the trials go through
-``kit.runner.start_run`` exactly as ``kit run`` sends them, so what is checked here is what a user's run does.
+``kit.run.start_run`` exactly as ``kit run`` sends them, so what is checked here is what a user's run does.
 
 The spec is the paper profile of experiments/florencio2019_lenet with one extra profile appended to a copy
 of its text (so the kit validates it like any other): fewer repetitions, the MNIST test set split
@@ -34,7 +34,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kit.runner import RunOptions, start_run  # noqa: E402
+from kit.run import RunOptions, start_run  # noqa: E402
 from kit.spec import load_spec  # noqa: E402
 
 SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"

@@ -22,7 +22,7 @@ assert kit.__file__.startswith({root!r})
 from kit.store import RunDir
 from kit.analysis.analyze import load_values, _metrics_of
 rd = RunDir.open({run!r})
-trials = list(rd.iter_trials())
+trials = rd.trial_records()
 metrics = _metrics_of(rd.manifest())
 best = min(((lambda t0: (load_values(rd, trials, metrics, []), time.perf_counter() - t0)[1])(time.perf_counter()))
            for _ in range(5))

@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/power_verdicts_sim.py [--draws N] > docs/evidence/issue25-power-verdicts-<date>.md
 
 1. Claimed vs measured power. For the (n, Holm level) of each study profile: the MDE the kit printed
-   before issue 25 (normal theory, ARE 3/pi) and the one it prints now (kit.analysis.power), and the
+   before issue 25 (normal theory, ARE 3/pi) and the one it prints now (kit.stats.power), and the
    power the kit's own ``stats.wilcoxon_paired`` really has at each, on independent normal draws.
 2. Verdict rates. Paired log-normal runs (a block effect shared by the arms, 3 % per-trial noise) with a
    true change of 0, 3, 5.5 and 6 % at a 5 % threshold, n = 12, 30, 100: how often the old rule (not
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from kit.analysis import stats
+from kit import stats
 from kit.analysis.design import design_table, mde_sd, mde_sd_asymptotic
-from kit.analysis.detectability import detectability
+from kit.analysis.power_cache import detectability
 from kit.compare import verdict
 from kit.plan import make_plan
 from kit.spec import load_spec

@@ -9,7 +9,7 @@ a block pairs one TensorFlow and one PyTorch trial of one repetition, run interl
 
 * the timed share: the trials' timed phases (train + infer) over their wall time (process start to result);
 * per phase (train, infer): the SD of the paired log differences log(TF/PT), and the minimum detectable change
-  at the pooled number of pairs (kit.analysis.detectability: alpha 0.05 two-sided, power 80 %), the figure the
+  at the pooled number of pairs (kit.stats.detectability: alpha 0.05 two-sided, power 80 %), the figure the
   kit itself reports.
 
 Runs are pooled as blocks of one experiment: between-run drift is part of the noise the figure shows.
@@ -38,9 +38,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kit.analysis.analyze import analyze_run, paired_arrays, usable  # noqa: E402
-from kit.analysis.detectability import detectability  # noqa: E402
-from kit.runner import RunOptions, start_run  # noqa: E402
+from kit.analysis.analyze import analyze_run, usable  # noqa: E402
+from kit.analysis.hypotheses import paired_arrays  # noqa: E402
+from kit.analysis.power_cache import detectability  # noqa: E402
+from kit.run import RunOptions, start_run  # noqa: E402
 from kit.spec import load_spec  # noqa: E402
 from kit.store import RunDir  # noqa: E402
 
@@ -74,7 +75,7 @@ def pairs(run: Path, phase: str) -> tuple[np.ndarray, np.ndarray]:
     from kit.analysis.analyze import current_analysis
 
     analysis, _ = current_analysis(run, need_study=False)
-    vals = usable(pd.DataFrame(list(analysis.values)))
+    vals = usable(pd.DataFrame(analysis.value_rows()))
     a, b, _ = paired_arrays(vals, "c00", "time_s", phase, "tensorflow", "pytorch")
     return a, b
 
@@ -124,7 +125,7 @@ def aa(args: argparse.Namespace) -> None:
             p.kill()
             p.wait()
     print(f"run B: {run_b.name}, a busy-loop process from {dur / 2:.0f} s on" + ("" if hog else " (never started)"))
-    res = compare_runs(run_a, run_b)
+    res = compare_runs(run_a, run_b).to_json()
     verdicts = Counter(r["verdict"] for r in res["rows"])
     print("\nkit compare A B, verdict counts: " + ", ".join(f"{k} {verdicts.get(k, 0)}" for k in (
         "regression", "improvement", "suspect", "no change", "inconclusive", "not tested")))
@@ -135,8 +136,8 @@ def aa(args: argparse.Namespace) -> None:
         from kit.analysis.analyze import current_analysis
 
         shaken = current_analysis(run, need_study=False)[0].disturbance
-        print(f"run {name}: disturbed attempts re-run {shaken.get('reruns', 0)}, counted trials still disturbed "
-              f"{len(shaken.get('still_disturbed_trials') or [])} of {shaken.get('measured_trials', 0)}")
+        print(f"run {name}: disturbed attempts re-run {shaken.reruns}, counted trials still disturbed "
+              f"{len(shaken.still_disturbed_trials)} of {shaken.measured_trials}")
     for r in res["rows"]:
         if r["verdict"] == "suspect":
             print(f"  suspect {r['metric']} {r['phase']} {r['arm']} (would be {r['was']}): {r['suspect_cause']}")

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from scipy import stats
@@ -204,7 +204,7 @@ def harness_trial(
     from kit.errors import BackendError
     from kit.harness import REQUEST_FILE
     from kit.plan import make_plan
-    from kit.runner import resolve_devices, trial_request
+    from kit.run.prepare import resolve_devices, trial_request
     from kit.spec import load_spec
 
     spec = load_spec(spec_path, profile)
@@ -234,6 +234,6 @@ def harness_trial(
         if outcome.status != "ok" or outcome.result is None:
             raise BackendError(f"benchmark trial failed ({outcome.status}): {outcome.stderr_tail[-300:]}",
                                fix="run the same spec with `kit run` to see the trial's error")
-        return float(outcome.result["results"][metric])
+        return float(cast(float, outcome.result["results"][metric]))
 
     return run

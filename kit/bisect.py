@@ -25,11 +25,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kit.compare_records import CompareRow, ProvenanceDiff
 from kit.errors import KitError
 
 CHANGES = ("regression", "improvement")
@@ -43,97 +44,173 @@ class BisectOptions:
     alpha: float = 0.05
 
 
-# compare_pair(baseline_row, candidate_row) -> {"verdict", "ratio", "ratio_low", "ratio_high", "mde", "n_needed",
-#                                               "run", "rows": [...]}
-ComparePair = Callable[[str, str], dict[str, Any]]
+@dataclass(frozen=True, slots=True)
+class PairVerdict:
+    """One comparison of a candidate release against the baseline: one verdict from its rows (:func:`summarize`),
+    the row that leads it (largest change), and the run that measured it."""
+
+    verdict: str  # regression, improvement, mixed, no change, inconclusive
+    ratio: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+    p_adj: float | None
+    mde: float | None  # the largest minimum detectable change over the rows (None: one is unknown)
+    n_needed: int | None  # repetitions that would decide the inconclusive rows (None: unknown)
+    rows: tuple[CompareRow, ...]
+    run: str = ""  # the comparison's run directory
+    arms: tuple[str, ...] | None = None
+    provenance_differences: tuple[ProvenanceDiff, ...] | None = None
+    baseline: str = ""
+    candidate: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "baseline": self.baseline, "candidate": self.candidate, "verdict": self.verdict, "ratio": self.ratio,
+            "ratio_low": self.ratio_low, "ratio_high": self.ratio_high, "p_adj": self.p_adj, "mde": self.mde,
+            "n_needed": self.n_needed, "rows": [r.to_json() for r in self.rows], "run": self.run}
+        if self.arms is not None:
+            out["arms"] = list(self.arms)
+        if self.provenance_differences is not None:
+            out["provenance_differences"] = [d.to_json() for d in self.provenance_differences]
+        return out
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class BisectResult:
+    """Where the change lies (``status``: located, no change, inconclusive, non-monotonic), in words and as the
+    releases around it, with every comparison made; :func:`run_bisect` adds what was bisected."""
+
+    status: str
+    answer: str
+    releases: tuple[str, ...]
+    baseline: str
+    comparisons: tuple[PairVerdict, ...]
+    between: tuple[str, str] | None = None  # stopped early: the change lies after the first, at or before the second
+    first_changed: str | None = None  # located
+    last_unchanged: str | None = None
+    direction: str | None = None
+    ratio: float | None = None
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    metric: str | None = None  # run_bisect: the metric, phase, levels, experiment and profile bisected
+    phase: str | None = None
+    threshold: float | None = None
+    alpha: float | None = None
+    experiment: str | None = None
+    profile: str | None = None
+
+    @property
+    def n_comparisons(self) -> int:
+        return len(self.comparisons)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "answer": self.answer, "releases": list(self.releases),
+                               "baseline": self.baseline, "comparisons": [c.to_json() for c in self.comparisons],
+                               "n_comparisons": self.n_comparisons}
+        if self.between is not None:
+            out["between"] = list(self.between)
+        if self.first_changed is not None:
+            out.update(first_changed=self.first_changed, last_unchanged=self.last_unchanged,
+                       direction=self.direction, ratio=self.ratio, ratio_low=self.ratio_low,
+                       ratio_high=self.ratio_high)
+        if self.metric is not None:
+            out.update(metric=self.metric, phase=self.phase, threshold=self.threshold, alpha=self.alpha,
+                       experiment=self.experiment, profile=self.profile)
+        return out
+
+
+# compare_pair(baseline_row, candidate_row) -> the comparison's verdict (summarize) and its run
+ComparePair = Callable[[str, str], PairVerdict]
+
+
+def summarize(rows: Sequence[CompareRow]) -> PairVerdict:
     """One verdict for a comparison from its rows (one per configuration): a change when some row changed
     and all changed rows agree; "no change" when every row says so; otherwise inconclusive."""
-    changed = {r["verdict"] for r in rows if r["verdict"] in CHANGES}
+    changed = {r.verdict for r in rows if r.verdict in CHANGES}
     if len(changed) > 1:
         verdict = "mixed"
     elif changed:
         verdict = changed.pop()
-    elif rows and all(r["verdict"] == "no change" for r in rows):
+    elif rows and all(r.verdict == "no change" for r in rows):
         verdict = "no change"
     else:
         verdict = "inconclusive"
-    lead = max(rows, key=lambda r: abs(math.log(r["ratio"])) if r.get("ratio") else 0.0) if rows else {}
-    mdes = [r.get("mde") for r in rows]
-    needs = [r.get("n_needed") for r in rows if r["verdict"] == "inconclusive"]
-    return {"verdict": verdict, "ratio": lead.get("ratio"), "ratio_low": lead.get("ratio_low"),
-            "ratio_high": lead.get("ratio_high"), "p_adj": lead.get("p_adj"),
-            "mde": None if any(m is None for m in mdes) else max((m for m in mdes if m is not None), default=None),
-            "n_needed": None if not needs or any(n is None for n in needs) else max(n for n in needs if n is not None),
-            "rows": rows}
+    lead = max(rows, key=lambda r: abs(math.log(r.ratio)) if r.ratio else 0.0) if rows else None
+    mdes = [r.mde for r in rows]
+    needs = [r.n_needed for r in rows if r.verdict == "inconclusive"]
+    return PairVerdict(
+        verdict=verdict, ratio=lead.ratio if lead else None, ratio_low=lead.ratio_low if lead else None,
+        ratio_high=lead.ratio_high if lead else None, p_adj=lead.p_adj if lead else None,
+        mde=None if any(m is None for m in mdes) else max((m for m in mdes if m is not None), default=None),
+        n_needed=None if not needs or any(n is None for n in needs) else max(n for n in needs if n is not None),
+        rows=tuple(rows))
 
 
-def bisect_releases(releases: list[str], compare_pair: ComparePair) -> dict[str, Any]:
+def bisect_releases(releases: list[str], compare_pair: ComparePair) -> BisectResult:
     """Locate the first release whose metric differs from the first release's (see the module docstring)."""
     if len(releases) < 2 or len(set(releases)) != len(releases):
         raise KitError(f"bisection needs two or more different releases, got {', '.join(releases) or 'none'}",
                        where="--images", fix="give the image rows in release order: GOOD,...,BAD")
     good = releases[0]
-    done: list[dict[str, Any]] = []
+    done: list[PairVerdict] = []
 
-    def compare(cand: str) -> dict[str, Any]:
-        c = {"baseline": good, "candidate": cand, **compare_pair(good, cand)}
+    def compare(cand: str) -> PairVerdict:
+        c = dataclasses.replace(compare_pair(good, cand), baseline=good, candidate=cand)
         done.append(c)
         return c
 
-    def result(status: str, text: str, **extra: Any) -> dict[str, Any]:
-        return {"status": status, "answer": text, "releases": list(releases), "baseline": good,
-                "comparisons": done, "n_comparisons": len(done), **extra}
+    def result(status: str, text: str, between: tuple[str, str] | None = None) -> BisectResult:
+        return BisectResult(status=status, answer=text, releases=tuple(releases), baseline=good,
+                            comparisons=tuple(done), between=between)
 
     end = compare(releases[-1])
-    if end["verdict"] == "no change":
+    if end.verdict == "no change":
         return result("no change", f"no release from {good} to {releases[-1]} changed the metric by more than the "
                       f"threshold net of the first ({_seen(end)}); a change and its reversal in between would "
                       "cancel out")
-    if end["verdict"] not in CHANGES:
-        return result("inconclusive", f"{releases[-1]} vs {good} is {end['verdict']}: {_need(end)}")
-    direction = end["verdict"]
+    if end.verdict not in CHANGES:
+        return result("inconclusive", f"{releases[-1]} vs {good} is {end.verdict}: {_need(end)}")
+    direction = end.verdict
     lo, hi = 0, len(releases) - 1  # releases[lo] like the first; releases[hi] changed
     while hi - lo > 1:
         mid = (lo + hi) // 2
         c = compare(releases[mid])
-        if c["verdict"] == direction:
+        if c.verdict == direction:
             hi = mid
-        elif c["verdict"] == "no change":
+        elif c.verdict == "no change":
             lo = mid
-        elif c["verdict"] in CHANGES or c["verdict"] == "mixed":
-            return result("non-monotonic", f"{releases[mid]} vs {good} is {c['verdict']} while {releases[-1]} is a "
+        elif c.verdict in CHANGES or c.verdict == "mixed":
+            return result("non-monotonic", f"{releases[mid]} vs {good} is {c.verdict} while {releases[-1]} is a "
                           f"{direction}: the metric moved both ways between {releases[lo]} and {releases[hi]}; "
                           "compare neighbouring releases with kit run --images",
-                          between=[releases[lo], releases[hi]])
+                          between=(releases[lo], releases[hi]))
         else:
             return result("inconclusive", f"the {direction} lies after {releases[lo]} and at or before "
                           f"{releases[hi]}; {releases[mid]} vs {good} is inconclusive: {_need(c)}",
-                          between=[releases[lo], releases[hi]])
-    first = next(c for c in done if c["candidate"] == releases[hi])
-    return result("located", f"first release with the {direction}: {releases[hi]} (last like {good}: "
-                  f"{releases[lo]}); {releases[hi]}/{good} = {_ratio(first)}",
-                  first_changed=releases[hi], last_unchanged=releases[lo], direction=direction,
-                  ratio=first["ratio"], ratio_low=first["ratio_low"], ratio_high=first["ratio_high"])
+                          between=(releases[lo], releases[hi]))
+    first = next(c for c in done if c.candidate == releases[hi])
+    return dataclasses.replace(
+        result("located", f"first release with the {direction}: {releases[hi]} (last like {good}: "
+               f"{releases[lo]}); {releases[hi]}/{good} = {_ratio(first)}"),
+        first_changed=releases[hi], last_unchanged=releases[lo], direction=direction, ratio=first.ratio,
+        ratio_low=first.ratio_low, ratio_high=first.ratio_high)
 
 
-def _ratio(c: dict[str, Any]) -> str:
-    if c.get("ratio") is None:
+def _ratio(c: PairVerdict) -> str:
+    if c.ratio is None:
         return "-"
-    ci = "" if c.get("ratio_low") is None else f" [95 % CI {c['ratio_low']:.3f}, {c['ratio_high']:.3f}]"
-    return f"{c['ratio']:.3f}{ci}"
+    ci = "" if c.ratio_low is None else f" [95 % CI {c.ratio_low:.3f}, {c.ratio_high:.3f}]"
+    return f"{c.ratio:.3f}{ci}"
 
 
-def _seen(c: dict[str, Any]) -> str:
-    return "a smaller change was not detectable" if c.get("mde") is None else \
-        f"it would have seen a change of {c['mde']:.1%} or more"
+def _seen(c: PairVerdict) -> str:
+    return "a smaller change was not detectable" if c.mde is None else \
+        f"it would have seen a change of {c.mde:.1%} or more"
 
 
-def _need(c: dict[str, Any]) -> str:
-    if c.get("n_needed"):
-        return (f"{c['n_needed']} repetitions per arm would make it conclusive: set [design] repetitions "
+def _need(c: PairVerdict) -> str:
+    if c.n_needed:
+        return (f"{c.n_needed} repetitions per arm would make it conclusive: set [design] repetitions "
                 "(or a profile with them) and bisect again")
     return "the noise is unknown or too large for any practical number of repetitions: reduce it (kit doctor)"
 
@@ -167,12 +244,12 @@ def check_releases(rows: list[str], frameworks: tuple[str, ...], matrix: Any = N
 
 
 def run_bisect(spec: Any, rows: list[str], opts: BisectOptions, run_opts: Any, events: Any = None,
-               on_compare: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+               on_compare: Callable[[str, str], None] | None = None) -> BisectResult:
     """Bisect for real: each comparison is a `kit run --images BASELINE,CANDIDATE` plus `kit compare --arms`."""
     from kit.analysis.metrics import METRICS
     from kit.backends.container import image_arms
     from kit.compare import CompareOptions, check_options, compare_arms
-    from kit.runner import start_run
+    from kit.run import start_run
 
     if opts.metric not in METRICS:
         raise KitError(f"unknown metric {opts.metric!r}", where="--metric", fix=f"use one of: {', '.join(sorted(METRICS))}")
@@ -180,7 +257,7 @@ def run_bisect(spec: Any, rows: list[str], opts: BisectOptions, run_opts: Any, e
     copts = CompareOptions(threshold=opts.threshold, alpha=opts.alpha, metrics=(opts.metric,), phases=(opts.phase,))
     check_options(copts)  # before any run: a threshold of -1 or nan decides nothing
 
-    def compare_pair(baseline: str, candidate: str) -> dict[str, Any]:
+    def compare_pair(baseline: str, candidate: str) -> PairVerdict:
         if on_compare:
             on_compare(baseline, candidate)
         arms, images = image_arms([baseline, candidate], spec.experiment.frameworks)
@@ -192,17 +269,17 @@ def run_bisect(spec: Any, rows: list[str], opts: BisectOptions, run_opts: Any, e
             raise KitError(f"the comparison run of {candidate} vs {baseline} is {status}", where=str(rd.path),
                            fix=f"kit status {rd.path}; finish it with kit run --resume {rd.path}, then bisect again")
         res = compare_arms(rd.path, arms[0], arms[1], copts)
-        return {**summarize(res["rows"]), "run": str(rd.path), "arms": list(arms),
-                "provenance_differences": res["provenance_differences"]}
+        return dataclasses.replace(summarize(res.rows), run=str(rd.path), arms=tuple(arms),
+                                   provenance_differences=res.provenance_differences)
 
     out = bisect_releases(releases, compare_pair)
-    return {**out, "metric": opts.metric, "phase": opts.phase, "threshold": opts.threshold, "alpha": opts.alpha,
-            "experiment": spec.experiment.id, "profile": spec.profile}
+    return dataclasses.replace(out, metric=opts.metric, phase=opts.phase, threshold=opts.threshold,
+                               alpha=opts.alpha, experiment=spec.experiment.id, profile=spec.profile)
 
 
-def save(result: dict[str, Any], path: Path) -> None:
+def save(result: BisectResult, path: Path) -> None:
     import json
 
     from kit.store import atomic_write_bytes
 
-    atomic_write_bytes(path, (json.dumps(result, indent=1, default=str) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(result.to_json(), indent=1, default=str) + "\n").encode())

@@ -23,7 +23,7 @@ def list_experiments(directories: Path | list[Path] | None = None, *, mde: bool 
     (kit/analysis/design.py); ``mde=False`` skips its simulated minimum detectable
     effects (the compact `kit list`). Each profile also carries its ``estimate_s``
     (the spec's) and the GPUs it needs (``needs_gpus``, ``needs_why``:
-    kit.reproduce_all.requirements). An invalid experiment is listed with its
+    kit.reproduce.requirements). An invalid experiment is listed with its
     error instead of hiding the others.
     """
     if directories is None:
@@ -41,7 +41,7 @@ def list_experiments(directories: Path | list[Path] | None = None, *, mde: bool 
 
 
 def _entry(path: Path, mde: bool = True) -> dict[str, Any]:
-    from kit.reproduce_all import requirements
+    from kit.reproduce import requirements
 
     label = f"{path.name}/" if path.is_dir() else path.name
     try:
@@ -126,8 +126,8 @@ class Measured:
 
 
 def measured_runs(runs_dir: Path, ids: list[str]) -> dict[tuple[str, str], Measured]:
-    """(experiment, profile) -> the newest complete run's :class:`Measured` (kit.reproduce_all.measured_walls)."""
-    from kit.reproduce_all import measured_walls
+    """(experiment, profile) -> the newest complete run's :class:`Measured` (kit.reproduce.measured_walls)."""
+    from kit.reproduce import measured_walls
 
     return {key: Measured(wall, name, ran_busy(runs_dir / name))
             for key, (wall, name) in measured_walls(runs_dir, ids).items()}
@@ -153,14 +153,15 @@ def ran_busy(run: Path) -> bool:
         except ValueError:
             continue
     summary = rerun_summary(events)
-    return bool(summary["spent"] or summary["kept"] or (summary["baseline"] or {}).get("busy") is True)
+    baseline = summary["baseline"]
+    return bool(summary["spent"] or summary["kept"] or (baseline is not None and baseline["busy"] is True))
 
 
 def estimate_text(estimate_s: float | None, measured: Measured | None) -> str:
     """The profile's estimate and, where a run exists, the measured figure beside it, each labelled:
     ``~3 min 40 s est., 39 min 37 s measured (busy host)``. The estimate is the spec's, stated for a quiet host;
     a measured run says what this host took, which on a busy host can be ten times more."""
-    from kit.reproduce_summary import fmt_duration
+    from kit.reproduce import fmt_duration
 
     if measured is None:
         return "~" + fmt_duration(estimate_s) if estimate_s else "unknown"

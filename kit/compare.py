@@ -10,7 +10,7 @@ whole comparison, and a verdict that needs both significance *and* a practical
 effect (|ratio − 1| ≥ threshold, 5 % by default): "regression" or
 "improvement". Otherwise the verdict is "no change" only when the data show
 equivalence: the 1 − 2α rank interval of that same ratio lies inside
-[1/(1+t), 1+t] (TOST at α: :mod:`kit.analysis.detectability`; ``eq_low``,
+[1/(1+t), 1+t] (TOST at α: :mod:`kit.stats.detectability`; ``eq_low``,
 ``eq_high`` and ``eq_conf`` of the row), and "inconclusive" when it does not,
 with the repetitions that row needs. The printed ratio is the tested one
 (issue 38): the ratio of medians printed before is not what the rank interval
@@ -37,16 +37,15 @@ version, spec) is listed either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kit.analysis import stats
-from kit.analysis.detectability import HL_RATIO_TEXT, detectability, hl_ratio
+from kit import stats
 from kit.analysis.host_state import (
     SideState,
     busy_baseline,
@@ -56,13 +55,23 @@ from kit.analysis.host_state import (
     side_state,
 )
 from kit.analysis.metrics import METRICS
-from kit.analysis.stats import MIN_N_FOR_TESTS
+from kit.analysis.power_cache import detectability
+from kit.analysis_record import Analysis
+from kit.compare_records import (
+    ClaimChange,
+    CompareRow,
+    Comparison,
+    ProvenanceDiff,
+    ProvValue,
+    RowLoad,
+)
 from kit.errors import AnalysisError, ExitCode, KitError
 from kit.manifest import Manifest
-from kit.records import Analysis, counted
+from kit.records import counted
+from kit.stats.common import MIN_N_FOR_TESTS
+from kit.stats.detectability import HL_RATIO_TEXT, hl_ratio
 from kit.store import RunDir
 
-VERDICTS = ("regression", "improvement", "suspect", "no change", "inconclusive", "not tested")
 EXIT_INCONCLUSIVE = ExitCode.INCONCLUSIVE  # --fail-on given, nothing it names found, but some comparison could not have seen it
 EXIT_SUSPECT = ExitCode.SUSPECT  # --fail-on given, nothing it names found, but a significant change is suspect: re-run, do not ship
 
@@ -104,8 +113,8 @@ def check_alpha(alpha: Any) -> None:
         raise KitError(f"significance level {alpha!r} is not in (0, 1)", where="--alpha", fix="e.g. --alpha 0.05")
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flat(d: Any, prefix: str = "") -> dict[str, ProvValue]:
+    out: dict[str, ProvValue] = {}
     if isinstance(d, dict):
         for k, v in d.items():
             out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
@@ -117,10 +126,10 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def provenance(manifest: Manifest, analysis: Analysis) -> dict[str, Any]:
+def provenance(manifest: Manifest, analysis: Analysis) -> dict[str, ProvValue]:
     """What must match for a fair comparison, flattened to dotted keys."""
     host = manifest.host
-    prov: dict[str, Any] = {
+    prov: dict[str, ProvValue] = {
         "host.hostname": host.get("hostname"),
         "host.cpu_model": host.get("cpu_model"),
         "host.kernel": host.get("kernel"),
@@ -144,12 +153,13 @@ def provenance(manifest: Manifest, analysis: Analysis) -> dict[str, Any]:
         for k in ("framework_version", "keras_version", "cuda", "cudnn", "device_name", "threads"):
             if env.get(k) is not None:
                 prov[f"inside.{env['arm']}.{k}"] = env[k]
-        for k, v in (env.get("cpu_kernels") or {}).items():
+        kernels = env.get("cpu_kernels")
+        for k, v in (kernels.items() if isinstance(kernels, dict) else ()):
             if v is not None:
                 prov[f"inside.{env['arm']}.cpu_kernels.{k}"] = v
     for t in analysis.validity:  # load before trials, throttling, drift...: conditions of the run
-        if t.get("status") == "threat" and t.get("rule"):
-            prov[f"threat.{t['rule']}"] = t.get("severity")
+        if t.status == "threat" and t.rule:
+            prov[f"threat.{t.rule}"] = t.severity
     spec = manifest.spec
     for k, v in _flat({"workload": spec.get("workload"), "dataset": spec.get("dataset"),
                        "design": spec.get("design")}).items():
@@ -177,23 +187,23 @@ def may_explain(key: str) -> str | None:
     return next((why for prefix, why in EXPLAINS if key.startswith(prefix)), None)
 
 
-def provenance_differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "a": a.get(k), "b": b.get(k), "may_explain": may_explain(k)}
+def provenance_differences(a: Mapping[str, ProvValue], b: Mapping[str, ProvValue]) -> list[ProvenanceDiff]:
+    return [ProvenanceDiff(k, a.get(k), b.get(k), may_explain(k))
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
-def claim_changes(an_a: Analysis, an_b: Analysis, diffs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def claim_changes(an_a: Analysis, an_b: Analysis, diffs: Sequence[ProvenanceDiff]) -> list[ClaimChange]:
     """The paper's claims whose verdict differs between two runs of one study, each with the provenance
     differences that could explain it (the CPU's ISA, the GPU class, versions, ...: may_explain), most
     specific first. A claim only one run judged is listed as changed too."""
-    from kit.analysis.claims import Ledger
+    from kit.analysis.claim_records import ClaimVerdict, Ledger
 
-    def rows(an: Analysis, side: str) -> dict[str, Any]:
-        raw = an.raw.get("claims")
+    def rows(an: Analysis, side: str) -> dict[str, ClaimVerdict]:
+        raw = an.claims
         return {} if raw is None else {r.id: r for r in Ledger.from_json(raw, f"analysis.json of run {side}").rows}
 
     ra, rb = rows(an_a, "A"), rows(an_b, "B")
-    causes = [d for d in diffs if d.get("may_explain")]
+    causes = [d for d in diffs if d.may_explain]
     out = []
     for cid in list(ra) + [c for c in rb if c not in ra]:
         a, b = ra.get(cid), rb.get(cid)
@@ -201,10 +211,11 @@ def claim_changes(an_a: Analysis, an_b: Analysis, diffs: list[dict[str, Any]]) -
         if va == vb:
             continue
         either = a if a is not None else b
-        out.append({"id": cid, "statement": either.statement if either is not None else "", "verdict_a": va,
-                    "verdict_b": vb, "value_a": a.value_text if a else "", "value_b": b.value_text if b else "",
-                    "reason_a": a.reason if a else "", "reason_b": b.reason if b else "",
-                    "could_explain": [f"{d['key']}: {d['a']} vs {d['b']} ({d['may_explain']})" for d in causes]})
+        out.append(ClaimChange(
+            id=cid, statement=either.statement if either is not None else "", verdict_a=va, verdict_b=vb,
+            value_a=a.value_text if a else "", value_b=b.value_text if b else "", reason_a=a.reason if a else "",
+            reason_b=b.reason if b else "",
+            could_explain=tuple(f"{d.key}: {d.a} vs {d.b} ({d.may_explain})" for d in causes)))
     return out
 
 
@@ -213,18 +224,18 @@ def _groups(analysis: Analysis, metrics: tuple[str, ...],
     """(config label, metric, phase, arm) -> measured values (warm-ups and failed trials excluded)."""
     out: dict[tuple[str, str, str, str], list[float]] = {}
     for v in analysis.counted_values():
-        if v["metric"] not in metrics or (phases is not None and v["phase"] not in phases):
+        if v.value is None or v.metric not in metrics or (phases is not None and v.phase not in phases):
             continue
-        key = (analysis.config_label(v["config_id"]), v["metric"], v["phase"], v["arm"])
-        out.setdefault(key, []).append(float(v["value"]))
+        key = (analysis.config_label(v.config_id), v.metric, v.phase, v.arm)
+        out.setdefault(key, []).append(float(v.value))
     return {k: np.asarray(x) for k, x in out.items()}
 
 
 def _trial_values(analysis: Analysis, label: str, metric: str, phase: str, arm: str) -> list[tuple[str, int, float]]:
     """(trial id, repetition, value) of one configuration (by its label), metric, phase and arm that count."""
-    return [(str(v["trial_id"]), int(v["repetition"]), float(v["value"])) for v in analysis.counted_values()
-            if v["metric"] == metric and v["phase"] == phase and v["arm"] == arm
-            and analysis.config_label(v["config_id"]) == label]
+    return [(v.trial_id, int(v.repetition or 0), float(v.value)) for v in analysis.counted_values()
+            if v.value is not None and v.metric == metric and v.phase == phase and v.arm == arm
+            and analysis.config_label(v.config_id) == label]
 
 
 def verdict(ratio: float | None, p_adj: float | None, lower_is_better: bool | None, threshold: float,
@@ -257,9 +268,10 @@ def _seed_paired(an_a: Analysis, an_b: Analysis, man_a: Manifest, man_b: Manifes
     def table(an: Analysis) -> dict[tuple[str, str, str, str], dict[int, float]]:
         out: dict[tuple[str, str, str, str], dict[int, float]] = {}
         for v in an.counted_values():
-            if v["metric"] in SEED_DETERMINED and v["metric"] in metrics and (phases is None or v["phase"] in phases):
-                key = (str(v["config_id"]), v["metric"], v["phase"], v["arm"])
-                out.setdefault(key, {})[int(v["repetition"])] = float(v["value"])
+            if v.value is not None and v.metric in SEED_DETERMINED and v.metric in metrics and (
+                    phases is None or v.phase in phases):
+                key = (v.config_id, v.metric, v.phase, v.arm)
+                out.setdefault(key, {})[int(v.repetition or 0)] = float(v.value)
         return out
 
     ta, tb = table(an_a), table(an_b)
@@ -273,36 +285,35 @@ def _seed_paired(an_a: Analysis, an_b: Analysis, man_a: Manifest, man_b: Manifes
     return paired
 
 
-def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -> dict[str, Any]:
-    """Compare run B (candidate) against run A (baseline); plain data for every output format."""
+def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -> Comparison:
+    """Compare run B (candidate) against run A (baseline): one typed record for every output format."""
     opts = opts or CompareOptions()
     check_options(opts)
     man_a, man_b = RunDir.open(run_a).manifest(), RunDir.open(run_b).manifest()
     an_a, an_b = load_analysis(run_a), load_analysis(run_b)
     prov_a, prov_b = provenance(man_a, an_a), provenance(man_b, an_b)
     diffs = provenance_differences(prov_a, prov_b)
-    hard = [d for d in diffs if d["key"] == "host.hostname" or (d["key"].startswith("gpu") and d["key"].endswith(".name"))]
+    hard = [d for d in diffs if d.key == "host.hostname" or (d.key.startswith("gpu") and d.key.endswith(".name"))]
     if hard and not opts.allow_different_hosts:
-        what = "; ".join(f"{d['key']}: {d['a']} vs {d['b']}" for d in hard)
+        what = "; ".join(f"{d.key}: {d.a} vs {d.b}" for d in hard)
         raise KitError(f"the runs come from different machines ({what})", where=f"{run_a} vs {run_b}",
                        fix="compare runs of one host, or pass --allow-different-hosts to compare anyway (the report lists the differences)")
     ga, gb = _groups(an_a, opts.metrics, opts.phases), _groups(an_b, opts.metrics, opts.phases)
     by_seed = _seed_paired(an_a, an_b, man_a, man_b, opts.metrics, opts.phases)
     keys = sorted(set(ga) & set(gb))
     items = [(*key, *(by_seed[key] if key in by_seed else (ga[key], gb[key]))) for key in keys]
-    judged = judge(items, paired=[key in by_seed for key in keys], opts=opts)
-    rows = judged["rows"]
+    rows = judge(items, paired=[key in by_seed for key in keys], opts=opts).rows
     busy_a, busy_b = busy_baseline(an_a.validity), busy_baseline(an_b.validity)
     ids_a = {an_a.config_label(c): c for c in an_a.configs}
     ids_b = {an_b.config_label(c): c for c in an_b.configs}
 
-    def quiet_items(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    def quiet_items(r: CompareRow) -> tuple[np.ndarray, np.ndarray]:
         """Row ``r``'s values without the trials still disturbed (by repetition where the row is paired)."""
-        out_a = disturbed_trials(an_a.disturbance, r["arm"], ids_a.get(r["config"]), r["phase"])
-        out_b = disturbed_trials(an_b.disturbance, r["arm"], ids_b.get(r["config"]), r["phase"])
-        ta = _trial_values(an_a, r["config"], r["metric"], r["phase"], r["arm"])
-        tb = _trial_values(an_b, r["config"], r["metric"], r["phase"], r["arm"])
-        if r["paired"]:
+        out_a = disturbed_trials(an_a.disturbance, r.arm, ids_a.get(r.config), r.phase)
+        out_b = disturbed_trials(an_b.disturbance, r.arm, ids_b.get(r.config), r.phase)
+        ta = _trial_values(an_a, r.config, r.metric, r.phase, r.arm)
+        tb = _trial_values(an_b, r.config, r.metric, r.phase, r.arm)
+        if r.paired:
             va = {rep: v for tid, rep, v in ta if tid not in out_a}
             vb = {rep: v for tid, rep, v in tb if tid not in out_b}
             reps = sorted(set(va) & set(vb))
@@ -310,79 +321,82 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
         return (np.array([v for tid, _, v in ta if tid not in out_a]),
                 np.array([v for tid, _, v in tb if tid not in out_b]))
 
-    counts = mark_suspects(rows, lambda r: (
-        side_state(an_a.disturbance, r["arm"], ids_a.get(r["config"]), r["phase"], busy_a),
-        side_state(an_b.disturbance, r["arm"], ids_b.get(r["config"]), r["phase"], busy_b)), "A", "B",
-        quiet=lambda r: quiet_verdict(rows, r, *quiet_items(r), opts))
+    rows = mark_suspects(rows, lambda r: (
+        side_state(an_a.disturbance, r.arm, ids_a.get(r.config), r.phase, busy_a),
+        side_state(an_b.disturbance, r.arm, ids_b.get(r.config), r.phase, busy_b)), "A", "B",
+        quiet=lambda i: quiet_verdict(rows, i, *quiet_items(rows[i]), opts))
     if not rows:
         raise AnalysisError("the runs share no configuration, metric and arm to compare", where=f"{run_a} vs {run_b}",
                             fix="compare two runs of the same experiment")
-    return {
-        "run_a": str(run_a), "run_b": str(run_b),
-        "experiment_a": man_a.experiment, "experiment_b": man_b.experiment,
-        "threshold": opts.threshold, "alpha": opts.alpha,
-        "rows": rows, "counts": counts, "provenance_differences": diffs,
-        "different_hosts_allowed": bool(hard),
-        "claims_changed": claim_changes(an_a, an_b, diffs) if man_a.experiment == man_b.experiment else [],
-    }
+    return Comparison(
+        rows=rows, threshold=opts.threshold, alpha=opts.alpha, run_a=str(run_a), run_b=str(run_b),
+        experiment_a=man_a.experiment, experiment_b=man_b.experiment, provenance_differences=tuple(diffs),
+        different_hosts_allowed=bool(hard),
+        claims_changed=tuple(claim_changes(an_a, an_b, diffs)) if man_a.experiment == man_b.experiment else ())
 
 
 def _row(cfg: str, metric: str, phase: str, arm: str, a: np.ndarray, b: np.ndarray, paired: bool,
-         opts: CompareOptions) -> dict[str, Any]:
-    """One comparison of B against A (paired: position i of each is one block)."""
-    comp = stats.compare_two(b, a, paired=paired, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed).as_dict()
-    medians = comp.get("ratio") or {}
+         opts: CompareOptions) -> CompareRow:
+    """One comparison of B against A (paired: position i of each is one block), before its Holm family."""
+    comp = stats.compare_two(b, a, paired=paired, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed)
+    medians = comp.ratio
     hl = hl_ratio(b, a, paired=paired, conf=1 - opts.alpha) if min(len(a), len(b)) else None
+    est: float | None
     if hl is not None and hl.estimate is not None:  # the ratio the verdicts test (module docstring)
-        ratio = {"estimate": hl.estimate, "low": hl.low, "high": hl.high}
+        est, low, high = hl.estimate, hl.low, hl.high
         estimator = (f"{HL_RATIO_TEXT} B/A: exp of the "
                      + ("pseudo-median of the paired log ratios" if paired else "median of all pairwise log ratios")
                      + f", {1 - opts.alpha:.0%} rank interval")
     else:  # a value not positive: no log ratio; the medians' ratio, which no verdict of this row rests on
-        ratio, estimator = medians, "ratio of medians B/A, BCa bootstrap interval (values not all positive)"
-    return {
-        "config": cfg, "metric": metric, "phase": phase, "arm": arm, "unit": METRICS[metric].unit,
-        "n_a": len(a), "n_b": len(b), "median_a": float(np.median(a)), "median_b": float(np.median(b)),
-        "ratio": ratio.get("estimate"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
-        "ratio_estimator": estimator, "ratio_of_medians": medians.get("estimate"),
-        "test": (comp.get("test") or {}).get("method"), "p": (comp.get("test") or {}).get("p"),
-        "cliffs_delta": (comp.get("cliffs_delta") or {}).get("value"),
-        "magnitude": (comp.get("cliffs_delta") or {}).get("magnitude"),
-        "reason": comp.get("reason"), "lower_is_better": METRICS[metric].lower_is_better, "paired": paired,
-    }
+        est, low, high = ((_finite(medians.estimate), _finite(medians.low), _finite(medians.high))
+                          if medians is not None else (None, None, None))
+        estimator = "ratio of medians B/A, BCa bootstrap interval (values not all positive)"
+    return CompareRow(
+        config=cfg, metric=metric, phase=phase, arm=arm, unit=METRICS[metric].unit, n_a=len(a), n_b=len(b),
+        median_a=float(np.median(a)), median_b=float(np.median(b)), ratio=est, ratio_low=low, ratio_high=high,
+        ratio_estimator=estimator, ratio_of_medians=_finite(medians.estimate) if medians is not None else None,
+        test=comp.test.method if comp.test is not None else None,
+        p=_finite(comp.test.p) if comp.test is not None else None,
+        cliffs_delta=_finite(comp.cliffs_delta.value) if comp.cliffs_delta is not None else None,
+        magnitude=comp.cliffs_delta.magnitude if comp.cliffs_delta is not None else None,
+        reason=comp.reason, lower_is_better=METRICS[metric].lower_is_better, paired=paired)
+
+
+def _finite(x: float | None) -> float | None:
+    """A statistic as the JSON has it: a Python float, None where it is not finite (kit.stats.common)."""
+    return None if x is None or not np.isfinite(x) else float(x)
 
 
 def judge(items: list[tuple[str, str, str, str, np.ndarray, np.ndarray]], paired: bool | list[bool],
-          opts: CompareOptions | None = None) -> dict[str, Any]:
+          opts: CompareOptions | None = None) -> Comparison:
     """The comparisons of B against A for (config, metric, phase, arm, a, b) items, one Holm family:
-    rows with ratio, test, detectability and verdict, plus the counts (pure: ``kit compare``, ``kit bisect``).
+    rows with ratio, test, detectability and verdict (pure: ``kit compare``, ``kit bisect``).
     ``paired``: for every item, or per item (position i of a and b is one block, or one seed)."""
     opts = opts or CompareOptions()
     flags = paired if isinstance(paired, list) else [paired] * len(items)
     rows = [_row(cfg, metric, phase, arm, np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=p,
                  opts=opts) for (cfg, metric, phase, arm, a, b), p in zip(items, flags, strict=True)]
-    if rows:
-        _holm_verdicts(rows, opts, [(np.asarray(i[4], dtype=float), np.asarray(i[5], dtype=float)) for i in items])
-    return {"rows": rows, "counts": {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS},
-            "threshold": opts.threshold, "alpha": opts.alpha}
+    judged = _holm_verdicts(rows, opts, [(np.asarray(i[4], dtype=float), np.asarray(i[5], dtype=float))
+                                         for i in items]) if rows else ()
+    return Comparison(rows=judged, threshold=opts.threshold, alpha=opts.alpha)
 
 
-def _holm_verdicts(rows: list[dict[str, Any]], opts: CompareOptions,
-                   samples: list[tuple[np.ndarray, np.ndarray]]) -> None:
+def _holm_verdicts(rows: list[CompareRow], opts: CompareOptions,
+                   samples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[CompareRow, ...]:
     """Holm over the rows, then each row's detectability at the family's first Holm level alpha/m."""
     level = opts.alpha / len(rows)
-    for r, p_adj, (a, b) in zip(rows, stats.holm([r["p"] for r in rows]), samples, strict=True):
-        det = detectability(a, b, paired=r["paired"], level=level, threshold=opts.threshold, alpha=opts.alpha)
-        r.update({k: v for k, v in det.as_dict().items() if k not in ("n_a", "n_b", "paired")})
-        r["p_adj"] = p_adj
-        r["verdict"] = verdict(r["ratio"], p_adj, r["lower_is_better"], opts.threshold, opts.alpha, det.mde,
-                               det.equivalent)
+    out = []
+    for r, p_adj, (a, b) in zip(rows, stats.holm([r.p for r in rows]), samples, strict=True):
+        det = detectability(a, b, paired=r.paired, level=level, threshold=opts.threshold, alpha=opts.alpha)
+        out.append(replace(r, detect=det, p_adj=p_adj, verdict=verdict(
+            r.ratio, p_adj, r.lower_is_better, opts.threshold, opts.alpha, det.mde, det.equivalent)))
+    return tuple(out)
 
 
-def _arm_provenance(manifest: Manifest, analysis: Analysis, arm: str) -> dict[str, Any]:
+def _arm_provenance(manifest: Manifest, analysis: Analysis, arm: str) -> dict[str, ProvValue]:
     img = (manifest.backend.get("images") or {}).get(arm) or {}
-    prov: dict[str, Any] = {"image.row": img.get("row"), "image.digest": img.get("digest") or img.get("id"),
-                            "image.tag": img.get("tag")}
+    prov: dict[str, ProvValue] = {"image.row": img.get("row"), "image.digest": img.get("digest") or img.get("id"),
+                                  "image.tag": img.get("tag")}
     for k, v in (img.get("versions") or {}).items():
         prov[f"image.reports.{k}"] = v
     env: Mapping[str, Any] = next((e for e in analysis.trial_env if e.get("arm") == arm), {})
@@ -392,7 +406,7 @@ def _arm_provenance(manifest: Manifest, analysis: Analysis, arm: str) -> dict[st
     return prov
 
 
-def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None = None) -> dict[str, Any]:
+def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None = None) -> Comparison:
     """Compare two arms of one run (e.g. two image versions of `kit run --images A,B`), arm B against A.
 
     The arms ran interleaved in the same blocks, so the comparison is paired
@@ -408,9 +422,9 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
             raise KitError(f"run has no arm {arm!r}", where=f"{run}: --arms", fix=f"use two of: {', '.join(arms)}")
     if arm_a == arm_b:
         raise KitError("--arms names the same arm twice", where="--arms", fix=f"use two of: {', '.join(arms)}")
-    from kit.analysis.analyze import paired_arrays
+    from kit.analysis.hypotheses import paired_arrays
 
-    vals = pd.DataFrame(list(an.values))
+    vals = pd.DataFrame(an.value_rows())
     if not vals.empty:
         vals = counted(vals)
         vals = vals[vals["metric"].isin(opts.metrics) & vals["value"].notna()]
@@ -422,94 +436,90 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
             a, b, blocks = paired_arrays(vals, cid, metric, phase, arm_a, arm_b)
             if blocks:
                 items.append((an.config_label(cid), metric, phase, f"{arm_b} vs {arm_a}", a, b))
-    judged = judge(items, paired=True, opts=opts)
-    rows = judged["rows"]
+    rows = judge(items, paired=True, opts=opts).rows
     ids = {an.config_label(c): c for c in an.configs}
 
-    def quiet_items(r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    def quiet_items(r: CompareRow) -> tuple[np.ndarray, np.ndarray]:
         """Row ``r``'s pairs without the blocks in which either arm's trial stayed disturbed."""
-        cid = ids.get(r["config"])
+        cid = ids.get(r.config)
         if cid is None or vals.empty:
             return np.array([]), np.array([])
-        shaken = disturbed_blocks(an.disturbance, (arm_a, arm_b), cid, r["phase"])
-        a, b, _ = paired_arrays(vals[~vals["block"].isin(shaken)], cid, r["metric"], r["phase"], arm_a, arm_b)
+        shaken = disturbed_blocks(an.disturbance, (arm_a, arm_b), cid, r.phase)
+        a, b, _ = paired_arrays(vals[~vals["block"].isin(shaken)], cid, r.metric, r.phase, arm_a, arm_b)
         return a, b
 
-    counts = mark_suspects(rows, lambda r: (side_state(an.disturbance, arm_a, ids.get(r["config"]), r["phase"]),
-                                            side_state(an.disturbance, arm_b, ids.get(r["config"]), r["phase"])),
-                           arm_a, arm_b, quiet=lambda r: quiet_verdict(rows, r, *quiet_items(r), opts))
+    rows = mark_suspects(rows, lambda r: (side_state(an.disturbance, arm_a, ids.get(r.config), r.phase),
+                                          side_state(an.disturbance, arm_b, ids.get(r.config), r.phase)),
+                         arm_a, arm_b, quiet=lambda i: quiet_verdict(rows, i, *quiet_items(rows[i]), opts))
     if not rows:
         raise AnalysisError(f"arms {arm_a} and {arm_b} share no measured block", where=str(run),
                             fix="compare arms that both have finished trials (kit status RUN)")
     diffs = provenance_differences(_arm_provenance(man, an, arm_a), _arm_provenance(man, an, arm_b))
-    return {"run_a": f"{run} [{arm_a}]", "run_b": f"{run} [{arm_b}]", "experiment_a": man.experiment,
-            "experiment_b": man.experiment, "threshold": opts.threshold, "alpha": opts.alpha, "rows": rows,
-            "counts": counts, "provenance_differences": diffs, "different_hosts_allowed": False,
-            "arms": [arm_a, arm_b]}
+    return Comparison(rows=rows, threshold=opts.threshold, alpha=opts.alpha, run_a=f"{run} [{arm_a}]",
+                      run_b=f"{run} [{arm_b}]", experiment_a=man.experiment, experiment_b=man.experiment,
+                      provenance_differences=tuple(diffs), different_hosts_allowed=False, arms=(arm_a, arm_b))
 
 
-def mark_suspects(rows: list[dict[str, Any]], sides: Callable[[dict[str, Any]], tuple[SideState, SideState]],
+def mark_suspects(rows: Sequence[CompareRow], sides: Callable[[CompareRow], tuple[SideState, SideState]],
                   who_a: str, who_b: str,
-                  quiet: Callable[[dict[str, Any]], tuple[str | None, str]] | None = None) -> dict[str, int]:
-    """Turn each regression/improvement that the load its sides ran under could explain into "suspect" (with
-    ``suspect_cause``; ``was`` keeps the verdict the numbers alone gave); one that stands under load gets
-    ``load_note``; returns the verdict counts.
+                  quiet: Callable[[int], tuple[str | None, str]] | None = None) -> tuple[CompareRow, ...]:
+    """The rows with each regression/improvement that the load its sides ran under could explain turned into
+    "suspect" (with ``suspect_cause``; ``was`` keeps the verdict the numbers alone gave); one that stands under
+    load gets ``load_note``.
 
-    ``quiet``: the row's verdict re-judged on its undisturbed trials alone and how many those were (verdict None:
+    ``quiet(i)``: row i's verdict re-judged on its undisturbed trials alone and how many those were (verdict None:
     too few to compute), called only for a row with a disturbed trial on either side; without it, nothing can be
     re-judged (:func:`kit.analysis.host_state.rule_on_load`)."""
-    for r in rows:
-        if r["verdict"] not in ("regression", "improvement"):
+    out = []
+    for i, r in enumerate(rows):
+        if r.verdict not in ("regression", "improvement"):
+            out.append(r)
             continue
         a, b = sides(r)
         if a.quiet and b.quiet:
+            out.append(r)
             continue
-        qv, qn = quiet(r) if quiet is not None and (a.disturbed or b.disturbed) else (None, "")
-        ruling = rule_on_load(a, b, who_a, who_b, r["phase"], r["verdict"], qv, qn)
-        r["load"] = {"a": _load_dict(a), "b": _load_dict(b), "quiet_verdict": qv, "quiet_n": qn or None}
+        qv, qn = quiet(i) if quiet is not None and (a.disturbed or b.disturbed) else (None, "")
+        ruling = rule_on_load(a, b, who_a, who_b, r.phase, r.verdict, qv, qn)
+        r = replace(r, load=RowLoad(a, b, qv, qn or None))
         if ruling.suspect is not None:
-            r.update(was=r["verdict"], verdict="suspect", suspect_cause=ruling.suspect)
+            r = replace(r, was=r.verdict, verdict="suspect", suspect_cause=ruling.suspect)
         elif ruling.note is not None:
-            r["load_note"] = ruling.note
-    return {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
+            r = replace(r, load_note=ruling.note)
+        out.append(r)
+    return tuple(out)
 
 
-def _load_dict(s: SideState) -> dict[str, Any]:
-    return {"trials": s.trials, "disturbed": s.disturbed, "share": s.share, "foreign_cpus": s.foreign_cpus,
-            "foreign_cpu_s_per_trial": s.cpu_s_per_trial, "disturbed_foreign_cpus": s.size_cpus,
-            "busy_baseline": s.busy_baseline}
-
-
-def quiet_verdict(rows: list[dict[str, Any]], row: dict[str, Any], a: np.ndarray, b: np.ndarray,
+def quiet_verdict(rows: Sequence[CompareRow], idx: int, a: np.ndarray, b: np.ndarray,
                   opts: CompareOptions) -> tuple[str | None, str]:
-    """``row`` re-judged on the values ``a`` and ``b`` (its undisturbed trials), in its Holm family with the other
-    rows as they are: (verdict, "n_a and n_b undisturbed trials"); verdict None when fewer than the test's floor
-    (stats.MIN_N_FOR_TESTS per side) are left."""
-    unit = "pairs" if row["paired"] else "trials"
-    said = (f"{len(a)} undisturbed {unit}" if row["paired"] else
-            f"{len(a)} of {row['n_a']} A and {len(b)} of {row['n_b']} B undisturbed trials")
+    """Row ``idx`` re-judged on the values ``a`` and ``b`` (its undisturbed trials), in its Holm family with the
+    other rows as they are: (verdict, "n_a and n_b undisturbed trials"); verdict None when fewer than the test's
+    floor (stats.MIN_N_FOR_TESTS per side) are left."""
+    row = rows[idx]
+    unit = "pairs" if row.paired else "trials"
+    said = (f"{len(a)} undisturbed {unit}" if row.paired else
+            f"{len(a)} of {row.n_a} A and {len(b)} of {row.n_b} B undisturbed trials")
     if min(len(a), len(b)) < MIN_N_FOR_TESTS:
         return None, said + f", fewer than the {MIN_N_FOR_TESTS} the test needs per side"
-    new = _row(row["config"], row["metric"], row["phase"], row["arm"], np.asarray(a, dtype=float),
-               np.asarray(b, dtype=float), paired=row["paired"], opts=opts)
-    idx = next(i for i, r in enumerate(rows) if r is row)
-    ps = [r["p"] for r in rows]
-    ps[idx] = new["p"]
+    new = _row(row.config, row.metric, row.phase, row.arm, np.asarray(a, dtype=float),
+               np.asarray(b, dtype=float), paired=row.paired, opts=opts)
+    ps = [r.p for r in rows]
+    ps[idx] = new.p
     p_adj = stats.holm(ps)[idx]
-    det = detectability(np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=row["paired"],
+    det = detectability(np.asarray(a, dtype=float), np.asarray(b, dtype=float), paired=row.paired,
                         level=opts.alpha / len(rows), threshold=opts.threshold, alpha=opts.alpha)
-    return verdict(new["ratio"], p_adj, new["lower_is_better"], opts.threshold, opts.alpha, det.mde,
+    return verdict(new.ratio, p_adj, new.lower_is_better, opts.threshold, opts.alpha, det.mde,
                    det.equivalent), said
 
 
-def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: bool = False) -> int:
-    """CI gating: 1 when a verdict named by ``fail_on`` occurs ("regression", "improvement", "change");
-    otherwise EXIT_SUSPECT (4) when a significant change is suspect (the load its sides ran under could
-    explain it: re-run on a quiet host), EXIT_INCONCLUSIVE (3) when some comparison could not have seen it
-    (unless allowed), else 0."""
+def exit_code(counts: Mapping[str, int], fail_on: str | None, allow_inconclusive: bool = False) -> int:
+    """CI gating on a comparison's verdict ``counts``: 1 when a verdict named by ``fail_on`` occurs
+    ("regression", "improvement", "change"); otherwise EXIT_SUSPECT (4) when a significant change is suspect (the
+    load its sides ran under could explain it: re-run on a quiet host), EXIT_INCONCLUSIVE (3) when some comparison
+    could not have seen it (unless allowed), else 0."""
     if not fail_on:
         return 0
-    c = result["counts"]
+    c = counts
     bad = {"regression": c["regression"], "improvement": c["improvement"],
            "change": c["regression"] + c["improvement"]}.get(fail_on)
     if bad is None:
@@ -521,36 +531,37 @@ def exit_code(result: dict[str, Any], fail_on: str | None, allow_inconclusive: b
     return EXIT_INCONCLUSIVE if c.get("inconclusive") and not allow_inconclusive else 0
 
 
-def conclusive_advice(result: dict[str, Any], limit: int = 8) -> str | None:
+def conclusive_advice(result: Comparison, limit: int = 8) -> str | None:
     """What the inconclusive rows need, row by row (not a maximum over rows of different noise): the repetitions
     with which each would show "no change" if there is none, at its observed noise."""
-    rows = [r for r in result["rows"] if r["verdict"] == "inconclusive"]
+    rows = [r for r in result.rows if r.verdict == "inconclusive"]
     if not rows:
         return None
     parts = []
     for r in rows[:limit]:
-        unit = "pairs" if r.get("paired") else "trials per run"
-        what = f"{r['config']}/{r['metric']}/{r['phase']}/{r['arm']}"
-        n = r.get("n_needed")
+        unit = "pairs" if r.paired else "trials per run"
+        what = f"{r.config}/{r.metric}/{r.phase}/{r.arm}"
+        n = r.n_needed
         parts.append(f"{what}: {n} {unit}" if n else f"{what}: noise unknown or too large for any practical n "
                      "(reduce it: kit doctor, kit tune, longer phases)")
     more = f"; and {len(rows) - limit} more (see --json)" if len(rows) > limit else ""
     return (f"{len(rows)} comparison(s) inconclusive: the run could not show whether they changed by less than "
-            f"{result['threshold']:.0%}. Repetitions that would decide each at its observed noise: "
+            f"{result.threshold:.0%}. Repetitions that would decide each at its observed noise: "
             + "; ".join(parts) + more)
 
 
-def render_html(result: dict[str, Any], path: Path) -> Path:
+def render_html(result: Comparison, path: Path) -> Path:
     """The comparison as a self-contained HTML page (also usable as a report section)."""
     from kit.report.answer import compare_answer, compare_sentence, human_value
     from kit.report.html import environment
     from kit.store import write_named_output
 
-    thr = float(result.get("threshold") or 0.05)
-    rows = [{**x, "sentence": compare_sentence(x, thr).split(": ", 1)[-1].rsplit(": ", 1)[0],
-             "median_a_text": human_value(x.get("median_a"), x.get("unit") or ""),
-             "median_b_text": human_value(x.get("median_b"), x.get("unit") or "")} for x in result.get("rows") or []]
-    html = environment().get_template("compare.html.j2").render(r={**result, "rows": rows},
-                                                                said=compare_answer(result))
+    doc = result.to_json()  # the template reads the JSON form (kit compare --json); the answer reads the rows
+    thr = float(result.threshold or 0.05)
+    rows = [{**x, "sentence": compare_sentence(r, thr).split(": ", 1)[-1].rsplit(": ", 1)[0],
+             "median_a_text": human_value(r.median_a, r.unit or ""),
+             "median_b_text": human_value(r.median_b, r.unit or "")} for r, x in zip(result.rows, doc["rows"],
+                                                                                     strict=True)]
+    html = environment().get_template("compare.html.j2").render(r={**doc, "rows": rows}, said=compare_answer(result))
     write_named_output(path, html.encode("utf-8"))  # the user's --html path: never replaces a device or FIFO
     return path

@@ -27,9 +27,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
+
+from kit.records import JsonTable, TrialRecord
 
 # Default limit of foreign CPU (mean CPUs busy outside the trial and the kit over a timed phase). Measured on
 # the 2-core CI VM (docs/evidence/issue24-*.txt): quiet phases read 0.00-0.08 CPUs (kernel threads, the
@@ -56,6 +58,81 @@ WARMUP_PHASES = ("warmup",)
 GPU_THROTTLE_BITS = 0x8 | 0x20 | 0x40 | 0x80
 
 Reading = tuple[float, str, str, str, float]  # (t, source, device, metric, value)
+
+
+class PhaseJson(TypedDict):
+    """One phase of a trial file's ``disturbance.phases`` (:meth:`PhaseDisturbance.as_dict`)."""
+
+    phase: str
+    duration_s: float
+    judged: bool
+    foreign_cpu: float | None
+    trial_cpu: float | None
+    freq_drop_frac: float | None
+    foreign_gpu_procs: int | None
+    gpu_throttle: list[str]
+    disturbed: bool
+    causes: list[str]
+    why: str | None
+
+
+class LimitsJson(TypedDict):
+    foreign_cpu: float
+    freq_drop_frac: float
+
+
+class TrialDisturbanceJson(TypedDict):
+    """A trial file's ``disturbance`` as this module writes it (:meth:`TrialDisturbance.as_dict`); the stored form is
+    also read back from older runs, so readers still check what they use."""
+
+    schema: int
+    disturbed: bool
+    cause: str | None
+    limits: LimitsJson
+    phases: dict[str, PhaseJson]
+
+
+class RerunBudgetJson(TypedDict):
+    """The ``rerun_budget`` event's figures (:meth:`RerunBudget.as_dict`)."""
+
+    budget: int
+    measured_trials: int
+    budget_frac: float
+    per_trial: int
+    persistent_after: int
+
+
+class QuietWaitJson(TypedDict):
+    """A ``quiet_wait`` event as :func:`rerun_summary` keeps it (values as logged; None when absent)."""
+
+    when: Any
+    quiet: Any
+    waited_s: Any
+    duration_s: Any
+    foreign_cpu: Any
+
+
+class BaselineLoadJson(TypedDict):
+    """The last ``baseline_load`` event as :func:`rerun_summary` keeps it (values as logged; None when absent)."""
+
+    foreign_cpu: Any
+    cpus: Any
+    limit_cpu: Any
+    busy: Any
+    choice: Any
+
+
+class RerunSummary(TypedDict):
+    """What :func:`rerun_summary` reads from a run's events.jsonl (the analysis and ``kit reproduce`` read it)."""
+
+    budget: int | None
+    spent: int
+    kept: int
+    stopped: bool
+    stop_reasons: list[str]
+    waits: list[QuietWaitJson]
+    baseline: BaselineLoadJson | None
+    text: str
 
 
 @dataclass(frozen=True)
@@ -85,7 +162,7 @@ class PhaseDisturbance:
     def disturbed(self) -> bool:
         return bool(self.causes)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PhaseJson:
         return {"phase": self.phase, "duration_s": self.duration_s, "judged": self.judged,
                 "foreign_cpu": self.foreign_cpu, "trial_cpu": self.trial_cpu, "freq_drop_frac": self.freq_drop_frac,
                 "foreign_gpu_procs": self.foreign_gpu_procs, "gpu_throttle": list(self.gpu_throttle),
@@ -109,7 +186,7 @@ class TrialDisturbance:
         bad = [f"{p.phase}: {'; '.join(p.causes)}" for p in self.phases if p.disturbed]
         return " | ".join(bad) if bad else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> TrialDisturbanceJson:
         return {"schema": 1, "disturbed": self.disturbed, "cause": self.cause,
                 "limits": {"foreign_cpu": self.limits.foreign_cpu, "freq_drop_frac": self.limits.freq_drop_frac},
                 "phases": {p.phase: p.as_dict() for p in self.phases}}
@@ -214,18 +291,22 @@ _GPU_REASONS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x4
                 0x80: "hardware power brake"}
 
 
-def from_record(rec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A trial record's stored disturbance (None when the kit that ran it did not measure one)."""
-    d = rec.get("disturbance")
+def from_record(rec: TrialRecord | JsonTable) -> TrialDisturbanceJson | None:
+    """A trial record's stored disturbance (None when the kit that ran it did not measure one). Only its shape at the
+    top is checked: an older or damaged record may lack a key, so readers use ``.get`` below the phases.
+
+    ``rec`` is the store's typed record (a run directory's trials and attempts) or, inside the runner's re-run loop,
+    the trial file's JSON just written (:func:`rerun_disturbed`); both are read the same way."""
+    d = rec.disturbance if isinstance(rec, TrialRecord) else rec.get("disturbance")
     return d if isinstance(d, Mapping) and isinstance(d.get("phases"), Mapping) else None  # type: ignore[return-value]
 
 
-def is_disturbed(rec: Mapping[str, Any]) -> bool:
+def is_disturbed(rec: TrialRecord | JsonTable) -> bool:
     d = from_record(rec)
     return bool(d and d.get("disturbed") is True)
 
 
-def disturbed_phases(rec: Mapping[str, Any]) -> dict[str, list[str]]:
+def disturbed_phases(rec: TrialRecord | JsonTable) -> dict[str, list[str]]:
     """Phase -> causes, for the phases of a trial record that were disturbed."""
     d = from_record(rec)
     if not d:
@@ -263,7 +344,7 @@ class RerunBudget:
         """At most ``frac`` of the measured trials, rounded down: the extra trials never pass that share."""
         return max(0, math.floor(self.frac * self.measured_trials + 1e-9))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RerunBudgetJson:
         return {"budget": self.total, "measured_trials": self.measured_trials, "budget_frac": self.frac,
                 "per_trial": self.per_trial, "persistent_after": self.persistent_after}
 
@@ -330,11 +411,10 @@ class RerunLedger:
         return False
 
 
-def spent_reruns(attempts: Iterable[Mapping[str, Any]]) -> int:
+def spent_reruns(attempts: Iterable[TrialRecord]) -> int:
     """Re-runs a run already spent, from its archived attempts (``RunDir.checked_attempts()`` records): each
     disturbed measured attempt set aside was re-run. A failed attempt set aside by ``--retry-failed`` is not."""
-    return sum(1 for rec in attempts if rec.get("status") == "ok" and rec.get("warmup") is not True
-               and is_disturbed(rec))
+    return sum(1 for rec in attempts if rec.status == "ok" and not rec.warmup and is_disturbed(rec))
 
 
 @dataclass(frozen=True)
@@ -342,14 +422,14 @@ class RerunHooks:
     """What the re-run loop does to the run: the runner's (archive, run_one, events.jsonl, RunEvents), a test's."""
 
     archive: Callable[[], str]  # set the disturbed attempt aside (attempts/); returns where it went
-    run: Callable[[], dict[str, Any]]  # run the trial again in its plan position; returns the new record
+    run: Callable[[], JsonTable]  # run the trial again in its plan position; returns the new record
     log: Callable[..., None]  # one event in the run's events.jsonl
     say: Callable[[str], None]  # one line for the user
     wait: Callable[[], bool] | None = None  # `--wait-for-quiet`: wait for a quiet window (True: found one)
 
 
-def rerun_disturbed(record: dict[str, Any], trial_id: str, warmup: bool, ledger: RerunLedger,
-                    hooks: RerunHooks) -> dict[str, Any]:
+def rerun_disturbed(record: JsonTable, trial_id: str, warmup: bool, ledger: RerunLedger,
+                    hooks: RerunHooks) -> JsonTable:
     """Re-run a measured trial while its timed phases were disturbed, within the ledger's budget; the last record.
 
     Events (events.jsonl): ``disturbed`` per re-run (trial_id, cause, archived, rerun, spent, budget);
@@ -368,7 +448,8 @@ def rerun_disturbed(record: dict[str, Any], trial_id: str, warmup: bool, ledger:
         return record
     reruns = 0
     while record.get("status") == "ok" and is_disturbed(record):
-        cause = (record.get("disturbance") or {}).get("cause")
+        stored = from_record(record)
+        cause = stored.get("cause") if stored is not None else None
         decision = ledger.decide(reruns, hooks.wait is not None)
         if decision.action == "wait" and hooks.wait is not None:
             ledger.after_wait(hooks.wait())
@@ -389,7 +470,7 @@ def rerun_disturbed(record: dict[str, Any], trial_id: str, warmup: bool, ledger:
     return record
 
 
-def _keep(record: dict[str, Any], trial_id: str, cause: Any, reruns: int, reason: str | None, ledger: RerunLedger,
+def _keep(record: JsonTable, trial_id: str, cause: Any, reruns: int, reason: str | None, ledger: RerunLedger,
           hooks: RerunHooks) -> None:
     total, b = ledger.budget.total, ledger.budget
     if ledger.stop(reason):
@@ -414,7 +495,7 @@ def _keep(record: dict[str, Any], trial_id: str, cause: Any, reruns: int, reason
     hooks.log("disturbed_kept", trial_id=trial_id, cause=cause, reruns=reruns, reason=reason)
 
 
-def rerun_summary(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def rerun_summary(events: Iterable[Mapping[str, Any]]) -> RerunSummary:
     """What a run's events.jsonl says of its load and re-runs, for the analysis and the report.
 
     ``budget`` (the latest ``rerun_budget`` event's; None: a run made before budgets), ``spent`` (``disturbed``
@@ -425,8 +506,8 @@ def rerun_summary(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     budget: Any = None
     spent, kept = 0, 0
     stops: list[str] = []
-    waits: list[dict[str, Any]] = []
-    baseline: dict[str, Any] | None = None
+    waits: list[QuietWaitJson] = []
+    baseline: BaselineLoadJson | None = None
     for e in events:
         if not isinstance(e, Mapping):
             continue
@@ -440,9 +521,11 @@ def rerun_summary(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         elif kind == "reruns_stopped" and isinstance(e.get("reason"), str):
             stops.append(str(e["reason"]))
         elif kind == "quiet_wait":
-            waits.append({k: e.get(k) for k in ("when", "quiet", "waited_s", "duration_s", "foreign_cpu")})
+            waits.append({"when": e.get("when"), "quiet": e.get("quiet"), "waited_s": e.get("waited_s"),
+                          "duration_s": e.get("duration_s"), "foreign_cpu": e.get("foreign_cpu")})
         elif kind == "baseline_load":
-            baseline = {k: e.get(k) for k in ("foreign_cpu", "cpus", "limit_cpu", "busy", "choice")}
+            baseline = {"foreign_cpu": e.get("foreign_cpu"), "cpus": e.get("cpus"), "limit_cpu": e.get("limit_cpu"),
+                        "busy": e.get("busy"), "choice": e.get("choice")}
     text = f"{spent} re-run(s) of disturbed trials" + (f", of a budget of {int(budget)}" if budget is not None else "")
     if KEEP_PERSISTENT in stops:
         text += "; stopped re-running after persistent load"

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.private_files import mac, mac_holds
+from kit.records import JsonTable
 from kit.store import ATTEMPTS, MANIFEST, NODES, TRIALS
 
 DIGEST_KEY = "raw_digest"
@@ -128,19 +129,22 @@ def inputs_digest(run_dir: Path, raw: str | None = None) -> str:
     return h.hexdigest()
 
 
-def _content_digest(analysis: dict[str, Any]) -> str:
-    body = {k: v for k, v in analysis.items() if k != SEAL_KEY}
+def _content_digest(content: JsonTable) -> str:
+    """sha256 of analysis.json's content less its seal, canonical (sorted keys, no spaces): what the seal signs."""
+    body = {k: v for k, v in content.items() if k != SEAL_KEY}
     canon = json.dumps(json.loads(json.dumps(body, default=str)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def _parts(inputs: str, hooks: str, content: str) -> tuple[str, ...]:
-    return (str(SEAL_VERSION), inputs, hooks, content)
+def _parts(inputs: str, hooks: str, digest: str) -> tuple[str, ...]:
+    return (str(SEAL_VERSION), inputs, hooks, digest)
 
 
-def seal(analysis: dict[str, Any], inputs: str, hooks: str, key: bytes | None = None) -> dict[str, Any] | None:
+def seal(content: JsonTable, inputs: str, hooks: str, key: bytes | None = None) -> JsonTable | None:
     """The seal of an analysis this kit just computed (None when the user has no key: it will be recomputed).
 
+    ``content`` is analysis.json's JSON as it is written (``Analysis.to_json()``): the seal signs what the
+    file says, not the typed record, so a reader checks it on the file before typing it.
     ``key``: seal under this key instead of the user's (what a holder of a stolen key could do; tests)."""
     if key is None:
         from kit.trust import seal_key
@@ -149,15 +153,15 @@ def seal(analysis: dict[str, Any], inputs: str, hooks: str, key: bytes | None = 
     if key is None:
         return None
     return {"version": SEAL_VERSION, "inputs": inputs, "hooks": hooks,
-            "hmac": mac(key, "analysis-seal", *_parts(inputs, hooks, _content_digest(analysis)))}
+            "hmac": mac(key, "analysis-seal", *_parts(inputs, hooks, _content_digest(content)))}
 
 
-def seal_holds(analysis: dict[str, Any], run_dir: Path, hooks: str | None) -> bool:
-    """Whether this user's kit made ``analysis`` from the run's inputs as they are now (and, with ``hooks``,
-    with that study code)."""
+def seal_holds(content: JsonTable, run_dir: Path, hooks: str | None) -> bool:
+    """Whether this user's kit made analysis.json's ``content`` from the run's inputs as they are now (and, with
+    ``hooks``, with that study code)."""
     from kit.trust import seal_key
 
-    s = analysis.get(SEAL_KEY)
+    s = content.get(SEAL_KEY)
     if not isinstance(s, dict) or s.get("version") != SEAL_VERSION:
         return False
     key = seal_key(create=False)
@@ -168,6 +172,6 @@ def seal_holds(analysis: dict[str, Any], run_dir: Path, hooks: str | None) -> bo
         return False
     if hooks is not None and state != hooks:
         return False
-    if not mac_holds(key, "analysis-seal", tag, *_parts(inputs, state, _content_digest(analysis))):
+    if not mac_holds(key, "analysis-seal", tag, *_parts(inputs, state, _content_digest(content))):
         return False
     return hmac.compare_digest(inputs.encode(), inputs_digest(run_dir).encode())

@@ -22,16 +22,45 @@ does not match nvidia-ml-py (``NVMLLibraryMismatchError``, not an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from kit.errors import KitError, NVMLError
 from kit.nvml import NvmlSession
+from kit.records import JsonTable
+from kit.spec.workload import SpecValue
 
 DIST_STRATEGIES = ("dp", "ddp")
 NO_GPU_FIX = ("run on a host where `nvidia-smi -L` lists a GPU (install the NVIDIA driver), allow GPUs with "
               "[container] gpus = \"all\", or set [workload] device = \"cpu\" (or \"auto\") to measure the CPU on purpose")
+
+Workload = Mapping[str, SpecValue]  # a workload's flat table (kit.spec.workload.Workload.flat)
+
+
+class InventoryJson(TypedDict):
+    gpus: list[JsonTable]
+    note: str
+
+
+class DeviceRecordFields(TypedDict):
+    """The device fields of a trial record."""
+
+    device: str
+    gpus: list[JsonTable]
+
+
+class DevicesJson(TypedDict):
+    """The manifest's ``devices``: the host's GPUs, what the spec allows, and how the trials resolved."""
+
+    host_gpus: list[JsonTable]
+    nvml_note: str
+    container_gpus: str
+    allowed: list[int]
+    requested: list[str]
+    resolved: list[str]
+    trial_gpus: list[tuple[int, ...]]
+    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -42,7 +71,7 @@ class Gpu:
     uuid: str | None = None
     name: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonTable:
         return {"index": self.index, "uuid": self.uuid, "name": self.name}
 
 
@@ -53,7 +82,7 @@ class Inventory:
     gpus: tuple[Gpu, ...] = ()
     note: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> InventoryJson:
         return {"gpus": [g.as_dict() for g in self.gpus], "note": self.note}
 
 
@@ -118,10 +147,16 @@ def allowed_gpus(inventory: Inventory, container_gpus: str = "all") -> list[Gpu]
     return [by_index[i] for i in dict.fromkeys(wanted) if i in by_index]
 
 
-def gpus_per_trial(workload: dict[str, Any]) -> int:
+def _devices(workload: Workload) -> int:
+    """``devices`` of a data-parallel workload (1 when unset)."""
+    n = workload.get("devices")
+    return int(n) if isinstance(n, (int, float, str)) and n else 1
+
+
+def gpus_per_trial(workload: Workload) -> int:
     """How many GPUs one trial gets: ``devices`` for a data-parallel strategy, else one."""
     if workload.get("strategy") in DIST_STRATEGIES:
-        return max(1, int(workload.get("devices") or 1))
+        return max(1, _devices(workload))
     return 1
 
 
@@ -147,7 +182,7 @@ class TrialDevice:
         return {"device": self.device, "device_requested": self.requested, "gpu_indices": self.indices,
                 "gpu_uuids": self.uuids}
 
-    def record_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> DeviceRecordFields:
         """The trial record fields of the contract."""
         return {"device": self.device, "gpus": [g.as_dict() for g in self.gpus]}
 
@@ -165,7 +200,7 @@ class DevicePlan:
         inv = inventory if inventory is not None else nvml_inventory()
         return cls(inv, container_gpus, allowed_gpus(inv, container_gpus))
 
-    def resolve(self, workload: dict[str, Any]) -> TrialDevice:
+    def resolve(self, workload: Workload) -> TrialDevice:
         """The device and GPUs of a trial of ``workload`` (its flat table); KitError for "gpu" without one."""
         requested = str(workload.get("device", "auto"))
         n = gpus_per_trial(workload)
@@ -177,7 +212,7 @@ class DevicePlan:
                 raise KitError(f"the workload asks for device \"gpu\" but {self._why_none()}", where="workload.device",
                                fix=NO_GPU_FIX)
             return TrialDevice(requested, "cpu", (), f"auto: {self._why_none()}")
-        if dist == "auto" and requested == "auto" and len(self.allowed) < int(workload.get("devices") or 1):
+        if dist == "auto" and requested == "auto" and len(self.allowed) < _devices(workload):
             # zoo_distributed: every strategy (the one-device baseline too) runs on the same kind of device
             return TrialDevice(requested, "cpu", (), f"auto: {len(self.allowed)} GPU(s) allowed, "
                                                      f"{workload.get('devices')} needed by the data-parallel strategies")
@@ -189,7 +224,7 @@ class DevicePlan:
             return f"container.gpus = \"none\" allows none of the {len(self.inventory.gpus)} GPU(s) NVML sees"
         return "NVML sees no GPU on this host" + (f" ({self.inventory.note})" if self.inventory.note else "")
 
-    def check(self, workloads: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def check(self, workloads: Iterable[Workload]) -> DevicesJson:
         """Resolve every workload (raising before anything is written); the manifest's ``devices`` entry."""
         resolved = [self.resolve(wl) for wl in workloads]
         return {

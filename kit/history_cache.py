@@ -33,6 +33,7 @@ import math
 import os
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,41 @@ VERSION = 3  # 2: the document is MAC'd (kit.private_files.sealed_blob); 3: an e
 #              (kit.history.arm_version); older caches are rebuilt
 MAX_BYTES = 256 << 20
 RACY_S = 2.0  # entries of runs changed this recently are not kept
+
+
+@dataclass(frozen=True, slots=True)
+class CachedRun:
+    """What history keeps of one run: its experiment and, unless it is skipped (unfinished, or without the
+    metric), its label, arm, the arm's own version, start time and measured values; ``fp`` is the fingerprint of
+    its files when read, ``newest`` their newest ctime (never written: runs changed in the last RACY_S are not
+    kept)."""
+
+    experiment: str
+    fp: str = ""
+    skip: bool = False
+    label: str = ""
+    arm: str = ""
+    version: str | None = None
+    started: float = 0.0
+    values: tuple[float, ...] = ()
+    newest: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the cache file holds it (without ``newest``)."""
+        if self.skip:
+            return {"experiment": self.experiment, "skip": True, "fp": self.fp}
+        return {"experiment": self.experiment, "label": self.label, "arm": self.arm, "version": self.version,
+                "started": self.started, "values": list(self.values), "fp": self.fp}
+
+    @classmethod
+    def from_json(cls, e: Any) -> CachedRun | None:
+        """A cache entry, checked; None when it is malformed (the run is read again)."""
+        if not _valid_entry(e):
+            return None
+        if e.get("skip") is True:
+            return cls(experiment=e["experiment"], fp=e["fp"], skip=True)
+        return cls(experiment=e["experiment"], fp=e["fp"], label=e["label"], arm=e["arm"], version=e.get("version"),
+                   started=float(e["started"]), values=tuple(float(v) for v in e["values"]))
 
 
 def cache_path(runs_dir: Path, key: str) -> Path:
@@ -107,7 +143,7 @@ def _open_dir(path: Path, create: bool) -> PrivateDir | None:
         return None
 
 
-def load(path: Path) -> dict[str, dict[str, Any]]:
+def load(path: Path) -> dict[str, CachedRun]:
     """Entries by run directory name; {} when the cache is absent, too large, not this user's private regular
     file, not MAC'd under this user's key for this name, or malformed."""
     key = _key(create=False)
@@ -128,15 +164,14 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
         return {}
     if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("runs"), dict):
         return {}
-    return {k: v for k, v in doc["runs"].items() if isinstance(k, str) and _valid_entry(v)}
+    return {k: e for k, v in doc["runs"].items() if isinstance(k, str) and (e := CachedRun.from_json(v)) is not None}
 
 
-def save(path: Path, entries: dict[str, dict[str, Any]]) -> None:
+def save(path: Path, entries: dict[str, CachedRun]) -> None:
     """Best effort: a cache that cannot be written (no key, a directory that is not this user's private one, a
     read-only home, a full disk) costs time, never the answer."""
     now = time.time()
-    keep = {k: {f: v for f, v in e.items() if f != "newest"} for k, e in entries.items()
-            if now - float(e.get("newest", 0.0)) > RACY_S}
+    keep = {k: e.to_json() for k, e in entries.items() if now - e.newest > RACY_S}
     key = _key(create=True)
     d = _open_dir(path, create=True) if key is not None else None
     if key is None or d is None:

@@ -91,7 +91,7 @@ def _plan(p: dict[str, Any]) -> Plan:
                 configs={k: dict(v) for k, v in p["configs"].items()}, trials=trials)
 
 
-# The sequential rule's inputs (`kit run --until-conclusive`, kit.analysis.sequential), held to these ranges when the
+# The sequential rule's inputs (`kit run --until-conclusive`, kit.stats.sequential), held to these ranges when the
 # rule is set up and again when a manifest is read: an equivalence margin of 0.99 would call arms 1.99x apart
 # "equivalent", and a schedule of thousands of looks would spend the analysis on a crafted record.
 SEQUENTIAL_MARGIN = (0.001, 0.25)  # equivalence: the arms' ratio within [1/(1+m), 1+m]

@@ -19,10 +19,13 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from kit.analysis_record import Analysis
+from kit.analysis_rows import table_of
 from kit.errors import StoreError
 from kit.manifest import Manifest
+from kit.records import JsonValue
 from kit.safeio import create_exclusive
 from kit.store import ANALYSIS, RunDir, atomic_write_json
 from kit.trust import StudyTrust
@@ -38,28 +41,79 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def claims_of(analysis: dict[str, Any], profile: str) -> list[dict[str, Any]]:
+class BundleClaim(TypedDict):
+    """One row of a bundle's ``claims.json`` ``claims``: a hypothesis's decision and ratio of medians in one phase.
+    ``kit verify`` compares the bundle's rows with those it computes again (:data:`kit.verify.CLAIM_KEYS`)."""
+
+    id: str
+    phase: str
+    config_id: str | None  # None: a hypothesis across the configurations
+    device: str | None
+    metric: str
+    tested: bool
+    rejected: bool | None
+    direction: str | None
+    ratio: float | None
+    ratio_low: float | None
+    ratio_high: float | None
+    p_adj: float | None
+    profile: str
+
+
+class PaperClaim(TypedDict):
+    """One row of ``claims.json`` ``paper_claims``: a claim of the paper as this run judged it."""
+
+    id: str
+    source: str
+    statement: str
+    verdict: str
+    value_text: str
+    estimate: float | None
+    low: float | None
+    high: float | None
+    reason: str  # "not testable": why
+    would_test: str  # "not testable": what would
+
+
+def claims_of(analysis: Analysis, profile: str) -> list[BundleClaim]:
     """What the run claims: per hypothesis and phase, the decision and the ratio of medians."""
-    out = []
-    for h in analysis.get("hypotheses", []):
-        ratio = ((h.get("comparison") or {}).get("ratio") or {}) if h.get("tested") else {}
-        out.append({"id": h["id"], "phase": h["phase"], "config_id": h["config_id"], "device": h.get("device"),
-                    "metric": h["metric"],
-                    "tested": bool(h.get("tested")), "rejected": h.get("rejected"), "direction": h.get("direction"),
-                    "ratio": ratio.get("estimate"), "ratio_low": ratio.get("low"), "ratio_high": ratio.get("high"),
-                    "p_adj": h.get("p_adj"), "profile": profile})
+    out: list[BundleClaim] = []
+    for h in analysis.hypotheses:
+        ratio = table_of((h.comparison or {}).get("ratio")) if h.tested else {}
+        device = h.more.get("device")
+        out.append({"id": h.id, "phase": h.phase, "config_id": h.config_id,
+                    "device": device if isinstance(device, str) else None, "metric": h.metric,
+                    "tested": h.tested, "rejected": h.rejected, "direction": h.direction,
+                    "ratio": _number(ratio.get("estimate")), "ratio_low": _number(ratio.get("low")),
+                    "ratio_high": _number(ratio.get("high")), "p_adj": h.p_adj, "profile": profile})
     return out
 
 
-def paper_claims_of(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+def _number(v: JsonValue) -> float | None:
+    """A ratio's bound as written (None when it has none: an untested or degenerate comparison)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def paper_claims_of(analysis: Analysis) -> list[PaperClaim]:
     """The paper's claims as this run judged them (kit.analysis.claims): id, verdict and this run's value; for a
     claim not testable here, why and what would test it (the evaluator's host may be the one that can)."""
-    rows = (analysis.get("claims") or {}).get("rows") or []
-    return [{"id": r["id"], "source": r["source"], "statement": r["statement"], "verdict": r["verdict"],
-             "value_text": r["value_text"], "estimate": r.get("estimate"), "low": r.get("low"), "high": r.get("high"),
-             "reason": r.get("reason", "") if r.get("verdict") == "not testable" else "",
-             "would_test": r.get("would_test", "") if r.get("verdict") == "not testable" else ""}
-            for r in rows if isinstance(r, dict)]
+    rows = (analysis.claims or {}).get("rows") or []
+    out: list[PaperClaim] = []
+    for r in rows if isinstance(rows, list) else []:
+        if not isinstance(r, dict):
+            continue
+        untestable = r.get("verdict") == "not testable"
+        out.append({"id": _text(r["id"]), "source": _text(r["source"]), "statement": _text(r["statement"]),
+                    "verdict": _text(r["verdict"]), "value_text": _text(r["value_text"]),
+                    "estimate": _number(r.get("estimate")), "low": _number(r.get("low")),
+                    "high": _number(r.get("high")), "reason": _text(r.get("reason", "")) if untestable else "",
+                    "would_test": _text(r.get("would_test", "")) if untestable else ""})
+    return out
+
+
+def _text(v: JsonValue) -> str:
+    """A claim row's text as the ledger writes it (a string; anything else reads as empty)."""
+    return v if isinstance(v, str) else ""
 
 
 def _run_files(rd: RunDir) -> list[Path]:
@@ -120,8 +174,8 @@ def _duration(man: Manifest) -> float | None:
     return None
 
 
-def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: str, spec_name: str,
-            analysis: dict[str, Any]) -> str:
+def _readme(man: Manifest, run_name: str, claims: list[BundleClaim], source: str, spec_name: str,
+            analysis: Analysis) -> str:
     dur = _duration(man)
     dur_txt = f"{dur / 60:.0f} minutes" if dur else "unknown (the run did not record its end)"
     host = man.host
@@ -131,7 +185,7 @@ def _readme(man: Manifest, run_name: str, claims: list[dict[str, Any]], source: 
         f"| {c['id']} | {c['phase']} | {c['metric']} | {'rejected' if c['rejected'] else ('not rejected' if c['tested'] else 'not tested')} "
         f"| {c['direction'] or '–'} | {('{:.3g}'.format(c['ratio'])) if c['ratio'] is not None else '–'} |"
         for c in claims)
-    ledger = analysis.get("claims") or {}
+    ledger = analysis.claims or {}
     paper = "\n".join(f"| {c['id']} | {c['source']} | {c['statement']} | {c['value_text'] or '–'} | {c['verdict']}"
                       + (f" (would test it: {c['would_test']})" if c["would_test"] else "") + " |"
                       for c in paper_claims_of(analysis)) or "| – | – | the experiment lists no claims of a paper | – | – |"
@@ -226,7 +280,7 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
     try:
         stage = tmp / out.name
         stage.mkdir()
-        _fill_bundle(rd, man, analysis.to_json(), files, stage)
+        _fill_bundle(rd, man, analysis, files, stage)
         staged_tgz = tmp / tgz.name
         with os.fdopen(create_exclusive(staged_tgz), "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(stage, arcname=out.name)
@@ -274,10 +328,10 @@ def _remove_stale_temporaries(out: Path) -> None:
             continue
 
 
-def _fill_bundle(rd: RunDir, man: Manifest, analysis: dict[str, Any], files: list[Path], out: Path) -> None:
+def _fill_bundle(rd: RunDir, man: Manifest, analysis: Analysis, files: list[Path], out: Path) -> None:
     _copy_run(rd, files, out / "run")
     # the analysis the claims come from, even where it could not be written back (a read-only run directory)
-    atomic_write_json(out / "run" / ANALYSIS, analysis)
+    atomic_write_json(out / "run" / ANALYSIS, analysis.to_json())
     spec_name = Path(str((man.spec_source.path if man.spec_source else None) or f"{man.experiment}.toml")).name
     if not spec_name.endswith(".toml") or spec_name.startswith("."):  # a crafted manifest names no path here
         spec_name = "experiment.toml"

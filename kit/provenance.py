@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import kit
+from kit.records import JsonTable
 
 REPO_ROOT = Path(kit.__file__).resolve().parent.parent
 
@@ -45,7 +46,57 @@ KERNEL_ENV = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
               "MKL_ENABLE_INSTRUCTIONS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_XLA_FLAGS")
 
 
-def cpu_identity(procfs_root: Path = Path("/proc")) -> dict[str, Any]:
+class CpuIdentity(TypedDict):
+    """The manifest's ``host.cpu``."""
+
+    vendor: str | None
+    family: int | None
+    model: int | None
+    stepping: int | None
+    isa: list[str]  # the kernel-relevant flags of KERNEL_FLAGS CPU 0 has
+
+
+class CpuFreq(TypedDict):
+    """The manifest's ``host.cpu_freq``."""
+
+    governors: list[str]
+    readable: bool
+    intel_no_turbo: bool | None
+    boost: bool | None
+
+
+class GitCommit(TypedDict):
+    commit: str | None
+    dirty: bool | None
+
+
+class KitProvenance(TypedDict):
+    """The manifest's ``kit``."""
+
+    version: str
+    commit: str | None
+    dirty: bool | None
+
+
+class HostProvenance(TypedDict):
+    """The manifest's ``host`` (and each node's, kit.run.host)."""
+
+    hostname: str
+    os: str
+    kernel: str
+    machine: str
+    cpu_model: str
+    cpu: CpuIdentity
+    cpu_logical: int | None
+    cpu_physical: int | None
+    cpu_freq: CpuFreq
+    memory_total_bytes: int
+    python: str
+    gpus: list[JsonTable]  # kit.collectors.nvml.gpu_inventory's rows
+    env: dict[str, str]
+
+
+def cpu_identity(procfs_root: Path = Path("/proc")) -> CpuIdentity:
     """Vendor, family/model/stepping and the kernel-relevant ISA flags of CPU 0.
 
     Virtual machines often report only "AMD EPYC" as the model name; family
@@ -69,7 +120,7 @@ def cpu_identity(procfs_root: Path = Path("/proc")) -> dict[str, Any]:
             "stepping": num("stepping"), "isa": [f for f in KERNEL_FLAGS if f in flags]}
 
 
-def cpu_governors(sysfs_root: Path = Path("/sys")) -> dict[str, Any]:
+def cpu_governors(sysfs_root: Path = Path("/sys")) -> CpuFreq:
     """Frequency governors in use (``performance`` is what benchmarks want)."""
     base = sysfs_root / "devices" / "system" / "cpu"
     govs = sorted({g for p in base.glob("cpu[0-9]*/cpufreq/scaling_governor") if (g := _read(p))})
@@ -91,7 +142,7 @@ def os_release(etc_root: Path = Path("/etc")) -> str:
     return platform.platform()
 
 
-def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
+def git_commit(root: Path = REPO_ROOT) -> GitCommit:
     """The kit's commit and whether the tree had local changes (None outside git)."""
     def git(*args: str) -> str | None:
         try:
@@ -105,7 +156,7 @@ def git_commit(root: Path = REPO_ROOT) -> dict[str, Any]:
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
-def gpu_inventory() -> list[dict[str, Any]]:
+def gpu_inventory() -> list[JsonTable]:
     """Static facts per GPU from NVML; [] where NVML is absent."""
     try:
         from kit.collectors.nvml import gpu_inventory as inventory
@@ -117,7 +168,7 @@ def gpu_inventory() -> list[dict[str, Any]]:
         return []
 
 
-def host_provenance(sysfs_root: Path = Path("/sys"), procfs_root: Path = Path("/proc")) -> dict[str, Any]:
+def host_provenance(sysfs_root: Path = Path("/sys"), procfs_root: Path = Path("/proc")) -> HostProvenance:
     import psutil
 
     mem = psutil.virtual_memory()
@@ -138,5 +189,6 @@ def host_provenance(sysfs_root: Path = Path("/sys"), procfs_root: Path = Path("/
     }
 
 
-def kit_provenance() -> dict[str, Any]:
-    return {"version": kit.__version__, **git_commit()}
+def kit_provenance() -> KitProvenance:
+    git = git_commit()
+    return {"version": kit.__version__, "commit": git["commit"], "dirty": git["dirty"]}

@@ -5,7 +5,7 @@ handed over by someone else may hold anything: a manifest that is a JSON
 list, a plan whose trials are strings, a trial whose ``phases`` is a list or
 whose ``block`` is not its plan's. Readers index these records in hundreds of
 places, so each is checked once, at the edge (``RunDir.manifest`` and
-``RunDir.checked_trials``), and a malformed one is a :class:`StoreError`
+``RunDir.trial_records``), and a malformed one is a :class:`StoreError`
 naming the file and the key path, never an "internal error" further in.
 
 What is checked is what the analysis, the report and the comparisons rely
@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from kit.errors import PlanError, StoreError
 
@@ -184,14 +184,113 @@ def _floats(d: Any) -> dict[str, float | None]:
     return {str(k): (float(v) if _is_num(v) else None) for k, v in (d or {}).items()}
 
 
+# JSON as it is: the harness's markers, results and environment, a backend's details. A real type (recursive), not a
+# rename of Any: a value is a string, a number, a flag, null, or a list or table of such values.
+JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+JsonTable = dict[str, JsonValue]
+
+
+class AmbientJson(TypedDict):
+    """``ambient``: the room's temperature as the trial started (kit.collectors.ambient.AmbientReading)."""
+
+    sensor_c: float | None
+    sensor: str | None
+    stated_c: float | None
+    note: str
+
+
+class CooldownJson(TypedDict, total=False):
+    """``cooldown``: the wait before the trial (kit.collectors.thermal.CooldownResult; a short form without sensors)."""
+
+    waited_s: float
+    reached: bool
+    start_temps: dict[str, float]
+    baseline: dict[str, float]
+    band_c: float
+    initial_temps: dict[str, float]
+    note: str
+
+
+class CollectorJson(TypedDict):
+    """One entry of ``collectors``: what a collector said about itself after the trial (kit.collectors.base)."""
+
+    name: str
+    available: bool
+    detail: str
+    n_rows: int
+    errors: list[str]
+
+
+class PinningJson(TypedDict):
+    """``pinning``: the CPUs the trial and the kit ran on (kit.pinning.Pinning), null when unpinned."""
+
+    trial_cpus: list[int]
+    kit_cpus: list[int]
+    note: str
+
+
+class ExecutorJson(TypedDict, total=False):
+    """``executor``: the cluster job a trial of a shared run ran in (absent for a trial run by `kit run` itself)."""
+
+    name: str
+    chunk: int | None
+    job_id: str
+    array_job_id: str
+    task_id: str
+    node: str
+    partition: str
+
+
+class DisturbanceJson(TypedDict):
+    """``disturbance``: what ran beside the trial's timed phases (kit.disturbance.TrialDisturbance)."""
+
+    schema: int
+    disturbed: bool
+    cause: str | None
+    limits: dict[str, float]
+    phases: dict[str, JsonTable]
+
+
+@dataclass(frozen=True)
+class TrialOutcomeFields:
+    """What the code that ran a trial hands :meth:`TrialRecord.from_outcome`, besides the planned trial.
+
+    The runner fills it from the harness's outcome and the host's readings around it; the record adds the plan's
+    identity and orders the keys as the trial file has always had them.
+    """
+
+    status: str
+    exit_code: int | None
+    started: float
+    ended: float
+    wall_s: float | None
+    phases: dict[str, dict[str, float | None]]
+    markers: tuple[JsonTable, ...]
+    results: JsonTable
+    env: JsonTable
+    signal: str | None
+    error: str | None
+    traceback_tail: str | None
+    stderr_tail: str | None
+    backend: JsonTable
+    collectors: tuple[CollectorJson, ...]
+    cooldown: CooldownJson
+    host: str
+    device: str | None = None  # None: the host did not resolve a device (no ``device``/``gpus`` keys written)
+    gpu_tables: tuple[JsonTable, ...] = ()
+
+
 @dataclass(frozen=True)
 class TrialRecord:
-    """One trial file (``trials/<id>.json``), validated at the edge (:func:`check_trial`) and typed.
+    """One trial file (``trials/<id>.json``): built by the code that ran the trial (:meth:`from_outcome`) and written
+    by ``RunDir.write_trial``, or read back, validated at the edge (:meth:`from_json`, :func:`check_trial`).
 
     Identity and placement repeat the plan's entry; ``results`` holds what the workload measured (numbers,
     strings, flags), ``phases`` the harness's phase table (start, end, duration_s, ...), ``env`` what the trial
-    reported about itself. :attr:`counts` is the one rule for which trials enter statistics. ``raw`` keeps the
-    whole file for the fields not typed here (markers, collectors, backend, cool-down), read-only.
+    reported about itself; the host's readings around it (cool-down, ambient, disturbance), where it ran (backend,
+    pinning, executor) and which attempt it is are typed fields too. :attr:`counts` is the one rule for which trials
+    enter statistics. ``raw`` is the file as read (empty for a record built here): :meth:`to_json` gives it back
+    unchanged, so a run of an older kit is never rewritten with keys it did not have.
     """
 
     trial_id: str
@@ -213,12 +312,53 @@ class TrialRecord:
     error: str | None
     wall_s: float | None
     schema_version: int
-    raw: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
+    exit_code: int | None = None
+    started: float | None = None
+    ended: float | None = None
+    markers: tuple[JsonTable, ...] = ()
+    signal: str | None = None
+    traceback_tail: str | None = None
+    stderr_tail: str | None = None
+    backend: JsonTable = dataclasses.field(default_factory=dict)
+    pinning: PinningJson | None = None
+    collectors: tuple[CollectorJson, ...] = ()
+    cooldown: CooldownJson = dataclasses.field(default_factory=lambda: CooldownJson())
+    host: str | None = None
+    ambient: AmbientJson | None = None
+    disturbance: DisturbanceJson | None = None
+    executor: ExecutorJson | None = None  # only a trial of a shared run (a cluster job's chunk)
+    attempt: int | None = None  # the attempt number of a re-run trial (its earlier attempts are under attempts/)
+    previous_attempts: tuple[str, ...] = ()
+    gpu_tables: tuple[JsonTable, ...] | None = None  # the GPUs as recorded ({"index", "uuid", "name"}); None: no keys
+    reason: str | None = None  # why a trial was skipped, where its file says (never written by this kit's runner)
+    raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def counts(self) -> bool:
         """Enters statistics: a measured trial (not a warm-up) that finished ok (see :func:`counts`)."""
-        return counts(self.raw)
+        return self.status == "ok" and not self.warmup
+
+    @classmethod
+    def from_outcome(cls, trial: Trial, out: TrialOutcomeFields, *, ambient: AmbientJson,
+                     disturbance: DisturbanceJson, pinning: PinningJson | None, executor: ExecutorJson | None = None,
+                     previous_attempts: tuple[str, ...] = ()) -> TrialRecord:
+        """The record of planned ``trial`` from what running it gave: built once, complete, by the code that ran it.
+
+        ``previous_attempts`` are the archived attempts of a re-run trial (attempts/...); the record then says which
+        attempt it is.
+        """
+        indices = tuple(i for g in out.gpu_tables if isinstance(i := g.get("index"), int))
+        return cls(
+            trial_id=trial.trial_id, arm=trial.arm, framework=trial.framework, config_id=trial.config_id,
+            config=trial.config, block=trial.block, repetition=trial.repetition, position=trial.position,
+            seed=trial.seed, warmup=trial.warmup, status=out.status, results=out.results, phases=out.phases,
+            env=out.env, gpus=indices, device=out.device, error=out.error, wall_s=out.wall_s,
+            schema_version=TRIAL_SCHEMA, exit_code=out.exit_code, started=out.started, ended=out.ended,
+            markers=out.markers, signal=out.signal, traceback_tail=out.traceback_tail, stderr_tail=out.stderr_tail,
+            backend=out.backend, pinning=pinning, collectors=out.collectors, cooldown=out.cooldown, host=out.host,
+            ambient=ambient, disturbance=disturbance, executor=executor,
+            attempt=len(previous_attempts) + 1 if previous_attempts else None, previous_attempts=previous_attempts,
+            gpu_tables=out.gpu_tables if out.device is not None else None)
 
     @classmethod
     def from_json(cls, rec: Any, where: str, planned: dict[str, Any] | None = None) -> TrialRecord:
@@ -238,19 +378,62 @@ class TrialRecord:
         version = rec.get("schema_version", TRIAL_SCHEMA)
         _need(_is_int(version) and 1 <= version <= TRIAL_SCHEMA, where, "schema_version",
               f"at most {TRIAL_SCHEMA} (this kit's trial format)", version, "upgrade the kit to read this run")
+        attempts = rec.get("previous_attempts")
         return cls(
             trial_id=rec["trial_id"], arm=rec["arm"], framework=rec["framework"], config_id=rec["config_id"],
             config=dict(rec.get("config") or {}), block=rec["block"], repetition=rec["repetition"],
             position=rec["position"], seed=rec.get("seed") if _is_int(rec.get("seed")) else None,
             warmup=bool(rec.get("warmup", False)), status=rec["status"], results=dict(rec.get("results") or {}),
             phases={str(k): _floats(v) for k, v in (rec.get("phases") or {}).items()}, env=dict(rec.get("env") or {}),
-            gpus=tuple(i for i in indices or () if isinstance(i, int)), device=rec.get("device") if isinstance(rec.get("device"), str) else None,
+            gpus=tuple(i for i in indices or () if isinstance(i, int)),
+            device=rec.get("device") if isinstance(rec.get("device"), str) else None,
             error=rec.get("error"), wall_s=float(rec["wall_s"]) if _is_num(rec.get("wall_s")) else None,
-            schema_version=int(version), raw=rec)
+            schema_version=int(version), exit_code=rec.get("exit_code") if _is_int(rec.get("exit_code")) else None,
+            started=float(rec["started"]) if _is_num(rec.get("started")) else None,
+            ended=float(rec["ended"]) if _is_num(rec.get("ended")) else None,
+            markers=tuple(rec.get("markers") or ()), signal=rec.get("signal"),
+            traceback_tail=rec.get("traceback_tail"), stderr_tail=rec.get("stderr_tail"),
+            backend=dict(rec.get("backend") or {}), pinning=_table_or_none(rec.get("pinning")),
+            collectors=tuple(rec.get("collectors") or ()), cooldown=cast(CooldownJson, dict(rec.get("cooldown") or {})),
+            host=rec.get("host"), ambient=_table_or_none(rec.get("ambient")),
+            disturbance=_table_or_none(rec.get("disturbance")), executor=_table_or_none(rec.get("executor")),
+            attempt=rec.get("attempt") if _is_int(rec.get("attempt")) else None,
+            previous_attempts=tuple(a for a in attempts if isinstance(a, str)) if isinstance(attempts, list) else (),
+            gpu_tables=tuple(g for g in gpus if isinstance(g, dict)) if "gpus" in rec else None,
+            reason=rec.get("reason"), raw=rec)
 
     def to_json(self) -> dict[str, Any]:
-        """The trial file's content (what was read, unchanged)."""
-        return dict(self.raw)
+        """The trial file's content: a record read is given back unchanged; a record built here in the trial file's
+        key order (the plan's entry, the device, the outcome, the host's readings, then the optional keys)."""
+        if self.raw:
+            return dict(self.raw)
+        out: dict[str, Any] = {
+            "schema_version": self.schema_version, "trial_id": self.trial_id, "position": self.position,
+            "block": self.block, "repetition": self.repetition, "warmup": self.warmup, "arm": self.arm,
+            "framework": self.framework, "config_id": self.config_id, "config": dict(self.config), "seed": self.seed}
+        if self.gpu_tables is not None:
+            out.update(device=self.device, gpus=[dict(g) for g in self.gpu_tables])
+        out.update(
+            status=self.status, exit_code=self.exit_code, started=self.started, ended=self.ended, wall_s=self.wall_s,
+            phases={k: dict(v) for k, v in self.phases.items()}, markers=[dict(m) for m in self.markers],
+            results=dict(self.results), env=dict(self.env), signal=self.signal, error=self.error,
+            traceback_tail=self.traceback_tail, stderr_tail=self.stderr_tail, backend=dict(self.backend),
+            pinning=None if self.pinning is None else dict(self.pinning),
+            collectors=[dict(c) for c in self.collectors], cooldown=dict(self.cooldown), host=self.host,
+            ambient=None if self.ambient is None else dict(self.ambient),
+            disturbance=None if self.disturbance is None else dict(self.disturbance))
+        if self.executor is not None:
+            out["executor"] = dict(self.executor)
+        if self.previous_attempts:
+            out.update(attempt=self.attempt, previous_attempts=list(self.previous_attempts))
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+def _table_or_none(v: Any) -> Any:
+    """A sub-table of a trial file as read (its type checked by :func:`check_trial`), None when absent."""
+    return dict(v) if isinstance(v, dict) else None
 
 
 # -- the plan ---------------------------------------------------------------------------------------------------------
@@ -268,7 +451,7 @@ class Trial:
     arm: str
     framework: str
     config_id: str
-    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config: dict[str, JsonValue] = dataclasses.field(default_factory=dict)  # the configuration's settings
     seed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -290,7 +473,7 @@ class Plan:
     seed: int
     blocking: str
     arms: tuple[str, ...]
-    configs: dict[str, dict[str, Any]]
+    configs: dict[str, dict[str, JsonValue]]
     trials: tuple[Trial, ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -315,104 +498,3 @@ class Plan:
     def digest(self) -> str:
         """A short hash of the plan, to tell two plans apart at a glance."""
         return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:12]
-
-
-# -- the analysis -----------------------------------------------------------------------------------------------------
-
-ANALYSIS_SCHEMA = 1  # analysis.json's schema_version this kit writes and reads
-FIX_ANALYSIS = "delete analysis.json: `kit report RUN` recomputes it from the raw data"
-# The columns of a value row every reader indexes, and what each must hold.
-_VALUE_ROW = (("trial_id", str), ("arm", str), ("config_id", str), ("metric", str), ("phase", str),
-              ("status", str))
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """analysis.json, the derived record of one run, checked at the top level and typed.
-
-    The analysis layer writes it (``kit.analysis.analyze.compute_analysis``, plain JSON, sealed by
-    kit.freshness); readers (compare, history, pack, the CLI) get it through
-    ``kit.analysis.analyze.current_analysis`` as this record, whose :meth:`values_of` applies the one rule of
-    which values count. Nested tables (hypotheses, validity, devices) keep their JSON shape, read-only; ``raw``
-    is the whole object for the report templates and for the seal.
-    """
-
-    schema_version: int
-    kit_version: str | None
-    experiment: str
-    profile: str | None
-    alpha: float
-    arms: tuple[str, ...]
-    configs: Mapping[str, Mapping[str, Any]]
-    values: tuple[Mapping[str, Any], ...]  # the long value table, one row per trial, metric and phase
-    hypotheses: tuple[Mapping[str, Any], ...]
-    validity: tuple[Mapping[str, Any], ...]  # threats to validity, one table per rule outcome
-    trial_env: tuple[Mapping[str, Any], ...]  # what the first finished trial of each arm reported from inside
-    extras: Mapping[str, Any]  # the study's own analysis, under its workload name
-    study_code: Mapping[str, Any]  # whose analysis.py/report.py ran, or why none did
-    disturbance: Mapping[str, Any]  # what ran beside each counted trial's timed phases (kit.analysis.host_state)
-    raw: Mapping[str, Any] = dataclasses.field(repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, obj: Any, where: str) -> Analysis:
-        """An analysis.json object, checked (StoreError naming the key) and typed."""
-        f = FIX_ANALYSIS
-        _need(isinstance(obj, dict), where, "analysis.json", "a JSON object", type(obj).__name__, f)
-        version = obj.get("schema_version")
-        _need(_is_int(version) and 1 <= version <= ANALYSIS_SCHEMA, where, "schema_version",
-              f"at most {ANALYSIS_SCHEMA} (this kit's analysis format)", version, f)
-        _need(isinstance(obj.get("experiment"), str), where, "experiment", "a name", obj.get("experiment"), f)
-        alpha = obj.get("alpha")
-        _need(_is_num(alpha) and 0 < alpha < 1, where, "alpha", "a number in (0, 1)", alpha, f)
-        arms = obj.get("arms")
-        _need(isinstance(arms, list) and all(isinstance(a, str) for a in arms), where, "arms", "a list of arm names",
-              arms, f)
-        configs = obj.get("configs", {})
-        _need(isinstance(configs, dict) and all(isinstance(v, dict) for v in configs.values()), where, "configs",
-              "a table of configuration tables", configs, f)
-        tables: dict[str, tuple[Mapping[str, Any], ...]] = {}
-        for key in ("values", "hypotheses", "validity", "trial_env"):
-            rows = obj.get(key, [])
-            ok = isinstance(rows, list) and all(isinstance(r, dict) for r in rows)
-            _need(ok, where, key, "a list of tables", rows if not isinstance(rows, list) else
-                  [r for r in rows if not isinstance(r, dict)][:1], f)
-            tables[key] = tuple(rows)
-        for i, row in enumerate(tables["values"]):
-            for col, kind in _VALUE_ROW:
-                _need(isinstance(row.get(col), kind), where, f"values[{i}].{col}", "a string", row.get(col), f)
-            _need(row.get("value") is None or _is_num(row["value"]), where, f"values[{i}].value",
-                  "a finite number or null", row.get("value"), f)
-            _need(isinstance(row.get("warmup", False), bool), where, f"values[{i}].warmup", "true or false",
-                  row.get("warmup"), f)
-        for i, env in enumerate(tables["trial_env"]):
-            _need(isinstance(env.get("arm"), str), where, f"trial_env[{i}].arm", "an arm name", env.get("arm"), f)
-        for key in ("extras", "study_code", "disturbance"):
-            _need(isinstance(obj.get(key, {}), dict), where, key, "a table", obj.get(key), f)
-        shaken = obj.get("disturbance") or {}
-        _need(isinstance(shaken.get("phases", []), list) and all(isinstance(r, dict) for r in shaken.get("phases", [])),
-              where, "disturbance.phases", "a list of tables", shaken.get("phases"), f)
-        for key in ("kit_version", "profile"):
-            _need(obj.get(key) is None or isinstance(obj[key], str), where, key, "a string", obj.get(key), f)
-        return cls(schema_version=version, kit_version=obj.get("kit_version"), experiment=obj["experiment"],
-                   profile=obj.get("profile"), alpha=float(alpha), arms=tuple(arms), configs=configs,
-                   values=tables["values"], hypotheses=tables["hypotheses"], validity=tables["validity"],
-                   trial_env=tables["trial_env"], extras=obj.get("extras") or {},
-                   study_code=obj.get("study_code") or {}, disturbance=shaken, raw=obj)
-
-    def to_json(self) -> dict[str, Any]:
-        """analysis.json's content (what was read or computed, unchanged)."""
-        return dict(self.raw)
-
-    def config_label(self, config_id: str) -> str:
-        """A configuration's settings as one ``k=v,...`` label ("default" for the single configuration)."""
-        cfg = self.configs.get(config_id) or {}
-        return ",".join(f"{k}={v}" for k, v in sorted(cfg.items())) or "default"
-
-    def counted_values(self) -> list[Mapping[str, Any]]:
-        """The value rows that enter statistics (:func:`counts`), with a value."""
-        return [v for v in self.values if v.get("value") is not None and counts(v)]
-
-    def values_of(self, metric: str, phase: str, arm: str) -> list[float]:
-        """The values of one metric, phase and arm that count, in schedule order."""
-        return [float(v["value"]) for v in self.counted_values()
-                if v["metric"] == metric and v["phase"] == phase and v["arm"] == arm]

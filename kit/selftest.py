@@ -29,10 +29,11 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from kit.errors import KitError, NVMLError
 from kit.nvml import nvml_error, nvml_session
+from kit.records import JsonTable, JsonValue
 
 SCHEMA = 1
 TOLERANCE = 0.01  # timers must agree within 1 %
@@ -43,7 +44,37 @@ CHILD_TIMEOUT_S = 300
 PROBE = Path(__file__).resolve().parent / "images" / "probe.py"
 FRAMEWORKS = ("pytorch", "tensorflow")
 
-Check = dict[str, Any]
+
+
+class Check(TypedDict):
+    """One check of the self-test, as ``manifest["selftest"]["checks"]`` and `kit selftest --json` hold it."""
+
+    name: str
+    status: str  # pass | fail | skip | info
+    detail: str
+    numbers: JsonTable  # the figures the detail was written from
+
+
+class SelftestJson(TypedDict):
+    """The self-test's record: ``manifest["selftest"]`` (the host layer) and `kit selftest` (with the frameworks)."""
+
+    schema: int
+    ok: bool
+    gpu: bool
+    checks: list[Check]
+    backend: NotRequired[str]  # kit selftest: local | docker
+    gpu_index: NotRequired[int | None]  # kit selftest: the GPU checked
+    error: NotRequired[str]  # a run's host self-test that could not run (kit.run.start)
+
+
+class BusyWaitJson(TypedDict):
+    """The probe's ``selftest.busy_wait`` (kit/images/probe.py): a calibrated ``torch.cuda._sleep`` timed twice."""
+
+    harness_s: list[float]
+    event_s: list[float]
+    target_s: float
+    cycles: int
+    cycles_per_s: float
 
 # nvmlDeviceGetCurrentClocksEventReasons bits (nvml.h, nvmlClocksEventReasons)
 CLOCK_EVENT_REASONS = {
@@ -64,7 +95,7 @@ def check(name: str, status: str, detail: str, /, **numbers: Any) -> Check:
     return {"name": name, "status": status, "detail": detail, "numbers": numbers}
 
 
-def record(checks: list[Check], gpu: bool) -> dict[str, Any]:
+def record(checks: list[Check], gpu: bool) -> SelftestJson:
     return {"schema": SCHEMA, "ok": not any(c["status"] == "fail" for c in checks), "gpu": gpu, "checks": checks}
 
 
@@ -276,7 +307,7 @@ def energy_interval_check(index: int, window_s: float, poll_s: float = 0.001) ->
 
 # -- the host layer ----------------------------------------------------------------------------------------------------
 
-def host_selftest(gpu_indices: list[int] | None, period_s: float, *, window_s: float = 1.0) -> dict[str, Any]:
+def host_selftest(gpu_indices: list[int] | None, period_s: float, *, window_s: float = 1.0) -> SelftestJson:
     """The fast host checks (no framework import): the record stored in ``manifest["selftest"]``.
 
     ``gpu_indices``: NVML indices to check (None: every GPU NVML sees; []: none). Never raises for a missing NVML or
@@ -316,7 +347,7 @@ def child_env(gpu: int | None) -> dict[str, str]:
     return env
 
 
-def run_local_child(framework: str, gpu: int | None, busy_s: float, python: str = sys.executable) -> dict[str, Any]:
+def run_local_child(framework: str, gpu: int | None, busy_s: float, python: str = sys.executable) -> JsonTable:
     """Run the probe with ``--selftest`` in a child Python of this venv; its JSON report."""
     cmd = [python, str(PROBE), framework, "--selftest", str(busy_s)]
     try:
@@ -327,10 +358,11 @@ def run_local_child(framework: str, gpu: int | None, busy_s: float, python: str 
     if p.returncode != 0 or not lines:
         tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
         return {"error": f"exit {p.returncode}: {' | '.join(tail)[-600:]}"}
-    return json.loads(lines[-1])
+    report = json.loads(lines[-1])
+    return report if isinstance(report, dict) else {"error": f"the probe reported a JSON {type(report).__name__}"}
 
 
-def run_image_child(row: Any, gpu: int | None, busy_s: float) -> dict[str, Any]:
+def run_image_child(row: Any, gpu: int | None, busy_s: float) -> JsonTable:
     """Run the probe with ``--selftest`` in ``row``'s built image, with GPU ``gpu`` attached (inside it is GPU 0)."""
     from kit.engine import device_requests, find_engine, gpu_support
     from kit.images.build import find_built
@@ -362,23 +394,32 @@ def _same_uuid(a: str | None, b: str | None) -> bool:
     return bool(a) and bool(b) and norm(a) == norm(b)
 
 
-def framework_checks(reports: dict[str, dict[str, Any]], nvml_uuid: str | None, driver: str | None,
+def _table(v: JsonValue) -> JsonTable:
+    """A JSON object of a child's report, or an empty one where the child gave none (or something else)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _opt_str(v: JsonValue) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def framework_checks(reports: dict[str, JsonTable], nvml_uuid: str | None, driver: str | None,
                      gpu: int | None) -> list[Check]:
     """Checks on the children's reports: device and UUID, driver vs built CUDA, TF32 defaults, the GPU busy-wait."""
-    from kit.doctor import driver_fits
+    from kit.doctor.drivers import driver_fits
 
     out: list[Check] = []
-    tf32: dict[str, Any] = {}
+    tf32: JsonTable = {}
     for label, rep in reports.items():
         name = f"framework {label}"
         if "error" in rep:
             out.append(check(name, "fail", f"the child process failed: {rep['error']}"))
             continue
-        st = rep.get("selftest") or {}
+        st = _table(rep.get("selftest"))
         tf32[label] = st.get("tf32")
         built = st.get("cuda_build") or rep.get("cuda")
         version = rep.get("framework_version")
-        n = int(st.get("device_count") or 0)
+        n = int(cast(int, st.get("device_count") or 0))
         numbers = {"framework_version": version, "cuda_build": built, "device_count": n, "uuid": st.get("uuid"),
                    "device_name": st.get("device_name"), "tf32": st.get("tf32")}
         if gpu is None:
@@ -397,7 +438,7 @@ def framework_checks(reports: dict[str, dict[str, Any]], nvml_uuid: str | None, 
                 fix = " (a CPU build: install the CUDA build, see `kit doctor`)"
             out.append(check(name, "fail", f"{label} {version} sees no GPU while NVML has GPU {gpu}: its trials "
                              f"would run on the CPU{fix}", **numbers))
-        elif not _same_uuid(st.get("uuid"), nvml_uuid):
+        elif not _same_uuid(_opt_str(st.get("uuid")), nvml_uuid):
             out.append(check(name, "fail", f"{label} computes on {st.get('uuid')}, NVML's GPU {gpu} is {nvml_uuid}: "
                              "another GPU than the one sampled (set CUDA_DEVICE_ORDER=PCI_BUS_ID)", **numbers))
         else:
@@ -408,10 +449,10 @@ def framework_checks(reports: dict[str, dict[str, Any]], nvml_uuid: str | None, 
             out.append(check(f"{label} CUDA vs driver", "pass" if ok else "fail", f"built for CUDA {built}: {why}",
                              driver=driver, cuda_build=built))
         bw = st.get("busy_wait")
-        if bw:
-            out.append(busy_wait_check(label, bw))
+        if isinstance(bw, dict) and bw:
+            out.append(busy_wait_check(label, cast(BusyWaitJson, bw)))
     if tf32:
-        text = "; ".join(f"{k}: matmul {_onoff(v and v.get('matmul'))}, conv {_onoff(v and v.get('conv'))}"
+        text = "; ".join(f"{k}: matmul {_onoff(_flag(v, 'matmul'))}, conv {_onoff(_flag(v, 'conv'))}"
                          for k, v in tf32.items())
         vals = {json.dumps(v, sort_keys=True) for v in tf32.values()}
         note = (" (they differ: a study comparing fp32 should set workload tf32 = \"off\" or \"on\")"
@@ -425,11 +466,16 @@ def framework_checks(reports: dict[str, dict[str, Any]], nvml_uuid: str | None, 
     return out
 
 
-def _onoff(v: Any) -> str:
+def _onoff(v: JsonValue) -> str:
     return "?" if v is None else ("on" if v else "off")
 
 
-def busy_wait_check(label: str, bw: dict[str, Any]) -> Check:
+def _flag(tf32: JsonValue, key: str) -> JsonValue:
+    """``tf32[key]`` of a child's TF32 record; a missing or empty record stands as it is (None: "?", {}: "off")."""
+    return tf32.get(key) if isinstance(tf32, dict) and tf32 else tf32
+
+
+def busy_wait_check(label: str, bw: BusyWaitJson) -> Check:
     """The harness's timing (synchronise + perf_counter) of a calibrated ``torch.cuda._sleep`` against CUDA events."""
     harness = statistics.median(bw["harness_s"])
     event = statistics.median(bw["event_s"])
@@ -453,7 +499,7 @@ def busy_wait_check(label: str, bw: dict[str, Any]) -> Check:
 
 def run_selftest(gpu: int | None = None, backend: str = "local", images: list[str] | None = None,
                  period_s: float = 0.1, window_s: float = 2.0, busy_s: float = GPU_BUSY_S,
-                 on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                 on_progress: Callable[[str], None] | None = None) -> SelftestJson:
     """`kit selftest`: the host layer, then one child per framework (local venv or image rows)."""
     if backend not in ("local", "docker"):
         raise KitError(f"backend {backend!r} is not supported by the self-test", where="kit selftest --backend",
@@ -473,9 +519,9 @@ def run_selftest(gpu: int | None = None, backend: str = "local", images: list[st
     if gpu is None:
         checks = [c for c in checks if c["name"] != "GPU checks"]
         checks.append(check("GPU checks", "skip", f"skipped: {why or 'no GPU'}; the CPU path was checked instead"))
-    nvml_uuid = next((c["numbers"].get("uuid") for c in checks if c["name"] == f"GPU {gpu} identity"), None)
-    driver = next((c["numbers"].get("driver") for c in checks if c["name"] == "NVIDIA driver"), None)
-    reports: dict[str, dict[str, Any]] = {}
+    nvml_uuid = next((_opt_str(c["numbers"].get("uuid")) for c in checks if c["name"] == f"GPU {gpu} identity"), None)
+    driver = next((_opt_str(c["numbers"].get("driver")) for c in checks if c["name"] == "NVIDIA driver"), None)
+    reports: dict[str, JsonTable] = {}
     if backend == "local":
         for fw in FRAMEWORKS:
             say(f"{fw}: child process of {sys.executable}")
@@ -490,9 +536,9 @@ def run_selftest(gpu: int | None = None, backend: str = "local", images: list[st
             say(f"{row.name}: probe in its image")
             reports[row.name] = run_image_child(row, gpu, busy_s)
     checks += framework_checks(reports, nvml_uuid, driver, gpu)
-    uuids = {k: (r.get("selftest") or {}).get("uuid") for k, r in reports.items() if "error" not in r}
+    uuids = {k: _table(r.get("selftest")).get("uuid") for k, r in reports.items() if "error" not in r}
     if gpu is not None and len(uuids) > 1:
-        same = all(_same_uuid(u, nvml_uuid) for u in uuids.values())
+        same = all(_same_uuid(_opt_str(u), nvml_uuid) for u in uuids.values())
         checks.append(check("same GPU in every framework", "pass" if same else "fail",
                             ", ".join(f"{k}: {u or 'no GPU'}" for k, u in uuids.items()) + f"; NVML: {nvml_uuid}",
                             uuids=uuids, nvml_uuid=nvml_uuid))

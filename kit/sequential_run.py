@@ -4,7 +4,7 @@ The plan is drawn once, for ``max_repetitions`` (prefix-stable: the first
 blocks are exactly the spec's plan), and recorded with the schedule in the
 manifest (``sequential``). The runner runs it in order; after the trial that
 completes a look's repetitions, this module analyses the run as it stands and
-asks kit.analysis.sequential whether every testable hypothesis is decided
+asks kit.stats.sequential whether every testable hypothesis is decided
 (rejected, or equivalent within the margin) at that look's spent alpha. If so,
 or if the next look would not fit in the budget, the run stops there: it is
 complete at the repetitions it reached, and the analysis recomputes every look
@@ -14,15 +14,17 @@ nothing of this beyond a ``should_stop`` hook.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
-from kit.analysis.sequential import DEFAULT_MARGIN, schedule
+from kit.analysis.sequential_record import schedule
 from kit.errors import KitError, PlanError
 from kit.records import Trial
-from kit.runner import RunEvents, RunOptions, start_run
+from kit.run.options import RunEvents, RunOptions, SequentialJson
+from kit.run.start import start_run
 from kit.spec import Spec
+from kit.stats.sequential import DEFAULT_MARGIN
 from kit.store import RunDir
 
 
@@ -41,12 +43,12 @@ class _Looker:
     """The should_stop hook: one look per completed stage, with the budget check."""
 
     spec: Spec
-    record: dict[str, Any]
+    record: SequentialJson
     budget_s: float | None
     events: RunEvents
     started: float = field(default_factory=time.time)
     looked: set[int] = field(default_factory=set)
-    stop: dict[str, Any] | None = None
+    stop: dict[str, str | int] | None = None
 
     def __call__(self, rd: RunDir, trial: Trial) -> str | None:
         from kit.analysis.analyze import analyze_run
@@ -62,8 +64,9 @@ class _Looker:
         if not need <= rd.finished_ids():
             return None
         self.looked.add(k)
-        seq = analyze_run(rd.path, write=False).get("sequential") or {}
-        opened = [o["key"] for o in seq.get("open") or []]
+        seq = analyze_run(rd.path, write=False).sequential or {}
+        listed = seq.get("open")
+        opened = [str(o.get("key")) for o in (listed if isinstance(listed, list) else []) if isinstance(o, dict)]
         self.events.message(f"look {k + 1} of {len(looks)} at {looks[k]} repetitions: "
                             + ("every testable hypothesis decided" if seq.get("decided") else
                                f"{len(opened)} open: {', '.join(opened[:4])}{' ...' if len(opened) > 4 else ''}"))
@@ -101,21 +104,15 @@ def run_until_conclusive(spec: Spec, opts: RunOptions, until: UntilConclusive,
         schedule(first, step, top, spec.design.alpha, until.margin)
     except ValueError as exc:
         raise KitError(str(exc), where="--until-conclusive", fix="check --max-repetitions and --step") from None
-    record: dict[str, Any] = {"first": first, "step": step, "max_repetitions": top, "alpha": spec.design.alpha,
-                              "margin": until.margin, "budget_s": until.budget_s}
+    record = SequentialJson(first=first, step=step, max_repetitions=top, alpha=spec.design.alpha,
+                            margin=until.margin, budget_s=until.budget_s)
     looker = _Looker(spec, record, until.budget_s, events)
-    run_opts = _with(opts, sequential=record, should_stop=looker)
+    run_opts = dataclasses.replace(opts, sequential=record, should_stop=looker)
     rd = start_run(spec, run_opts, events)
     if looker.stop is not None:  # stopped at a look: complete at the repetitions it reached
         rd.update_manifest(status="complete", ended=time.time(), sequential={**record, "stopped": looker.stop})
         rd.log_event("end", status="complete", sequential=looker.stop)
     return rd
-
-
-def _with(opts: RunOptions, **changes: Any) -> RunOptions:
-    import dataclasses
-
-    return dataclasses.replace(opts, **changes)
 
 
 def parse_budget(text: str) -> float:

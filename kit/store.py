@@ -24,10 +24,11 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -58,7 +59,7 @@ RESERVE_BYTES = 1 << 20
 ATTEMPTS = "attempts"  # failed attempts of retried trials (see RunDir.archive_trial)
 ATTEMPT_NAME = re.compile(r"^(?P<tid>.+)\.(?P<n>[1-9][0-9]{0,5})\.json$")
 MAX_EVENTS_BYTES = 64 << 20  # events.jsonl: a line per start, resume, disturbance, interruption
-HOLDER_EVENTS = ("start", "resume")  # the events of the process that takes a run to work on it (kit.runner)
+HOLDER_EVENTS = ("start", "resume")  # the events of the process that takes a run to work on it (kit.run)
 
 
 def atomic_write_bytes(path: Path, data: bytes, after: str = "") -> None:
@@ -280,7 +281,7 @@ class RunDir:
     def analysis_json(self) -> Any:
         """analysis.json as stored (derived: kit.analysis writes it), read capped without following a link; None
         when it is absent or cannot be read as JSON (the reader recomputes it). Its shape is
-        :class:`kit.records.Analysis`'s to check; whether it may be reused is kit.freshness's seal to say."""
+        :class:`kit.analysis_record.Analysis`'s to check; whether it may be reused is kit.freshness's seal to say."""
         try:
             return load_json(self.path / ANALYSIS, MAX_ANALYSIS_BYTES, "analysis.json", missing_ok=True)
         except StoreError:
@@ -355,15 +356,17 @@ class RunDir:
     def finished_ids(self) -> set[str]:
         return {p.stem for p in (self.path / TRIALS).glob("*.json")}
 
-    def write_trial(self, record: dict[str, Any], rows: Iterable[Row] | pd.DataFrame | None) -> None:
-        """Samples first, then the trial file: the trial file is the commit."""
-        trial_id = record["trial_id"]
+    def write_trial(self, rec: TrialRecord, rows: Iterable[Row] | pd.DataFrame | None) -> None:
+        """Samples first, then the trial file (``rec.to_json()``, the record's one serialisation): the trial file
+        is the commit."""
+        trial_id = rec.trial_id
         self.subdir(TRIALS)
         if os.path.lexists(self.trial_path(trial_id)):
             raise StoreError(f"trial {trial_id} already recorded (the store is append-only)",
                              where=str(self.trial_path(trial_id)), fix="resume the run instead of re-running trials")
         self.write_samples(trial_id, rows)
-        atomic_write_json(self.trial_path(trial_id), {"schema_version": SCHEMA_VERSION, **record}, after=self.resume_hint())
+        atomic_write_json(self.trial_path(trial_id), {"schema_version": SCHEMA_VERSION, **rec.to_json()},
+                          after=self.resume_hint())
 
     def write_samples(self, name: str, rows: Iterable[Row] | pd.DataFrame | None) -> None:
         import io
@@ -374,31 +377,26 @@ class RunDir:
         atomic_write_bytes(self.samples_path(name), buf.getvalue(), after=self.resume_hint())
 
     def read_trial(self, trial_id: str) -> dict[str, Any]:
+        """trials/<id>.json as written (JSON, unchecked): for the archive and tests; readers take
+        :meth:`trial_records`."""
         path = self.trial_path(trial_id)
         return load_json(path, MAX_TRIAL_BYTES, "trial file",
                          fix="delete it and run `kit run --resume` to redo that trial")
 
-    def iter_trials(self) -> Iterator[dict[str, Any]]:
-        """Finished trials in schedule order, each checked against the plan (see ``checked_trials``)."""
-        yield from self.checked_trials()
-
     def trial_records(self) -> list[TrialRecord]:
-        """Every finished trial as a typed record (:class:`kit.records.TrialRecord`), checked as ``checked_trials``."""
-        where = str(self.path / TRIALS)
-        return [TrialRecord.from_json(r, f"{where}/{r['trial_id']}.json") for r in self.checked_trials()]
+        """Every finished trial as a typed record (:class:`kit.records.TrialRecord`), in schedule order: the one
+        reader of a run's trials (the analysis, resume and retries, ``kit status``).
 
-    def checked_trials(self) -> list[dict[str, Any]]:
-        """Every trial file, refused unless it is one planned trial, once, in a regular file of sane size.
-
-        A copied or crafted file (a second file holding an existing trial id,
-        an id outside the plan, a link) would otherwise be counted: 27 of 26
-        finished, and a paired test on a duplicated block.
+        Each file is refused unless it is one planned trial, once, in a regular file of sane size, repeating its
+        plan entry (:func:`kit.records.check_trial`): a copied or crafted file (a second file holding an existing
+        trial id, an id outside the plan, a link) would otherwise be counted: 27 of 26 finished, and a paired test
+        on a duplicated block.
         """
         from kit.records import check_trial
 
         plan = {t.trial_id: t.as_dict() for t in self.manifest().plan.trials}
         fix = "remove the file (kit run --resume re-runs a missing planned trial)"
-        recs: list[dict[str, Any]] = []
+        recs: list[TrialRecord] = []
         seen: dict[str, str] = {}
         d = self.path / TRIALS
         if not os.path.lexists(d):
@@ -417,8 +415,9 @@ class RunDir:
                 raise StoreError(f"file holds trial {tid}, its name says {p.stem}", where=where, fix=fix)
             if plan and tid not in plan:
                 raise StoreError(f"trial {tid} is not in the run's plan", where=where, fix=fix)
-            recs.append(check_trial(rec, plan.get(tid), where))
-        return sorted(recs, key=lambda r: (r.get("position", 0), r["trial_id"]))
+            # the statuses a trial file may hold (not the analysis' "invalid"), then the record typed
+            recs.append(TrialRecord.from_json(check_trial(rec, plan.get(tid), where), where))
+        return sorted(recs, key=lambda r: (r.position, r.trial_id))
 
     def read_samples(self, name: str) -> pd.DataFrame:
         """samples/<name>.parquet as the long-format frame; an empty frame when the trial has none.
@@ -501,13 +500,14 @@ class RunDir:
             pass
         return f"{ATTEMPTS}/{trial_id}.{n}.json"
 
-    def checked_attempts(self) -> list[dict[str, Any]]:
-        """Every archived attempt, checked like trial files: ``{"trial_id", "attempt", "file", "record"}``.
+    def checked_attempts(self) -> list[AttemptRecord]:
+        """Every archived attempt, checked like trial files, in schedule order (by attempt within a trial).
 
         A file in attempts/ must be named ``<trial-id>.<n>.json``, be a regular
-        file of sane size holding that trial of the plan; anything else is
-        refused with the file named (a crafted archive would otherwise invent
-        retries in the report).
+        file of sane size holding that trial of the plan, typed as a trial file
+        is (:meth:`kit.records.TrialRecord.from_json`); anything else is refused
+        with the file named (a crafted archive would otherwise invent retries in
+        the report).
         """
         d = self.path / ATTEMPTS
         if not os.path.lexists(d):
@@ -515,7 +515,7 @@ class RunDir:
         fix = "remove the file; attempts/ holds only what `kit run --resume --retry-failed` set aside"
         real_dir(d, what="attempts/ in the run directory")
         planned = {t.trial_id for t in self.manifest().plan.trials}
-        out: list[dict[str, Any]] = []
+        out: list[AttemptRecord] = []
         for p in sorted(d.iterdir()):
             if p.suffix == ".parquet" or p.name.startswith("."):
                 continue  # the attempt's samples; a temporary file of an interrupted archive
@@ -529,9 +529,20 @@ class RunDir:
                 raise StoreError(f"file holds trial {tid!r}, its name says {m['tid']}", where=where, fix=fix)
             if planned and tid not in planned:
                 raise StoreError(f"trial {tid} is not in the run's plan", where=where, fix=fix)
-            out.append({"trial_id": tid, "attempt": int(m["n"]), "file": f"{ATTEMPTS}/{p.name}", "record": rec})
-        return sorted(out, key=lambda a: (a["record"].get("position") if isinstance(a["record"].get("position"), int)
-                                          else 0, a["trial_id"], a["attempt"]))
+            out.append(AttemptRecord(trial_id=tid, attempt=int(m["n"]), file=f"{ATTEMPTS}/{p.name}",
+                                     record=TrialRecord.from_json(rec, where)))
+        return sorted(out, key=lambda a: (a.record.position, a.trial_id, a.attempt))
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """An attempt set aside under attempts/ (``kit run --resume --retry-failed``, a disturbed trial re-run): which
+    trial, its number, the file relative to the run directory, and the trial record it held."""
+
+    trial_id: str
+    attempt: int
+    file: str
+    record: TrialRecord
 
 
 def boot_id() -> str | None:
@@ -556,10 +567,17 @@ def process_start(pid: int) -> int | None:
         return None
 
 
-def process_identity() -> dict[str, Any]:
+class ProcessIdentity(TypedDict):
+    """Which process wrote an event: the boot it ran in and when it started (with the pid, unique on a host)."""
+
+    boot_id: str | None
+    pid_start: int | None
+
+
+def process_identity() -> ProcessIdentity:
     """``boot_id`` and ``pid_start`` of this process, recorded with every event (:meth:`RunDir.log_event`), so a
     reader can tell whether the process that holds a run is still the one alive under that pid."""
-    return {"boot_id": boot_id(), "pid_start": process_start(os.getpid())}
+    return ProcessIdentity(boot_id=boot_id(), pid_start=process_start(os.getpid()))
 
 
 def _fsync_dir(path: Path) -> None:

@@ -2,11 +2,12 @@
 
 A study folder holds ``experiment.toml`` (the experiment file), optionally a
 ``[study]`` table in it declaring the folder's own workload (one module per
-framework, its parameters and datasets), ``analysis.py`` (``analyse(manifest,
-trials, values) -> dict``: statistics beyond the generic hypotheses, stored
-under ``analysis["extras"][workload]``), ``report.py`` (``sections(manifest,
-analysis) -> list[section]``) and a README. docs/writing-a-study.md is the
-guide; ``kit new study NAME`` writes a working one.
+framework, its parameters and datasets), ``analysis.py`` (``analyse(run) ->
+StudyExtras``: statistics beyond the generic hypotheses, stored under
+``analysis["extras"][workload]``), ``report.py`` (``sections(run, analysis) ->
+list[Section]``; the typed API 3 of :mod:`kit.study_api`, older folders through
+its adapter) and a README. docs/writing-a-study.md is the guide; ``kit new
+study NAME`` writes a working one.
 
 A run copies the folder into its run directory (``study/``) before the first
 trial and records the copy's digest in the manifest: trials import the copy
@@ -24,14 +25,16 @@ import os
 import re
 import stat
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypedDict
 
+from kit.analysis_record import Analysis
 from kit.errors import SpecError, StoreError, StudyError
 from kit.manifest import Manifest
+from kit.records import TrialRecord
 from kit.study_api import invoke
 from kit.trust import StudyTrust
 from kit.workloads import FRAMEWORKS, WORKLOADS, Param, WorkloadInfo
@@ -202,7 +205,17 @@ def digest_of(files: Iterable[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def describe(root: Path, files: list[tuple[str, bytes]]) -> dict[str, Any]:
+class StudyEntry(TypedDict):
+    """The manifest's ``study`` entry (its JSON shape is what kit.manifest and older runs read)."""
+
+    source: str
+    files: list[str]
+    digest: str
+    analysis: bool
+    report: bool
+
+
+def describe(root: Path, files: list[tuple[str, bytes]]) -> StudyEntry:
     """The manifest's ``study`` entry: where it came from, its files and their digest."""
     return {"source": str(root.resolve()), "files": [r for r, _ in files], "digest": digest_of(files),
             "analysis": any(r == "analysis.py" for r, _ in files), "report": any(r == "report.py" for r, _ in files)}
@@ -278,7 +291,7 @@ class Hooks:
         """What an analysis made with these hooks depends on (part of its seal)."""
         return f"{self.kind}:{self.digest or '-'}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | None]:
         return {"kind": self.kind, "digest": self.digest, "root": str(self.root) if self.root else None,
                 "notice": self.notice}
 
@@ -393,25 +406,28 @@ def call_hook(hooks: Hooks, module: str, func: str, *args: Any) -> Any:
                          detail=traceback.format_exc()) from None
 
 
-def study_extras(hooks: Hooks, manifest: Manifest, trials: list[dict[str, Any]], values: Any) -> dict[str, Any]:
-    """The study folder's ``analysis.analyse`` result, under its workload name ({} without trusted code)."""
+def study_extras(hooks: Hooks, manifest: Manifest, trials: Sequence[TrialRecord], values: Any) -> dict[str, Any]:
+    """The study folder's ``analysis.analyse`` result, under its workload name ({} without trusted code). The trials
+    go to the study as the typed records they are (kit.study_api.invoke hands an API-1 study their JSON)."""
     if not hooks.has("analysis") or hooks.root is None:
         return {}
     out = call_hook(hooks, "analysis", "analyse", manifest.to_json(), trials, values)
     if not isinstance(out, dict):
         raise StudyError("the study's analyse() returned no dict", where=str(hooks.root / "analysis.py"),
-                         fix="return plain data (a dict of lists, numbers and strings)")
+                         fix="return a StudyExtras record (STUDY_API = 3: kit.study_api), or plain data under API 2")
     return {manifest.workload: out}
 
 
-def study_sections(hooks: Hooks, manifest: Manifest, analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    """The study folder's ``report.sections`` ([] without trusted code)."""
+def study_sections(hooks: Hooks, manifest: Manifest, analysis: Analysis) -> list[dict[str, Any]]:
+    """The study folder's ``report.sections`` ([] without trusted code). The study's code gets analysis.json's
+    content (``Analysis.to_json``): it may run in a child process whose only way in is JSON, and its API types
+    what it receives (kit.study_api)."""
     if not hooks.has("report") or hooks.root is None:
         return []
-    out = call_hook(hooks, "report", "sections", manifest.to_json(), analysis)
+    out = call_hook(hooks, "report", "sections", manifest.to_json(), analysis.to_json())
     if not isinstance(out, list) or not all(isinstance(s, dict) and "id" in s and "title" in s for s in out):
         raise StudyError("the study's sections() returned no list of sections", where=str(hooks.root / "report.py"),
-                         fix="return a list of {id, title, paragraphs, tables, figures} dicts")
+                         fix="return a list of kit.study_api.Section (STUDY_API = 3)")
     for sec in out:
         for key in ("paragraphs", "tables", "figures"):
             sec.setdefault(key, [])
@@ -453,7 +469,7 @@ TORCHVISION_DATASETS = {("dlbench", "voc2012"): "Faster R-CNN (torchvision.model
 def torchvision_need(spec: Any) -> str:
     """Why a spec's profile needs torchvision in its PyTorch arm ("" when it does not): the vision models of the
     model zoo and DLBench's Faster R-CNN import it. A CPU host whose pip offers a CPU torch but no CPU torchvision
-    installs torch alone (kit.doctor.cpu_torch_choice), so the studies that need it must say so before they run
+    installs torch alone (kit.doctor.torch_cpu.cpu_torch_choice), so the studies that need it must say so before they run
     (kit list, kit show, kit doctor) and `kit reproduce-all` must skip them with the fix, instead of failing on
     their first PyTorch trial.
 

@@ -1,36 +1,143 @@
-"""The study folders' API: what ``analysis.py``'s ``analyse()`` is handed (versioned).
+"""The study folders' API: what a study's ``analyse()`` and ``sections()`` are handed and return (versioned).
 
-API 1 (a study module without ``STUDY_API``): ``analyse(manifest, trials, values)``, three plain objects; each
-study re-wrote which trials count (``t["status"] == "ok" and not t.get("warmup")``) and read keys by name.
+API 3 (``STUDY_API = 3``, the kit's own studies and ``kit new study``): typed both ways.
+``analysis.analyse(run: RunView) -> StudyExtras`` returns a typed record whose ``to_json()`` is what
+analysis.json keeps under ``extras[workload]``; ``report.sections(run: RunView, analysis: Analysis) ->
+list[Section]`` returns :class:`Section` records (paragraphs of text the kit escapes, :class:`Table` s of values,
+:class:`Figure` s), given the run and the finished, typed analysis (:class:`kit.analysis_record.Analysis`). At report
+time the run's trials are not re-read: ``run.trials`` is empty and ``run.values`` is the analysis' value table.
 
-API 2 (the module sets ``STUDY_API = 2``): ``analyse(run)`` with one :class:`RunView`: the run's identity and
-configurations, the typed manifest (:class:`kit.manifest.Manifest`, as ``record``), its trials as typed
-:class:`kit.records.TrialRecord`, the long value table, and
-:meth:`RunView.measured` / :meth:`RunView.measured_values`, which apply the kit's one rule of what counts
-(:func:`kit.records.counts`). ``analyse`` still returns plain data (JSON: it is stored in analysis.json and,
-for code that is not the kit's own, comes back from a child process).
+API 2 (``STUDY_API = 2``): ``analyse(run)`` and ``sections(manifest, analysis)`` returning plain data (dicts).
+API 1 (no ``STUDY_API``): ``analyse(manifest, trials, values)``. Both still work through one adapter
+(:func:`_legacy`), which says once per process and study that the folder should move to API 3.
 
 :func:`invoke` is the one place that calls a study hook: in the kit's process for the bundled studies and in
-the child process (kit.study_child) for every other study, so both see the same API.
+the child process (kit.study_child) for every other study, so both see the same API; what it returns is plain
+data either way (JSON from a child; the kit re-builds sections in kit.report.sections).
+
+Workloads are not part of this API: they run inside the framework's container, which imports nothing of the
+host side (kit.workloads and the harness), so their contract stays ``run(request, data_dir, markers)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import base64
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, Self, TypedDict, runtime_checkable
 
+from kit.analysis_record import Analysis
 from kit.errors import StudyError
 from kit.manifest import Manifest
 from kit.records import TrialRecord, counted
 
-STUDY_API = 2  # the newest API this kit offers
+STUDY_API = 3  # the newest API this kit offers
+LEGACY_NOTE = ("uses STUDY_API {version}, which the kit still runs through an adapter; move it to STUDY_API = 3 "
+               "(typed analyse() and sections(): docs/writing-a-study.md, or `kit new study` for an example)")
+
+Cell = str | int | float | None  # one cell of a study's table: a number, a text, or empty
+
+
+class TableJson(TypedDict):
+    caption: str
+    columns: list[str]
+    rows: list[list[Cell]]
+
+
+class FigureJson(TypedDict, total=False):
+    id: str
+    title: str
+    svg: str | None  # a kit.report.figures.VectorFigure keeps its PDF (``.pdf``) in this process
+    png_b64: str  # PNG bytes as base64: JSON has no bytes, and a child process sends its answer as JSON
+
+
+class SectionJson(TypedDict):
+    """A section as kit.report.sections re-builds it (and as a child process sends it back)."""
+
+    id: str
+    title: str
+    paragraphs: list[str]
+    tables: list[TableJson]
+    figures: list[FigureJson]
+
+
+class StudyApiDeprecation(FutureWarning):
+    """A study folder written for an API older than :data:`STUDY_API` (shown once per process and study)."""
+
+
+@runtime_checkable
+class StudyExtras(Protocol):
+    """What an API-3 ``analyse(run)`` returns: a typed record of the study's own results. ``to_json()`` is the
+    plain data analysis.json keeps (and a child process sends back); the report reads it again from there."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class ExtrasRecord:
+    """A base for a study's frozen dataclass of extras: its fields, in order, are the JSON object analysis.json
+    keeps (``to_json``), and ``from_json`` reads that object back for the report (keys it does not know are left
+    out, fields the object lacks take their defaults)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of a study's section: a caption, column names and rows of cells (numbers, texts, empty)."""
+
+    caption: str
+    columns: Sequence[str]
+    rows: Sequence[Sequence[Cell]]
+
+    def to_json(self) -> TableJson:
+        return {"caption": self.caption, "columns": list(self.columns), "rows": [list(r) for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure of a study's section: SVG text (kit.report.figures.to_svg, which carries the PDF for LaTeX) or PNG
+    bytes; None draws the kit's "no figure" note (a study that could not draw it says so by giving none)."""
+
+    id: str
+    title: str
+    svg: str | None = None
+    png: bytes | None = None
+
+    def to_json(self) -> FigureJson:
+        out: FigureJson = {"id": self.id, "title": self.title, "svg": self.svg}  # the same str (its PDF kept)
+        if self.png is not None:
+            out["png_b64"] = base64.b64encode(self.png).decode("ascii")
+        return out
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of a study's report. Texts are plain text: the kit escapes them, re-checks ids and re-writes
+    figures (kit.report.sections), so nothing a study returns reaches a page as markup."""
+
+    id: str
+    title: str
+    paragraphs: Sequence[str] = ()
+    tables: Sequence[Table] = ()
+    figures: Sequence[Figure] = field(default=())
+
+    def to_json(self) -> SectionJson:
+        return {"id": self.id, "title": self.title, "paragraphs": list(self.paragraphs),
+                "tables": [t.to_json() for t in self.tables], "figures": [f.to_json() for f in self.figures]}
 
 
 @dataclass(frozen=True)
 class RunView:
-    """One run as a study's ``analyse(run)`` sees it (finished data only, read-only)."""
+    """One run as a study's ``analyse(run)`` and ``sections(run, analysis)`` see it (finished data, read-only)."""
 
     experiment: str
     profile: str
@@ -43,12 +150,21 @@ class RunView:
     record: Manifest  # the typed manifest (datasets, collectors, host, devices, executor, ...)
 
     @classmethod
-    def build(cls, manifest: Mapping[str, Any], trials: list[dict[str, Any]], values: Any) -> RunView:
+    def build(cls, manifest: Mapping[str, Any], trials: Sequence[TrialRecord], values: Any) -> RunView:
+        """The view of a run from its manifest's JSON, its trial records (as the analysis screened them) and its
+        value table."""
         man = Manifest.from_json(dict(manifest), "the run's manifest")
         return cls(
             experiment=man.experiment, profile=man.profile or "", workload=man.workload, arms=man.arms,
-            configs=man.configs, trials=tuple(TrialRecord.from_json(t, f"trial {t.get('trial_id')}") for t in trials),
-            values=values, manifest=manifest, record=man)
+            configs=man.configs, trials=tuple(trials), values=values, manifest=manifest, record=man)
+
+    @classmethod
+    def of_report(cls, manifest: Mapping[str, Any], analysis: Analysis) -> RunView:
+        """The view a report's ``sections()`` gets: no trials (the report is made from the finished analysis),
+        the analysis' value table as ``values``."""
+        import pandas as pd
+
+        return cls.build(manifest, (), pd.DataFrame(analysis.value_rows()))
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -83,10 +199,55 @@ def api_of(module: ModuleType, where: str) -> int:
     return version
 
 
-def invoke(module: ModuleType, fn: Callable[..., Any], func: str, args: tuple[Any, ...], where: str) -> Any:
-    """Call a study hook with the arguments its API version takes. ``analyse`` gets (manifest, trials, values)
-    from the kit; under API 2 they become one :class:`RunView`. Other hooks take their arguments as they are."""
-    if func == "analyse" and api_of(module, where) >= 2:
+def warn_legacy(version: int, where: str) -> None:
+    """The one deprecation line for a study on an older API: on stderr, once per process and study folder (the
+    warnings registry of this module keeps which folders were named; ``-W error`` makes it an error)."""
+    folder = where.rpartition("/")[0] or where
+    registry = sys.modules[__name__].__dict__.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(f"the study folder {folder} {LEGACY_NOTE.format(version=version)}", StudyApiDeprecation,
+                           folder, 0, module=__name__, registry=registry)
+
+
+def _legacy(version: int, fn: Callable[..., Any], func: str, args: tuple[Any, ...], where: str) -> Any:
+    """The adapter for API 1 and 2 folders: their calls as they were, plain data back, one deprecation line."""
+    warn_legacy(version, where)
+    if func == "analyse" and version >= 2:
         manifest, trials, values = args
         return fn(RunView.build(manifest, trials, values))
+    if func == "analyse":  # API 1: analyse(manifest, trials, values) with each trial as its file's JSON
+        manifest, trials, values = args
+        return fn(manifest, [t.to_json() for t in trials], values)
+    if func == "sections" and len(args) == 2 and isinstance(args[1], Analysis):
+        return fn(args[0], args[1].to_json())
+    return fn(*args)
+
+
+def _refused(func: str, wanted: str, got: Any, where: str) -> StudyError:
+    return StudyError(f"the study's {func}() returned {type(got).__name__}, not {wanted}", where=where,
+                      fix=f"return {wanted} from {func}() (STUDY_API = 3: kit.study_api, docs/writing-a-study.md)")
+
+
+def invoke(module: ModuleType, fn: Callable[..., Any], func: str, args: tuple[Any, ...], where: str) -> Any:
+    """Call a study hook with the arguments its API version takes; plain data back.
+
+    The kit passes ``analyse`` (manifest JSON, trial records, value table) and ``sections`` (manifest JSON, the
+    analysis as JSON or :class:`Analysis`). Under API 3 they become a :class:`RunView` (and the typed analysis),
+    and the typed answer becomes JSON here: ``StudyExtras.to_json()``, ``Section.to_json()`` each. Other hooks
+    take their arguments as they are."""
+    version = api_of(module, where)
+    if version < STUDY_API:
+        return _legacy(version, fn, func, args, where)
+    if func == "analyse":
+        manifest, trials, values = args
+        extras = fn(RunView.build(manifest, trials, values))
+        if not isinstance(extras, StudyExtras):
+            raise _refused(func, "a StudyExtras record (a dataclass with to_json())", extras, where)
+        return extras.to_json()
+    if func == "sections":
+        manifest, raw = args
+        analysis = raw if isinstance(raw, Analysis) else Analysis.from_json(raw, "the run's analysis.json")
+        out = fn(RunView.of_report(manifest, analysis), analysis)
+        if not isinstance(out, list) or not all(isinstance(s, Section) for s in out):
+            raise _refused(func, "a list of kit.study_api.Section", out, where)
+        return [s.to_json() for s in out]
     return fn(*args)

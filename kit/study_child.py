@@ -63,6 +63,7 @@ from kit.errors import StudyError
 
 KIT_ROOT = Path(__file__).resolve().parents[1]
 ARGS, RESULT, ERROR, LOG = "args.pickle", "result.json", "error.json", "stderr.log"
+API = "api.txt"  # the STUDY_API the hook's module asked for (the parent says once that an old one is deprecated)
 ENV_TIMEOUT, ENV_MEMORY, ENV_OUTPUT = "KIT_HOOK_TIMEOUT_S", "KIT_HOOK_MEMORY_MB", "KIT_HOOK_OUTPUT_MB"
 ERROR_MAX_BYTES = 1 << 20
 LOG_TAIL_BYTES = 4000
@@ -301,9 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         fn = getattr(mod, req["func"], None)
         if not callable(fn):
             raise AttributeError(f"{req['module']}.py defines no function {req['func']}()")
-        from kit.study_api import invoke
+        from kit.study_api import api_of, invoke
 
-        out = invoke(mod, fn, req["func"], tuple(req["args"]), str(Path(req["root"]) / f"{req['module']}.py"))
+        where = str(Path(req["root"]) / f"{req['module']}.py")
+        (work / API).write_text(str(api_of(mod, where)), encoding="ascii")
+        out = invoke(mod, fn, req["func"], tuple(req["args"]), where)
         data = json.dumps(_plain(out), allow_nan=False)
         (work / RESULT).write_text(data, encoding="utf-8")  # EFBIG past the output cap: reported below
     except BaseException as exc:
@@ -352,6 +355,23 @@ def _failure(code: int, err_doc: Any, tail: str, func: str, module: str, where: 
     how = f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
         else f"ended with exit code {code}"
     return StudyError(f"the study's {func}() {how} and gave no answer", where=where, fix=fix, detail=tail)
+
+
+def _say_api(work: Path, where: str) -> None:
+    """The deprecation line of a hook on an older STUDY_API, said by the kit (the child's stderr is not shown).
+    The file is the child's: read by descriptor without following a link, a few bytes, a number or nothing."""
+    from kit.study_api import STUDY_API, warn_legacy
+
+    try:
+        fd = os.open(work / API, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        text = os.read(fd, 8).decode("ascii", errors="replace").strip()
+    finally:
+        os.close(fd)
+    if text.isdigit() and 1 <= int(text) < STUDY_API:
+        warn_legacy(int(text), where)
 
 
 def run_in_child(root: Path, module: str, func: str, args: tuple[Any, ...], where: str,
@@ -415,7 +435,9 @@ def run_in_child(root: Path, module: str, func: str, args: tuple[Any, ...], wher
             if code != 0:
                 err_doc = load_json(work / ERROR, ERROR_MAX_BYTES, "the study hook's error report", missing_ok=True)
                 raise _failure(code, err_doc, tail, func, module, where, limits, fix)
-            return load_json(work / RESULT, limits.output_bytes, f"the answer of {what}", expect=None, fix=fix)
+            answer = load_json(work / RESULT, limits.output_bytes, f"the answer of {what}", expect=None, fix=fix)
+            _say_api(work, where)
+            return answer
         finally:
             with box.held():
                 if proc is not None:  # the hook, everything it started, and whatever was re-parented here

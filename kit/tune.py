@@ -38,10 +38,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from kit.errors import KitError
 from kit.private_files import PrivateDir, UnsafeFileError, me, open_dir
+from kit.records import JsonTable
 from kit.safeio import kind_of
 
 STATE_FILE = Path(os.environ.get("KIT_TUNE_STATE", "/run/kit/tune-state.json"))
@@ -130,8 +131,40 @@ def _planted(d: PrivateDir, state: Path) -> None:
                        "not one root wrote; refused", where=str(state), fix=f"remove it (rm {state})")
 
 
+class GpuClocks(TypedDict):
+    """One GPU's clock lock (:func:`lock_gpu_clocks`): in the state file and in `kit tune`'s answer."""
+
+    index: int
+    locked: bool
+    sm_mhz: NotRequired[int]  # locked: the clock it is locked at
+    why: NotRequired[str]  # not locked: NVML's refusal
+
+
+class KnobChange(TypedDict):
+    name: str
+    path: str
+    before: str
+    after: str
+
+
+class TuneResult(TypedDict):
+    """What :func:`tune` changed (the state file keeps ``changed`` and the locked ``gpus``)."""
+
+    changed: list[KnobChange]
+    unchanged: list[str]
+    failed: list[str]
+    gpus: list[GpuClocks]
+    state: str
+    nothing: bool  # the host exposes nothing to tune
+
+
+class ResetResult(TypedDict):
+    restored: list[str]
+    refused: list[str]
+
+
 def tune(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool | None = None,
-         gpus: Callable[[], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+         gpus: Callable[[], list[GpuClocks]] | None = None) -> TuneResult:
     """Apply the settings; returns what changed (and what could not be). Refuses without root, and when the state
     file's directory or name is not one the kit can trust (a planted link, a redirected directory)."""
     _need_root(as_root, "kit tune")
@@ -146,9 +179,9 @@ def tune(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool 
         found = knobs(sys_root)
         todo = [k for k in found if k.changes]
         gpu_rows = (gpus or lock_gpu_clocks)()
-        record = {"schema": 1, "t": time.time(), "sys_root": str(sys_root),
-                  "changed": [{"name": k.name, "path": str(k.path), "before": k.current, "after": k.wanted}
-                              for k in todo],
+        changed: list[KnobChange] = [{"name": k.name, "path": str(k.path), "before": k.current, "after": k.wanted}
+                                     for k in todo]
+        record = {"schema": 1, "t": time.time(), "sys_root": str(sys_root), "changed": changed,
                   "gpus": [g for g in gpu_rows if g.get("locked")]}
         try:  # written before anything changes: a crash half-way can still be undone
             made = d.create_new(state.name, json.dumps(record, indent=1).encode(), mode=0o644)
@@ -165,7 +198,7 @@ def tune(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool 
             k.path.write_text(k.wanted + "\n", encoding="ascii")
         except OSError as exc:
             failed.append(f"{k.name}: {exc.strerror or exc}")
-    return {"changed": record["changed"], "unchanged": [k.name for k in found if not k.changes], "failed": failed,
+    return {"changed": changed, "unchanged": [k.name for k in found if not k.changes], "failed": failed,
             "gpus": gpu_rows, "state": str(state),
             "nothing": not found and not any(g.get("locked") for g in gpu_rows)}
 
@@ -190,12 +223,13 @@ def _read_state(state: Path) -> Any:
 
 
 def reset(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool | None = None,
-          gpus: Callable[[list[dict[str, Any]]], list[str]] | None = None) -> dict[str, Any]:
+          gpus: Callable[[list[JsonTable]], list[str]] | None = None) -> ResetResult:
     """Restore what ``tune`` changed, from its state file; then remove the file."""
     _need_root(as_root, "kit tune --reset")
     rec = _read_state(state)
     by_path = {str(k.path): k for k in knobs(sys_root)}
-    restored, refused = [], []
+    restored: list[str] = []
+    refused: list[str] = []
     for i, c in enumerate(rec.get("changed") or [] if isinstance(rec, dict) else []):
         k = by_path.get(str(c.get("path"))) if isinstance(c, dict) else None
         before = c.get("before") if isinstance(c, dict) else None
@@ -216,12 +250,12 @@ def reset(sys_root: Path = Path("/sys"), state: Path = STATE_FILE, as_root: bool
     return {"restored": restored, "refused": refused}
 
 
-def lock_gpu_clocks() -> list[dict[str, Any]]:
+def lock_gpu_clocks() -> list[GpuClocks]:
     """Lock each GPU's clocks at its default application clock where the driver allows it (not exercised here:
     no GPU on the CI machines; the calls are NVML's nvmlDeviceSetGpuLockedClocks / Reset...)."""
     from kit.nvml import nvml_session
 
-    rows: list[dict[str, Any]] = []
+    rows: list[GpuClocks] = []
     try:
         with nvml_session() as nv:
             for i in range(nv.nvmlDeviceGetCount()):
@@ -237,7 +271,7 @@ def lock_gpu_clocks() -> list[dict[str, Any]]:
     return rows
 
 
-def unlock_gpu_clocks(rows: list[dict[str, Any]]) -> list[str]:
+def unlock_gpu_clocks(rows: list[JsonTable]) -> list[str]:
     from kit.nvml import nvml_session
 
     out: list[str] = []

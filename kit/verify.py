@@ -33,14 +33,16 @@ import os
 import stat
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from kit.analysis_record import Analysis
 from kit.errors import ExitCode, KitError, PlanError, StoreError
 from kit.manifest import Manifest
-from kit.pack import SUMS, claims_of, paper_claims_of, sha256
+from kit.pack import SUMS, BundleClaim, PaperClaim, claims_of, paper_claims_of, sha256
+from kit.records import JsonTable
 from kit.safeio import parse_json, read_capped
 from kit.store import ANALYSIS, MAX_ANALYSIS_BYTES
 from kit.trust import StudyTrust
@@ -84,7 +86,7 @@ def _read_small(path: Path, what: str, max_bytes: int = MAX_META_BYTES) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _json_object(path: Path, what: str, max_bytes: int = MAX_META_BYTES) -> dict[str, Any]:
+def _json_object(path: Path, what: str, max_bytes: int = MAX_META_BYTES) -> JsonTable:
     try:
         return parse_json(_read_small(path, what, max_bytes).encode(), str(path), what, dict, FIX_UNMODIFIED)
     except StoreError as exc:
@@ -181,10 +183,41 @@ def _bundled_spec(root: Path, name: Any, sums: set[str]) -> Path:
     return root / rel  # check_integrity has refused links, so this is a regular file inside root
 
 
-def compare_claims(old: list[dict[str, Any]], new: list[dict[str, Any]], tolerance: float) -> list[dict[str, Any]]:
+class ClaimCheck(BundleClaim):
+    """A bundle's claim beside the re-run's (``kit verify --json`` ``claims``); ``new_*`` absent when the re-run
+    has no such row."""
+
+    reproduced: bool
+    why: str
+    new_ratio: NotRequired[float | None]
+    new_rejected: NotRequired[bool | None]
+    new_direction: NotRequired[str | None]
+    new_tested: NotRequired[bool]
+
+
+class PaperCheck(TypedDict):
+    """A paper claim's verdict in the bundle beside the re-run's (``kit verify --json`` ``paper_claims``)."""
+
+    id: str
+    statement: str
+    verdict_original: str
+    value_original: str
+    verdict_rerun: str
+    value_rerun: str
+    changed: bool
+
+
+class KeptOptions(TypedDict, total=False):
+    """The recorded run options a re-run of the recorded profile keeps."""
+
+    seed: int
+    arms: tuple[str, ...] | None
+
+
+def compare_claims(old: list[BundleClaim], new: list[BundleClaim], tolerance: float) -> list[ClaimCheck]:
     # across configurations a hypothesis has one row per device (kit.analysis.across): the device is in the key
     by_key = {(c["id"], c["phase"], c["config_id"], c.get("device")): c for c in new}
-    out = []
+    out: list[ClaimCheck] = []
     for c in old:
         n = by_key.get((c["id"], c["phase"], c["config_id"], c.get("device")))
         if n is None:
@@ -211,7 +244,7 @@ CLAIM_KEYS = ("id", "phase", "config_id", "device", "metric", "tested", "rejecte
 CLAIM_NUMBERS = ("ratio", "ratio_low", "ratio_high", "p_adj")
 
 
-def _claim_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:
+def _claim_difference(a: Sequence[object], b: list[BundleClaim]) -> str | None:
     """The first way two claim lists differ (numbers within a relative 1e-6), None when they agree."""
     if len(a) != len(b):
         return f"{len(a)} claims, the raw data give {len(b)}"
@@ -231,7 +264,7 @@ def _claim_difference(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str |
     return None
 
 
-def _paper_difference(a: Any, b: list[dict[str, Any]]) -> str | None:
+def _paper_difference(a: Any, b: list[PaperClaim]) -> str | None:
     """The first way the bundle's paper-claim verdicts differ from the bundled raw data's, None when they agree."""
     if not isinstance(a, list) or len(a) != len(b):
         return f"{len(a) if isinstance(a, list) else 'no'} paper claims, the raw data give {len(b)}"
@@ -251,10 +284,10 @@ def _paper_difference(a: Any, b: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def compare_paper_claims(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def compare_paper_claims(old: list[PaperClaim], new: list[PaperClaim]) -> list[PaperCheck]:
     """Each paper claim's verdict in the bundle beside the re-run's, and whether it changed."""
     by_id = {c["id"]: c for c in new}
-    out = []
+    out: list[PaperCheck] = []
     for c in old:
         n = by_id.get(c["id"])
         out.append({"id": c["id"], "statement": c["statement"], "verdict_original": c["verdict"],
@@ -263,8 +296,7 @@ def compare_paper_claims(old: list[dict[str, Any]], new: list[dict[str, Any]]) -
     return out
 
 
-def _bundled_claims(root: Path, meta: dict[str, Any], man: Manifest,
-                    recomputed: dict[str, Any]) -> list[dict[str, Any]]:
+def _bundled_claims(root: Path, meta: JsonTable, man: Manifest, recomputed: Analysis) -> list[BundleClaim]:
     """The claims, checked against the bundled run: same experiment and profile, equal to its analysis.json,
     and what this kit computes from the bundled raw data (a forged analysis.json or claims.json is caught)."""
     from kit import __version__
@@ -290,9 +322,12 @@ def _bundled_claims(root: Path, meta: dict[str, Any], man: Manifest,
                                                    "verify with the kit in kit-src.tar.gz" if packed_by != __version__
                                                    else ""))
     bundled = _json_object(root / "run" / ANALYSIS, "run/analysis.json", MAX_ANALYSIS_BYTES)
-    try:
-        stored = claims_of(bundled, profile)
-    except (KeyError, TypeError, AttributeError):
+    try:  # read as every reader reads it (typed, checked at the edge): a malformed one is not the analysis
+        typed = Analysis.from_json(bundled, "run/analysis.json")
+        # the typed reading reads a value of the wrong type as empty (a forged ``"tested": "yes"`` as False): a file
+        # the kit wrote reads back to itself, so one that does not is not the kit's analysis
+        stored = claims_of(typed, profile) if typed.to_json() == bundled else None
+    except (StoreError, KeyError, TypeError, AttributeError):
         stored = None
     if stored is None or _claim_difference(stored, fresh) is not None:
         raise IntegrityError("the bundled analysis.json is not the analysis of the bundled raw data", where=where,
@@ -311,15 +346,15 @@ def bundle_code(run: Path, man: Manifest, spec: Any) -> str | None:
     return None if hooks.kind == "bundled" else hooks.digest
 
 
-def _recorded_protocol(root: Path, meta: dict[str, Any], man: Manifest, sums: set[str],
-                       profile: str) -> tuple[Any, dict[str, Any]]:
+def _recorded_protocol(root: Path, meta: JsonTable, man: Manifest, sums: set[str],
+                       profile: str) -> tuple[Any, KeptOptions]:
     """The spec to re-run, shown to be the protocol the run recorded, and the run options that keep it
     (the recorded seed and arms for the recorded profile).
 
     A study's code comes from the bundled run's copy (run/study/, covered by the manifest's study entry) and
     nowhere else: a spec elsewhere in the bundle is read as text, never as a folder whose modules would run.
     """
-    from kit.runner import recorded_plan
+    from kit.run.resume import recorded_plan
     from kit.spec import load_spec, parse_spec
     from kit.studies import STUDY_FILE, checked_copy
 
@@ -417,7 +452,7 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None,
                     "integrity_means": INTEGRITY_MEANS, "integrity_only": True}
         from kit.analysis.analyze import analyze_run
         from kit.report import write_report
-        from kit.runner import RunOptions, start_run
+        from kit.run import RunOptions, start_run
 
         sums = {line.partition("  ")[2] for line in _read_small(root / SUMS, SUMS).splitlines()}
         meta = _json_object(root / "claims.json", "claims.json")
@@ -463,11 +498,11 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None,
         "profile_original": meta.get("profile"), "profile_rerun": profile, "same_profile": same_profile,
         "rerun_dir": str(rd.path), "rerun_status": status, "tolerance": tolerance,
         "backend": backend, "code_ran": where_ran, "bundle_code": code,
-        "study_code_notice": (analysis.get("study_code") or {}).get("notice"),
+        "study_code_notice": analysis.study_code.get("notice"),
         "integrity_only": False, "claims": results, "claims_reproduced": reproduced, "claims_changed": changed,
         "claims_tested": sum(1 for r in results if r["tested"]),
         "paper_claims": paper, "paper_verdicts_changed": [p["id"] for p in paper if p["changed"]],
-        "paper_headline": (analysis.get("claims") or {}).get("headline"),
+        "paper_headline": (analysis.claims or {}).get("headline"),
         "badges": {
             "available": True,
             "functional": status == "complete",

@@ -3,13 +3,15 @@ and the RunView a study's analyse() receives. Tests state only what their case i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
 from kit.analysis.metrics import VALUE_COLUMNS
+from kit.analysis_record import Analysis
 from kit.manifest import Manifest
-from kit.records import Analysis
+from kit.records import TrialRecord
 from kit.study_api import RunView
 
 
@@ -33,10 +35,27 @@ def completed(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def records(trials: Iterable[dict[str, Any]]) -> list[TrialRecord]:
+    """Trial files' JSON as the typed records the store's reader gives (each checked as a trial file is)."""
+    return [TrialRecord.from_json(t, f"test trial {t.get('trial_id')}") for t in trials]
+
+
+# What a trial file must hold to be read (kit.records.TrialRecord.from_json); everything else stays as the test
+# wrote it (a key left out is a key the trial file lacks: no ``gpus`` means "every GPU in the samples is its").
+_IDENTITY = ("trial_id", "arm", "framework", "config_id", "block", "repetition", "position", "status")
+
+
+def records_of(trials: Iterable[dict[str, Any]]) -> list[TrialRecord]:
+    """Hand-written trial dicts (what the test's case is about) given the identity a trial file must have (by
+    :func:`trial`) and typed; unlike :func:`completed` they keep the positions and blocks they give."""
+    return records({**{k: v for k, v in trial(t["trial_id"], t.get("arm", "pytorch")).items() if k in _IDENTITY},
+                    **t} for t in trials)
+
+
 def run_view(manifest: dict[str, Any], trials: list[dict[str, Any]], values: pd.DataFrame | None = None) -> RunView:
     """What ``analyse(run)`` of a study receives, from (part of) a manifest and trial dicts (completed as above)."""
     frame = values if values is not None else pd.DataFrame(columns=VALUE_COLUMNS)
-    return RunView.build(bare_manifest_json(**manifest), completed(trials), frame)
+    return RunView.build(bare_manifest_json(**manifest), records(completed(trials)), frame)
 
 
 def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +112,12 @@ def phase_markers(start: float, train_s: float, infer_s: float, gap_s: float = 0
             {"event": "phase_end", "phase": "train", "t": start + train_s, "duration_s": train_s},
             {"event": "phase_start", "phase": "infer", "t": a},
             {"event": "phase_end", "phase": "infer", "t": a + infer_s, "duration_s": infer_s}]
+
+
+def write_record(rd: Any, rec: dict[str, Any], rows: Any) -> None:
+    """Write a hand-made trial record through the store's one writer (``RunDir.write_trial`` takes the typed record,
+    checked here as every reader checks it)."""
+    rd.write_trial(TrialRecord.from_json(rec, f"{rd.path}/trials/{rec.get('trial_id')}.json"), rows)
 
 
 def record_of(t: Any, start: float, train_s: float, infer_s: float, *, results: dict[str, Any] | None = None,

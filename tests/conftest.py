@@ -23,7 +23,7 @@ for _key, _value in PINNED_ENV.items():
 # The user's config directory holds the study allow-list and the key that seals analyses (kit.trust): tests
 # never read or write the real one (set at import: module-scoped fixtures run before function-scoped ones).
 os.environ["KIT_CONFIG_DIR"] = tempfile.mkdtemp(prefix="kit-test-config-")
-# The simulated power figures (kit.analysis.power) are kept on disk between processes: one directory for the whole
+# The simulated power figures (kit.analysis.power_cache) are kept on disk between processes: one directory for the whole
 # session, so the runs that tests start with `kit run` share the draws (deterministic: seed, code and numpy are in
 # each entry's key) instead of each analysis simulating them again, and the user's own cache is never touched.
 os.environ["KIT_POWER_CACHE"] = tempfile.mkdtemp(prefix="kit-test-power-")

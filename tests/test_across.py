@@ -8,7 +8,7 @@ the configurations as pairs, on raw seconds):
 2. TensorFlow 10 % faster on every GPU configuration and 10 % slower on every CPU one is not "TF slower": one
    row per device, going opposite ways (7 networks) or descriptive (5 networks), never a pooled "slower";
 3. the slowest configurations no longer decide: one network's times x100 leaves the row unchanged;
-4. the row's fields through ``analyze._hypotheses`` on a constructed values table, equal to scipy's;
+4. the row's fields through ``hypotheses.hypothesis_rows`` on a constructed values table, equal to scipy's;
 5. the design table's n is the networks per device, and its decidability rule;
 6. Dai's factorial fit tests each factor with the network as a random factor (equal to the mixed-model ANOVA).
 """
@@ -24,11 +24,13 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from kit.analysis import across, stats
-from kit.analysis.analyze import _hypotheses
-from kit.analysis.design import config_phases, hypothesis_unit, min_p_exact
+from kit import stats
+from kit.analysis import across
+from kit.analysis.design import config_phases, hypothesis_unit
+from kit.analysis.hypotheses import hypothesis_rows as _hypotheses
 from kit.analysis.metrics import VALUE_COLUMNS
 from kit.analysis.threats import Ctx
+from kit.stats.power import min_p_exact
 from tests._runs import bare_manifest
 from tests._studies import study_module
 
@@ -188,13 +190,18 @@ def test_the_row_s_fields_equal_scipy_on_the_networks_means() -> None:
     assert h["p_adjust"]["family_size"] == 2 and h["p_adj"] == pytest.approx(stats.holm([h["p"], cpu["p"]])[0])
     assert h["detectable"]["decidable"] and h["detectable"]["level"] == pytest.approx(ALPHA / 2)
     assert h["effect_text"].startswith("δ=") and "tensorflow/pytorch=" in h["effect_text"]
+    from kit.analysis_record import Analysis
+    from kit.analysis_rows import HypothesisResult
     from kit.report.context import finding_text
 
-    assert "across 7 networks" in finding_text(h)
+    run = Analysis.from_json({"schema_version": 1, "experiment": "patel", "alpha": ALPHA,
+                              "arms": ["tensorflow", "pytorch"]}, "test")
+    assert "across 7 networks" in finding_text(HypothesisResult.from_json(h), run)
 
 
 def test_the_threats_name_the_networks_not_the_configurations() -> None:
     from kit.analysis import validity
+    from kit.analysis_rows import HypothesisResult
 
     rows = list(_rows(*_patel_like(5, gpu=0.9, cpu=1.1)).values())
     ctx = Ctx(bare_manifest(), [], pd.DataFrame(columns=VALUE_COLUMNS), {"hypotheses": rows})
@@ -202,7 +209,7 @@ def test_the_threats_name_the_networks_not_the_configurations() -> None:
     (thr,) = validity.few_networks(ctx)
     assert thr.severity == "high" and "5 networks" in thr.evidence and thr.numbers == {"min_networks": 5}
     rows7 = list(_rows(*_patel_like(7, gpu=0.9, cpu=1.1, seed=1)).values())
-    (thr7,) = across.network_threats(rows7)
+    (thr7,) = across.network_threats([HypothesisResult.from_json(r) for r in rows7])
     assert thr7.severity == "medium" and "normal" in thr7.evidence
 
 

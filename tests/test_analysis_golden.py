@@ -52,7 +52,7 @@ def fresh(tmp_path: Path) -> dict[str, Any]:
     run = tmp_path / "run"
     shutil.copytree(GOLDEN / "run", run)  # analyze_run writes analysis.json into the run directory
     analysis = analyze_run(run)
-    return json.loads(json.dumps(analysis))  # as stored: tuples -> lists, keys -> str
+    return json.loads(json.dumps(analysis.to_json()))  # as stored: tuples -> lists, keys -> str
 
 
 def test_fresh_analysis_matches_the_golden_one(fresh: dict[str, Any]) -> None:
@@ -94,7 +94,7 @@ def test_the_golden_run_reads_as_typed_records(tmp_path: Path) -> None:
     its trial files' shape beyond 1) opens as the typed records every reader gets: Manifest (its stand-in dataset
     read as "no dataset"), TrialRecord, and the Analysis of analysis.json."""
     from kit.analysis.analyze import current_analysis
-    from kit.records import Analysis
+    from kit.analysis_record import Analysis
     from kit.store import RunDir
 
     run = tmp_path / "run"

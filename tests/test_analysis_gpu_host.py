@@ -37,7 +37,7 @@ from kit.collectors.base import SAMPLE_COLUMNS
 from kit.plan import make_plan
 from kit.spec import load_spec
 from kit.store import RunDir
-from tests._runs import bare_manifest, manifest_of, record_of, run_view
+from tests._runs import bare_manifest, manifest_of, record_of, records_of, run_view, write_record
 from tests._studies import study_module
 
 PERIOD = 0.1
@@ -225,7 +225,7 @@ def make_run(tmp_path: Path, *, reps: int = 10, env_of: Any = None, gpus_of: Any
         if gpus is not None:
             rec["gpus"] = gpus
         off = offset_of(t, iv) if offset_of else 0.03
-        rd.write_trial(rec, gpu_samples(iv, start - 0.5, start + train_s + infer_s + 0.5, off, instant=instant))
+        write_record(rd, rec, gpu_samples(iv, start - 0.5, start + train_s + infer_s + 0.5, off, instant=instant))
     return rd
 
 
@@ -239,7 +239,7 @@ def test_arms_on_cpu_and_gpu_are_refused_not_decided(tmp_path: Path) -> None:
             return {"framework": "tensorflow", "device": "/CPU:0", "device_name": "cpu"}  # before issue 13
         return {"framework": "pytorch", "device": "cuda:0", "device_name": NAMES[OWN]}
 
-    a = analyze_run(make_run(tmp_path, env_of=env_of).path)
+    a = analyze_run(make_run(tmp_path, env_of=env_of).path).to_json()
     d = a["devices"]
     assert d["kind_mismatch"] and d["refusal"] and "different kinds of device" in d["refusal"]
     assert {x["arm"]: x["kinds"] for x in d["arms"]} == {"tensorflow": {"cpu": 10}, "pytorch": {"gpu": 10}}
@@ -259,7 +259,7 @@ def test_arms_on_different_gpus_are_refused(tmp_path: Path) -> None:
     def gpus_of(t: Any) -> list[dict[str, Any]]:
         return host_gpus(OWN if t.framework == "pytorch" else 0)
 
-    a = analyze_run(make_run(tmp_path, env_of=env_of, gpus_of=gpus_of).path)
+    a = analyze_run(make_run(tmp_path, env_of=env_of, gpus_of=gpus_of).path).to_json()
     assert a["devices"]["gpu_mismatch"] and not a["devices"]["kind_mismatch"]
     assert "different GPUs" in a["devices"]["refusal"] and UUIDS[0] in a["devices"]["refusal"]
     assert {h["decision"] for h in a["hypotheses"]} == {"not decided"}
@@ -269,7 +269,7 @@ def test_arms_on_different_gpus_are_refused(tmp_path: Path) -> None:
 
 
 def test_same_gpu_in_both_arms_is_decided(tmp_path: Path) -> None:
-    a = analyze_run(make_run(tmp_path).path)
+    a = analyze_run(make_run(tmp_path).path).to_json()
     assert a["devices"]["refusal"] is None
     h1 = [h for h in a["hypotheses"] if h["id"] == "H1"]
     assert all(h["tested"] and h["decision"].startswith(("reject", "H0")) for h in h1)
@@ -285,7 +285,7 @@ def test_trial_on_another_gpu_than_sampled_is_a_threat_and_its_telemetry_unused(
     def env_of(t: Any) -> dict[str, Any]:
         return gpu_env(t.framework, uuid=UUIDS[0] if t.trial_id in bad else UUIDS[OWN])
 
-    a = analyze_run(make_run(tmp_path, env_of=env_of).path)
+    a = analyze_run(make_run(tmp_path, env_of=env_of).path).to_json()
     wrong = a["devices"]["trial_gpu_mismatch"]
     assert sorted(w["trial_id"] for w in wrong) == sorted(bad)
     thr = next(v for v in a["validity"] if v["rule"] == "gpu_uuid_mismatch")
@@ -328,8 +328,8 @@ def test_threat_rules_see_only_the_trials_gpu() -> None:
     for i, arm in enumerate(("tensorflow", "pytorch") * 3):
         rec, samples = _one_trial(start_temps={"gpu3": 40.0, "gpu6": 85.0 if arm == "pytorch" else 60.0, "cpu": 45.0})
         rec = {**rec, "trial_id": f"t{i}", "arm": arm, "position": i}
-        trials.append(rec)
-        facts.append(trial_facts(rec, samples))
+        trials.append(records_of([rec])[0])
+        facts.append(trial_facts(trials[-1], samples))
     assert all(f["foreign_procs_max"] == 0 and f["throttle_frac_limited"] == 0.0 for f in facts)
     assert all(f["sm_clock_min_mhz"] == f["sm_clock_max_mhz"] == 1980.0 for f in facts)
     assert set(facts[0]["start_temps_c"]) == {"gpu3", "cpu"}
@@ -353,7 +353,7 @@ def test_tf32_native_differs_between_frameworks_and_is_a_high_threat(tmp_path: P
         on = t.framework == "tensorflow"
         return gpu_env(t.framework, tf32={"mode": "native", "matmul": on, "conv": True})
 
-    a = analyze_run(make_run(tmp_path, env_of=env_of).path)
+    a = analyze_run(make_run(tmp_path, env_of=env_of).path).to_json()
     (bad,) = a["devices"]["precision_mismatch"]
     assert bad["by_arm"]["tensorflow"] == [{"tf32_matmul": True, "tf32_conv": True, "precision": "fp32"}]
     assert bad["by_arm"]["pytorch"] == [{"tf32_matmul": False, "tf32_conv": True, "precision": "fp32"}]
@@ -364,7 +364,7 @@ def test_tf32_native_differs_between_frameworks_and_is_a_high_threat(tmp_path: P
 
 
 def test_tf32_off_in_both_is_mitigated(tmp_path: Path) -> None:
-    a = analyze_run(make_run(tmp_path).path)
+    a = analyze_run(make_run(tmp_path).path).to_json()
     assert a["devices"]["precision_mismatch"] == []
     thr = next(v for v in a["validity"] if v["rule"] == "precision_mismatch")
     assert thr["status"] == "mitigated"
@@ -376,7 +376,7 @@ def test_tf32_off_in_both_is_mitigated(tmp_path: Path) -> None:
 def test_phase_power_from_the_energy_counter(tmp_path: Path) -> None:
     """The infer phase (0.5 s) follows 1 s of training at 350 W: the 1-s average still shows mostly
     the training; the counter's difference over the phase gives its 200 W."""
-    a = analyze_run(make_run(tmp_path).path)
+    a = analyze_run(make_run(tmp_path).path).to_json()
     vals = pd.DataFrame(a["values"])
     ph = vals[(vals["metric"] == "gpu_power_phase_w") & (vals["phase"] == "infer")]["value"]
     avg = vals[(vals["metric"] == "gpu_power_w") & (vals["phase"] == "infer")]["value"]
@@ -422,7 +422,7 @@ def test_short_phase_without_samples_in_most_trials_is_not_testable(tmp_path: Pa
         target = a + (0.02 if inside else 0.07)  # a grid point there; its neighbours 0.1 s away
         return (target - t_begin) % PERIOD
 
-    a = analyze_run(make_run(tmp_path, reps=30, times=times, offset_of=offset_of).path)
+    a = analyze_run(make_run(tmp_path, reps=30, times=times, offset_of=offset_of).path).to_json()
     util = [v for v in a["values"] if v["metric"] == "gpu_util_pct" and v["phase"] == "infer"
             and v["arm"] == "tensorflow"]
     assert sum(v["value"] is None for v in util) == 18
@@ -441,7 +441,7 @@ def test_short_phase_without_samples_in_most_trials_is_not_testable(tmp_path: Pa
 
 def test_long_phases_are_no_threat(tmp_path: Path) -> None:
     spec_times = (lambda t: (2.0, 1.5))  # noqa: E731
-    a = analyze_run(make_run(tmp_path, times=spec_times).path)
+    a = analyze_run(make_run(tmp_path, times=spec_times).path).to_json()
     thr = next(v for v in a["validity"] if v["rule"] == "short_phases")
     assert thr["status"] == "mitigated"
     assert all(h["tested"] for h in a["hypotheses"] if h["id"] == "H2")
@@ -486,7 +486,7 @@ def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
     analyse = study_module("dai_single_gpu_factors", "analysis").analyse
     from kit.analysis.validity import failed_cells
 
-    d = analyse(run_view(_dai_manifest(), _dai_trials({("c00", "tensorflow"), ("c02", "tensorflow")})))
+    d = analyse(run_view(_dai_manifest(), _dai_trials({("c00", "tensorflow"), ("c02", "tensorflow")}))).to_json()
     assert [(f["config_id"], f["arm"], f["status"], f["trials"]) for f in d["failed_cells"]] == [
         ("c00", "tensorflow", "error", 3), ("c02", "tensorflow", "error", 3)]
     assert "incompatible with the layer" in d["failed_cells"][0]["error"]
@@ -501,7 +501,7 @@ def test_failed_dai_cell_is_an_error_not_missing_data() -> None:
 def test_dai_without_failed_cells_fits_the_factors() -> None:
     analyse = study_module("dai_single_gpu_factors", "analysis").analyse
 
-    d = analyse(run_view(_dai_manifest(), _dai_trials(set())))
+    d = analyse(run_view(_dai_manifest(), _dai_trials(set()))).to_json()
     assert d["failed_cells"] == [] and d["error"] is None
     assert {f["factor"]: f["status"] for f in d["gap_effects"]["factors"]}["layout"] == "estimated"
 
@@ -513,16 +513,16 @@ def test_a_configuration_on_the_cpu_in_every_arm_is_not_a_mismatch() -> None:
     trials = [{"trial_id": f"{cid}-{arm}-{b}", "arm": arm, "config_id": cid, "block": b, "status": "ok",
                "warmup": False, "env": gpu_env(arm, kind="gpu" if cid == "gpu_cfg" else "cpu")}
               for cid in ("gpu_cfg", "cpu_cfg") for arm in ("tensorflow", "pytorch") for b in range(3)]
-    d = device_summary(trials, ["tensorflow", "pytorch"])
+    d = device_summary(records_of(trials), ["tensorflow", "pytorch"])
     assert d["refusal"] is None and not d["kind_mismatch"] and d["kinds"] == ["cpu", "gpu"]
     trials[0]["env"] = gpu_env("tensorflow", kind="cpu")  # one TF trial of the GPU configuration fell back
-    d = device_summary(trials, ["tensorflow", "pytorch"])
+    d = device_summary(records_of(trials), ["tensorflow", "pytorch"])
     assert d["kind_mismatch"] and d["kind_mismatch_configs"] == [
         {"config_id": "gpu_cfg", "kinds": {"tensorflow": ["cpu", "gpu"], "pytorch": ["gpu"]}}]
 
 
 def test_instantaneous_power_missing_says_why(tmp_path: Path) -> None:
-    a = analyze_run(make_run(tmp_path, instant=False).path)
+    a = analyze_run(make_run(tmp_path, instant=False).path).to_json()
     m = next(x for x in a["measured"] if x["metric"] == "gpu_power_instant_w")
     assert not m["measured"] and "NVML_FI_DEV_POWER_INSTANT" in m["reason"]
     assert next(x for x in a["measured"] if x["metric"] == "gpu_power_phase_w")["measured"]

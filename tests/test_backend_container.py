@@ -32,7 +32,7 @@ from kit.errors import ImageError
 from kit.harness import REQUEST_FILE, RESULT_FILE
 from kit.images.matrix import load_matrix
 from kit.plan import make_plan
-from kit.runner import trial_request
+from kit.run.prepare import trial_request
 from kit.spec import Container, load_spec
 
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"

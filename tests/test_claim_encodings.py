@@ -207,7 +207,7 @@ def test_kit_list_claims_shows_the_new_and_reencoded_claims() -> None:
     experiment is in its table is checked where the command runs: tests/test_claims.py, kit list --claims)."""
     import dataclasses
 
-    from kit.cli import _claim_conditions, _claim_quantity
+    from kit.cli.listing import _claim_conditions, _claim_quantity
 
     shown = {k: (_claim_quantity(dataclasses.asdict(c)), _claim_conditions(dataclasses.asdict(c)))
              for k, c in ALL.items()}

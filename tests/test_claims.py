@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kit.analysis.claim_records import BY_DESIGN, ConfigFacts, Ledger, RunContext, headline
 from kit.analysis.claim_tests import min_n
-from kit.analysis.claims import BY_DESIGN, ConfigFacts, Ledger, RunContext, headline, judge, judge_claim
+from kit.analysis.claims import judge, judge_claim
 from kit.claim_spec import Claim
 from kit.errors import SpecError
 from kit.spec import load_spec, parse_claims
@@ -240,9 +241,9 @@ def test_headline_and_ledger_round_trip() -> None:
     ledger = judge(claims, _values(1.3), ONE, CPU, 0.05)
     assert [r.verdict for r in ledger.rows] == ["replicated", "not testable", "contradicted"]
     assert ledger.headline == "1 of 3 claims replicated, 1 contradicted, 1 not testable on this host"
-    again = Ledger.from_json(ledger.as_dict(), "analysis.json")
-    assert again.as_dict() == ledger.as_dict()
-    bad = ledger.as_dict()
+    again = Ledger.from_json(ledger.to_json(), "analysis.json")
+    assert again.to_json() == ledger.to_json()
+    bad = ledger.to_json()
     bad["rows"][0]["verdict"] = "proven"
     with pytest.raises(Exception, match=r"claims.rows\[0\].verdict"):
         Ledger.from_json(bad, "analysis.json")
@@ -360,7 +361,7 @@ def test_the_report_opens_with_the_claims_and_latex_has_the_table(tmp_path: Path
 
     run = _golden_with_claims(tmp_path)
     analysis = analyze_run(run)
-    ledger = analysis["claims"]
+    ledger = analysis.claims
     assert [r["verdict"] for r in ledger["rows"]] == ["inconclusive", "not testable"]
     assert ledger["headline"] == "0 of 2 claims replicated, 1 inconclusive, 1 not testable on this host"
     write_report(run, analysis, ("html", "latex"))
@@ -417,7 +418,7 @@ def test_accuracy_of_a_profile_that_trains_otherwise_is_not_the_papers(path: Pat
                                                                        why: str) -> None:
     from _runs import bare_manifest
 
-    from kit.analysis.analyze import _untrained
+    from kit.analysis.claim_facts import untrained_configs as _untrained
 
     configs = _configs_of(path, profile)
     man = bare_manifest(profile=profile, spec_source={"path": str(path), "text": path.read_text()})
@@ -465,7 +466,7 @@ def test_compare_across_hosts_lists_claims_whose_verdict_changed(tmp_path: Path)
         rec = json.loads(f.read_text())
         rec["results"]["train_time_s"] *= 1.5
         f.write_text(json.dumps(rec))
-    res = compare_runs(a, b, CompareOptions(allow_different_hosts=True))
+    res = compare_runs(a, b, CompareOptions(allow_different_hosts=True)).to_json()
     (changed,) = res["claims_changed"]
     assert (changed["id"], changed["verdict_a"], changed["verdict_b"]) == ("P1", "inconclusive", "contradicted")
     assert any(w.startswith("host.cpu.isa: None vs avx512f,amx_tile (CPU generation/ISA") for w in
@@ -476,7 +477,7 @@ def test_compare_across_hosts_lists_claims_whose_verdict_changed(tmp_path: Path)
 def test_claims_descriptions_and_estimates_are_not_protocol() -> None:
     """Editing what the paper claimed (or a profile's words or estimate) between a kill and --resume changes no
     measurement: the resume check compares the protocol only."""
-    from kit.runner import protocol_differences, protocol_of
+    from kit.run.resume import protocol_differences, protocol_of
 
     recorded = {"workload": {"epochs": 3}, "claims": [{"id": "C1"}], "profile_description": "old",
                 "profile_estimate_s": 200.0}
@@ -632,7 +633,7 @@ def test_no_quick_profile_runs_a_configuration_of_the_paper_protocol() -> None:
     rule is the comparison, not the profile's name: the scaling profile's paper configurations are judged)."""
     from _runs import bare_manifest
 
-    from kit.analysis.analyze import _claim_facts
+    from kit.analysis.claim_facts import claim_facts as _claim_facts
 
     for path in sorted((ROOT / "experiments").glob("*/experiment.toml")):
         for profile in load_spec(path).profiles[1:]:
@@ -648,12 +649,12 @@ def test_no_quick_profile_runs_a_configuration_of_the_paper_protocol() -> None:
 
 
 def test_the_report_groups_what_is_not_testable_by_reason() -> None:
-    from kit.report.context import claim_groups, id_ranges
+    from kit.report.claims_view import claim_groups, id_ranges
 
     claims = [_claim(id=f"C{i}", device="gpu", hardware="GTX 1050") for i in range(1, 11)]
     claims.append(_claim(id="C11", untestable="the paper's KS test"))
     ledger = judge(claims, _values(1.3), ONE, dataclasses.replace(CPU, experiment="florencio2019_lenet",
-                                                                 paper_estimate_s=4200), 0.05).as_dict()
+                                                                 paper_estimate_s=4200), 0.05).to_json()
     groups = claim_groups(ledger["rows"])
     assert groups["judged"] == [] and [g["ids_text"] for g in groups["untested"]] == ["C1-C10", "C11"]
     first = groups["untested"][0]
@@ -661,7 +662,7 @@ def test_the_report_groups_what_is_not_testable_by_reason() -> None:
     assert first["host"] == "on a host with one NVIDIA GPU, about 70 min" and not first["by_design"]
     assert groups["untested"][1]["by_design"] and id_ranges(["C1", "C3", "C4", "C5", "C5b"]) == "C1, C3-C5, C5b"
     again = Ledger.from_json(ledger, "analysis.json")  # the new keys round-trip; a ledger without them still reads
-    assert again.as_dict() == Ledger.from_json(ledger, "x").as_dict()
+    assert again.to_json() == Ledger.from_json(ledger, "x").to_json()
     old = {**ledger, "rows": [{k: v for k, v in r.items() if k not in ("would_test", "reading", "p", "p_adjusted",
                                                                       "family_size", "estimator", "networks_needed")}
                               for r in ledger["rows"]]}
@@ -674,7 +675,7 @@ def test_a_paper_profile_whose_own_data_are_a_stand_in_blocks_claims_on_the_data
     claim on shapes may use a stand-in of the paper's sizes."""
     from _runs import bare_manifest
 
-    from kit.analysis.analyze import _claim_facts
+    from kit.analysis.claim_facts import claim_facts as _claim_facts
 
     path = ROOT / "experiments" / "elshawi_dlbench" / "experiment.toml"
     text = path.read_text().replace('dataset = { name = "cifar10", source = "python" }',
@@ -700,7 +701,7 @@ def test_a_not_significant_claim_from_a_design_that_cannot_reject_gets_no_verdic
     """DLBench's Wilcoxon signed-rank over 5 runs: the smallest exact two-sided p is 2/2^5 = 0.0625, so its "not
     significant" held whatever the data. A true ratio of 3 must not be "replicated" by the same design, and five
     tied differences (where the normal approximation gives p < 0.05) must not "contradict" it."""
-    from kit.analysis.claim_tests import attainable_p
+    from kit.analysis.claim_trends import attainable_p
 
     assert attainable_p(5, paired=True) == 0.0625 and attainable_p(5, paired=False) == pytest.approx(2 / 252)
     c = _claim(kind="not_significant", direction="", paper_n=5)
@@ -728,7 +729,7 @@ def test_a_device_claim_on_a_run_that_recorded_no_device_is_not_judged() -> None
 def test_holm_across_claims_turns_a_verdict_that_does_not_survive_it_into_inconclusive() -> None:
     """Two claims each at p just under alpha: alone each stands; as one family of two, Holm's first step needs
     p < alpha/2, so neither survives, and the ledger says why."""
-    from kit.analysis.claim_tests import holm_claims
+    from kit.analysis.claim_family import holm_claims
 
     got = holm_claims(["replicated", "contradicted", "not testable"], [0.03, 0.04, 0.001], 0.05)
     assert [g.verdict for g in got] == ["inconclusive", "inconclusive", "not testable"]
@@ -744,7 +745,7 @@ def test_holm_across_claims_turns_a_verdict_that_does_not_survive_it_into_inconc
 def test_a_crafted_ledger_number_is_refused_with_its_key(field: str, value: Any) -> None:
     from kit.errors import AnalysisError
 
-    ledger = judge([_claim()], _values(1.3), ONE, CPU, 0.05).as_dict()
+    ledger = judge([_claim()], _values(1.3), ONE, CPU, 0.05).to_json()
     ledger["rows"][0][field] = value
     with pytest.raises(AnalysisError, match=rf"claims\.rows\[0\]\.{field}"):
         Ledger.from_json(ledger, "analysis.json")

@@ -75,7 +75,7 @@ def _measure(page: Path, tmp_path: Path) -> dict:
 def test_the_ledger_of_a_cpu_run_of_lenet_fits_one_screen_and_says_what_would_test_it(
         lenet_quick: tuple[Path, dict], tmp_path: Path) -> None:
     page, analysis = lenet_quick
-    rows = analysis["claims"]["rows"]
+    rows = analysis.to_json()["claims"]["rows"]
     assert [r["verdict"] for r in rows] == ["not testable"] * 11  # no verdict from a quick run on the CPU
     box = _measure(page, tmp_path)
     assert box["height"] <= SCREEN[1], box["height"]

@@ -38,7 +38,7 @@ def test_doctor_reports_each_capability_with_fixes() -> None:
 
 
 def test_doctor_library_findings_have_fixes_when_missing() -> None:
-    from kit.doctor import run_checks
+    from kit.doctor.checks import run_checks
 
     findings = run_checks()
     assert {"check", "ok", "detail", "fix"} <= set(findings[0])

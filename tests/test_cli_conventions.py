@@ -94,7 +94,8 @@ def test_every_exit_code_is_distinct_and_documented() -> None:
 
 
 def test_exit_codes_of_the_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from kit import compare, doctor
+    from kit import compare
+    from kit.doctor import checks, findings
 
     assert _main(monkeypatch, "list") == ExitCode.OK
     assert _main(monkeypatch, "run", "experiments/florencio2019_lenet", "--bogus") == ExitCode.USAGE
@@ -102,27 +103,27 @@ def test_exit_codes_of_the_commands(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert _main(monkeypatch, "report", str(tmp_path / "nope")) == ExitCode.INPUT
     assert _main(monkeypatch, "run", "no_such_experiment") == ExitCode.USAGE  # a name that does not exist (issue 39)
     # the answer is no: doctor --strict with a required check failing
-    monkeypatch.setattr(doctor, "run_checks", lambda **kw: [doctor._finding("python", False, "2.7", "upgrade",
-                                                                             optional=False)])
+    monkeypatch.setattr(checks, "run_checks", lambda **kw: [findings.finding("python", False, "2.7", "upgrade",
+                                                                               optional=False)])
     assert _main(monkeypatch, "doctor", "--strict") == ExitCode.FAILED
     assert _main(monkeypatch, "doctor") == ExitCode.OK  # without --strict it reports, exit 0
     # compare's gate: regression 1, suspect 4, inconclusive 3
     counts = {"regression": 0, "improvement": 0, "suspect": 0, "inconclusive": 0}
-    assert compare.exit_code({"counts": dict(counts, regression=1)}, "regression") == ExitCode.FAILED
-    assert compare.exit_code({"counts": dict(counts, suspect=1)}, "regression") == ExitCode.SUSPECT
-    assert compare.exit_code({"counts": dict(counts, inconclusive=1)}, "regression") == ExitCode.INCONCLUSIVE
+    assert compare.exit_code(dict(counts, regression=1), "regression") == ExitCode.FAILED
+    assert compare.exit_code(dict(counts, suspect=1), "regression") == ExitCode.SUSPECT
+    assert compare.exit_code(dict(counts, inconclusive=1), "regression") == ExitCode.INCONCLUSIVE
 
     # an unexpected exception is an internal error, never 1 ("regression found")
     def boom(**kw: Any) -> list[Any]:
         raise RuntimeError("planted bug")
 
-    monkeypatch.setattr(doctor, "run_checks", boom)
+    monkeypatch.setattr(checks, "run_checks", boom)
     assert _main(monkeypatch, "doctor") == ExitCode.INTERNAL
 
     def interrupted(**kw: Any) -> list[Any]:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(doctor, "run_checks", interrupted)
+    monkeypatch.setattr(checks, "run_checks", interrupted)
     assert _main(monkeypatch, "doctor") == ExitCode.INTERRUPTED
 
 
@@ -205,9 +206,9 @@ def test_kit_show_and_kit_run_take_an_id(tmp_path: Path) -> None:
 
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """kit doctor probes the dataset download hosts: in tests the probe is injected (no host answers)."""
-    from kit import doctor
+    from kit.doctor import downloads
 
-    monkeypatch.setattr(doctor, "reach_host", lambda host, port, timeout_s: False)
+    monkeypatch.setattr(downloads, "reach_host", lambda host, port, timeout_s: False)
 
 
 def test_status_and_doctor_print_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,7 +238,8 @@ def test_doctor_opens_with_the_verdict_and_says_downloads_as_they_are(monkeypatc
 
 
 def test_doctor_flags_a_cuda_build_on_a_host_without_a_gpu() -> None:
-    from kit.doctor import check_cpu_builds, cpu_host_builds, verdict
+    from kit.doctor.checks import check_cpu_builds, cpu_host_builds
+    from kit.doctor.findings import verdict
 
     rows = cpu_host_builds({"pytorch": "13.0", "tensorflow": None}, {"pytorch": "2.14.1+cu130"})
     bad = [r for r in rows if not r["ok"]]
@@ -251,9 +253,9 @@ def test_doctor_flags_a_cuda_build_on_a_host_without_a_gpu() -> None:
 
 
 def test_doctor_strict_study_says_what_its_profile_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kit import reproduce_all
+    from kit import reproduce
 
-    monkeypatch.setattr(reproduce_all.Host, "detect", classmethod(lambda cls, backend="local": reproduce_all.Host(0, (), "test")))
+    monkeypatch.setattr(reproduce.Host, "detect", classmethod(lambda cls, backend="local": reproduce.Host(0, (), "test")))
     _no_network(monkeypatch)
     res = runner.invoke(app, ["doctor", "--strict", "florencio2019_lenet", "--profile", "paper", "--json"])
     assert res.exit_code == ExitCode.FAILED, res.output
@@ -353,7 +355,9 @@ def _short_helps_end_a_sentence(path: tuple[str, ...], cmd: Any, shown: str) -> 
 def test_completion_offers_ids_profiles_and_run_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from kit.cli import _complete_experiments, _complete_profiles, _complete_run_dirs
+    from kit.cli.options import complete_experiments as _complete_experiments
+    from kit.cli.options import complete_profiles as _complete_profiles
+    from kit.cli.options import complete_run_dirs as _complete_run_dirs
 
     assert _complete_experiments("flo") == ["florencio2019_lenet"]
     assert {"florencio2019_lenet", "germino_mnist_energy"} <= set(_complete_experiments(""))

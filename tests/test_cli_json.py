@@ -4,6 +4,7 @@ document names its schema and the kit's version and validates against the JSON S
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -15,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kit import __version__
-from kit.cli import SCHEMAS, app
+from kit.cli import app
+from kit.cli.output import SCHEMAS
 from kit.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,9 +71,9 @@ def test_status_json() -> None:
 
 
 def test_doctor_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kit import doctor
+    from kit.doctor import downloads
 
-    monkeypatch.setattr(doctor, "reach_host", lambda host, port, timeout_s: False)
+    monkeypatch.setattr(downloads, "reach_host", lambda host, port, timeout_s: False)
     doc = _valid(runner.invoke(app, ["doctor", "--json"]).stdout, "doctor")
     assert doc["download_hosts"] in ("not reachable", "not checked")
     doc = _valid(runner.invoke(app, ["doctor", "--json", "--no-check-downloads"]).stdout, "doctor")
@@ -112,10 +114,10 @@ def test_bisect_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
     names, pair, _ = releases_with([1.0, 1.0, 1.12, 1.12])
 
-    def fake_run(spec: Any, rows: list[str], opts: Any, *a: Any, **kw: Any) -> dict[str, Any]:
+    def fake_run(spec: Any, rows: list[str], opts: Any, *a: Any, **kw: Any) -> bisect.BisectResult:
         out = bisect.bisect_releases(names, pair)
-        return {**out, "metric": opts.metric, "phase": opts.phase, "threshold": opts.threshold, "alpha": opts.alpha,
-                "experiment": spec.experiment.id, "profile": spec.profile}
+        return dataclasses.replace(out, metric=opts.metric, phase=opts.phase, threshold=opts.threshold,
+                                   alpha=opts.alpha, experiment=spec.experiment.id, profile=spec.profile)
 
     monkeypatch.setattr(bisect, "run_bisect", fake_run)
     res = runner.invoke(app, ["bisect", str(ROOT / "experiments" / "florencio2019_lenet"), "--images", ",".join(names),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kit.compare import CompareOptions, compare_arms, compare_runs, verdict
-from kit.runner import RunOptions, start_run
+from kit.run import RunOptions, start_run
 from kit.spec import load_spec
 
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
@@ -48,7 +48,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.slow
 def test_planted_10_percent_slowdown_is_a_regression(runs: dict[str, Path]) -> None:
-    res = compare_runs(runs["base"], runs["slow10"], CompareOptions(n_boot=2000))
+    res = compare_runs(runs["base"], runs["slow10"], CompareOptions(n_boot=2000)).to_json()
     times = [r for r in res["rows"] if r["metric"] == "time_s"]
     assert len(times) == 4  # 2 phases x 2 arms
     assert all(r["verdict"] == "regression" for r in times), [(r["phase"], r["arm"], r["ratio"], r["p_adj"]) for r in times]
@@ -64,7 +64,7 @@ def test_planted_10_percent_slowdown_is_a_regression(runs: dict[str, Path]) -> N
 
 @pytest.mark.slow
 def test_planted_1_percent_is_no_change(runs: dict[str, Path]) -> None:
-    res = compare_runs(runs["base"], runs["slow1"], CompareOptions(n_boot=2000))
+    res = compare_runs(runs["base"], runs["slow1"], CompareOptions(n_boot=2000)).to_json()
     times = [r for r in res["rows"] if r["metric"] == "time_s"]
     assert times and all(r["verdict"] == "no change" for r in times), [(r["ratio"], r["p_adj"], r["mde"], r["noise"]) for r in times]
 
@@ -113,12 +113,12 @@ def test_two_arms_of_one_run_are_compared_paired(tmp_path: Path) -> None:
     spec_file.write_text(CALIBRATED.read_text().replace(
         "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.10\nslowdown_framework = "pytorch"'))
     run = start_run(load_spec(spec_file), RunOptions(runs_root=tmp_path / "runs")).path
-    res = compare_arms(run, "tensorflow", "pytorch", CompareOptions(n_boot=2000))
+    res = compare_arms(run, "tensorflow", "pytorch", CompareOptions(n_boot=2000)).to_json()
     times = [r for r in res["rows"] if r["metric"] == "time_s"]
     assert len(times) == 2 and all(r["paired"] and r["n_a"] == r["n_b"] == 12 for r in times)
     assert all(r["test"] == "wilcoxon signed-rank" for r in times), [r["test"] for r in times]
     assert all(r["verdict"] == "regression" and 1.05 < r["ratio"] < 1.2 for r in times), times
-    back = compare_arms(run, "pytorch", "tensorflow", CompareOptions(n_boot=2000))
+    back = compare_arms(run, "pytorch", "tensorflow", CompareOptions(n_boot=2000)).to_json()
     assert {r["verdict"] for r in back["rows"] if r["metric"] == "time_s"} == {"improvement"}
     gate = subprocess.run([sys.executable, "-m", "kit", "compare", str(run), "--arms", "tensorflow,pytorch",
                            "--fail-on", "regression"], capture_output=True, text=True, timeout=300)

@@ -14,7 +14,7 @@ from kit.compare import CompareOptions, compare_runs
 from kit.plan import make_plan
 from kit.spec import load_spec
 from kit.store import RunDir
-from tests._runs import manifest_of, record_of
+from tests._runs import manifest_of, record_of, write_record
 
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 LIMIT = 0.25  # kit.disturbance.DEFAULT_FOREIGN_CPU
@@ -44,7 +44,7 @@ def load_run(tmp: Path, name: str, *, factor: float = 1.0, seed: int = 0, reps: 
         f = factor * (slower(t) if slower else 1.0)
         train_s, infer_s = (s * f * (1 + 0.01 * rng.standard_normal()) for s in (1.0, 0.5))
         cpus = train_cpus(t) if train_cpus else 0.02
-        rd.write_trial(record_of(t, 1.0e9 + 10.0 * t.position, train_s, infer_s,
+        write_record(rd, record_of(t, 1.0e9 + 10.0 * t.position, train_s, infer_s,
                                  disturbance=disturbance(train_s, infer_s, cpus)), None)
     return rd.path
 
@@ -65,7 +65,8 @@ def test_a_true_regression_with_one_mildly_disturbed_trial_stays_a_regression(tm
     a = load_run(tmp_path, "a", seed=1)
     b = load_run(tmp_path, "b", seed=2, factor=1.10,
                  train_cpus=lambda t: 0.3 if (t.framework, t.repetition) == ("pytorch", 3) else 0.02)
-    res = compare_runs(a, b, OPTS)
+    compared = compare_runs(a, b, OPTS)
+    res = compared.to_json()
     row = _row(res)
     assert row["verdict"] == "regression", row.get("suspect_cause")
     assert "measured under load" in row["load_note"] and "B: 1 of 12 trials disturbed in train" in row["load_note"]
@@ -74,7 +75,7 @@ def test_a_true_regression_with_one_mildly_disturbed_trial_stays_a_regression(tm
     assert res["counts"]["suspect"] == 0 and res["counts"]["regression"] == 2  # both arms' train phase
     from kit.report.answer import compare_answer
 
-    said = compare_answer(res)
+    said = compare_answer(compared)
     assert any("regression (measured under load" in line for line in said["changed"])
 
 
@@ -84,14 +85,14 @@ def test_twelve_of_twelve_at_very_different_loads_is_suspect(tmp_path: Path) -> 
     to re-judge on, and the loads differ, so the regression is suspect. At like loads it stands, with the note."""
     a = load_run(tmp_path, "a", seed=1, train_cpus=lambda t: 0.3)
     b = load_run(tmp_path, "b", seed=2, factor=1.10, train_cpus=lambda t: 1.5)
-    row = _row(compare_runs(a, b, OPTS))
+    row = _row(compare_runs(a, b, OPTS).to_json())
     assert row["verdict"] == "suspect" and row["was"] == "regression"
     cause = row["suspect_cause"]
     assert "too few undisturbed trials" in cause and "0 of 12 A and 0 of 12 B undisturbed trials" in cause
     assert "A: 12 of 12 trials disturbed in train" in cause and "about 1.5 foreign CPUs while disturbed" in cause
-    assert _row(compare_runs(a, b, BOTH), phase="infer")["verdict"] == "regression"  # its phases were quiet
+    assert _row(compare_runs(a, b, BOTH).to_json(), phase="infer")["verdict"] == "regression"  # its phases were quiet
     like = load_run(tmp_path, "like", seed=3, factor=1.10, train_cpus=lambda t: 0.35)
-    row = _row(compare_runs(a, like, OPTS))
+    row = _row(compare_runs(a, like, OPTS).to_json())
     assert row["verdict"] == "regression" and "like load on both sides" in row["load_note"]
 
 
@@ -104,7 +105,7 @@ def test_a_disturbance_that_cannot_explain_the_regression_leaves_it_a_regression
     b = load_run(tmp_path, "b", seed=2, factor=1.10,
                  train_cpus=lambda t: 1.5 if t.framework == "pytorch" and t.repetition in heavy else 0.02,
                  slower=lambda t: 1.3 if t.framework == "pytorch" and t.repetition in heavy else 1.0)
-    row = _row(compare_runs(a, b, OPTS))
+    row = _row(compare_runs(a, b, OPTS).to_json())
     assert row["verdict"] == "regression" and row["load"]["quiet_verdict"] == "regression"
     assert "B: 2 of 12 trials disturbed in train" in row["load_note"]
 
@@ -117,7 +118,7 @@ def test_a_change_the_disturbed_trials_make_is_suspect(tmp_path: Path) -> None:
     b = load_run(tmp_path, "b", seed=2, reps=24,
                  train_cpus=lambda t: 1.5 if t.framework == "pytorch" and t.repetition % 2 else 0.02,
                  slower=lambda t: 1.3 if t.framework == "pytorch" and t.repetition % 2 else 1.0)
-    row = _row(compare_runs(a, b, OPTS))
+    row = _row(compare_runs(a, b, OPTS).to_json())
     assert row["verdict"] == "suspect" and row["was"] == "regression", row
     assert "on the undisturbed trials alone" in row["suspect_cause"]
     assert row["load"]["quiet_verdict"] != "regression"

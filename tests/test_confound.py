@@ -11,7 +11,7 @@ import pytest
 
 from kit.analysis.analyze import analyze_run
 from kit.report import write_report
-from kit.runner import RunOptions, start_run
+from kit.run import RunOptions, start_run
 from kit.spec import load_spec
 
 # Starts the frameworks or renders whole reports: `make test-all`, not the fast `make test`.
@@ -31,7 +31,7 @@ def _run(tmp: Path, name: str, *, blocking: str, drift: float, train_s: float = 
     analysis = analyze_run(rd.path)
     (html,) = write_report(rd.path, analysis, ("html",))
     threats = html.read_text(encoding="utf-8").split('<section id="threats">')[1].split("</section>")[0]
-    return {**analysis, "threats_html": threats}
+    return {**analysis.to_json(), "threats_html": threats}
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ from kit.images.matrix import load_matrix
 from kit.images.render import render
 from kit.images.verify import compare
 from kit.plan import make_plan
-from kit.runner import trial_request
+from kit.run.prepare import trial_request
 from kit.spec import Container, load_spec
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -338,7 +338,7 @@ def test_verify_runs_a_bundles_study_code_in_containers_by_default(ctx: Ctx, tmp
     from _crafted import calibrated_study
 
     from kit.pack import pack
-    from kit.runner import RunOptions, start_run
+    from kit.run import RunOptions, start_run
     from kit.spec import load_spec
 
     folder = calibrated_study(tmp_path / "study", reps=2)

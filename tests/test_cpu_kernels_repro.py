@@ -55,7 +55,7 @@ def _run(family: int, isa: list[str], tf_onednn: bool) -> tuple[Manifest, dict]:
 def test_compare_names_the_cpu_and_kernel_differences_that_could_flip_a_verdict() -> None:
     a, b = (provenance(man, bare_analysis(**an)) for man, an in (_run(26, ["avx2", "avx512f", "avx512_vnni"], True),
                                                                    _run(25, ["avx2"], False)))
-    diffs = {d["key"]: d for d in provenance_differences(a, b)}
+    diffs = {d.key: d.to_json() for d in provenance_differences(a, b)}
     assert diffs["host.cpu.family"]["a"] == 26 and diffs["host.cpu.family"]["b"] == 25
     assert "ISA" in diffs["host.cpu.isa"]["may_explain"] and "oneDNN" in diffs["host.cpu.family"]["may_explain"]
     assert diffs["inside.tensorflow.cpu_kernels.onednn"] == {

@@ -14,6 +14,7 @@ profiles with 3-5 repetitions per tested cell):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -32,16 +33,14 @@ from kit.analysis.design import (
     mde_ratio,
     mde_sd,
     mde_sd_asymptotic,
-    min_p,
-    min_p_asymptotic,
-    min_p_exact,
 )
 from kit.collectors.base import SAMPLE_COLUMNS
 from kit.errors import SpecError
 from kit.plan import make_plan
 from kit.spec import load_spec
+from kit.stats.power import min_p, min_p_asymptotic, min_p_exact
 from kit.store import RunDir
-from tests._runs import manifest_of, record_of
+from tests._runs import manifest_of, record_of, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -247,13 +246,13 @@ def _make_run(tmp_path: Path, unit_line: str) -> RunDir:
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
     for t in plan.trials:
         start = 1.0e9 + 10.0 * t.position
-        rd.write_trial(record_of(t, start, _time(t), 0.1), pd.DataFrame(columns=SAMPLE_COLUMNS))
+        write_record(rd, record_of(t, start, _time(t), 0.1), pd.DataFrame(columns=SAMPLE_COLUMNS))
     return rd
 
 
 def test_across_configurations_pairs_the_configurations_medians(tmp_path: Path) -> None:
     rd = _make_run(tmp_path, 'unit = "configuration"')
-    a = analyze_run(rd.path)
+    a = analyze_run(rd.path).to_json()
     (h,) = a["hypotheses"]
     plan = make_plan(load_spec(tmp_path / "i15d.toml"))
     assert h["test_unit"] == "configuration" and h["config_id"] is None
@@ -275,7 +274,7 @@ def test_across_configurations_pairs_the_configurations_medians(tmp_path: Path) 
 
 def test_per_configuration_default_cannot_test_three_trials(tmp_path: Path) -> None:
     """The old way on the same data: 12 tests of 3 pairs, none tested, and the design table says why."""
-    a = analyze_run(_make_run(tmp_path, "").path)
+    a = analyze_run(_make_run(tmp_path, "").path).to_json()
     assert len(a["hypotheses"]) == 12 and not any(h["tested"] for h in a["hypotheses"])
     assert all(h["test_unit"] == "trial" and h["n_pairs"] == 3 for h in a["hypotheses"])
     (row,) = a["design"]["rows"]
@@ -288,11 +287,10 @@ def test_per_configuration_default_cannot_test_three_trials(tmp_path: Path) -> N
 def test_kit_list_states_per_hypothesis_whether_the_profile_can_test_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
-    from kit import cli
     from kit.catalog import list_experiments
-    from kit.cli import app
+    from kit.cli import app, output
 
-    monkeypatch.setattr(cli, "out", Console(width=600))
+    monkeypatch.setattr(output, "terminal_console", lambda stderr=False: Console(width=600, stderr=stderr))
     found = {e["id"]: e for e in list_experiments(EXPERIMENTS)}
     paper = {p["name"]: p for p in found["patel_models_sweep"]["profiles"]}
     assert not paper["paper"]["design"]["all_decidable"]  # 5 networks per device: descriptive (issue 25, item 3)
@@ -322,7 +320,7 @@ def test_report_shows_the_design_table(tmp_path: Path) -> None:
     analysis = analyze_run(rd.path)
     ctx = build_context(rd.manifest(), analysis, rd.path)
     assert ctx["design"]["rows"][0]["decidable"]
-    old = {k: v for k, v in analysis.items() if k != "design"}  # an analysis.json written before issue 15
+    old = dataclasses.replace(analysis, design=None)  # an analysis.json written before issue 15
     assert build_context(rd.manifest(), old, rd.path)["design"]["rows"][0]["n"] == 12
     render_latex(ctx, tmp_path / "report")
     tex = (tmp_path / "report" / "latex" / "tables" / "design.tex").read_text(encoding="utf-8")

@@ -8,15 +8,16 @@ change in a run that can see 5 % is "no change".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kit.analysis.detectability import detectability, min_p_unpaired, n_needed
-from kit.analysis.power import mde_unpaired_sd
+from kit.analysis.power_cache import detectability, mde_unpaired_sd, n_needed
 from kit.compare import CompareOptions, conclusive_advice, exit_code, judge
+from kit.stats.detectability import min_p_unpaired
 
 
 def paired_run(change: float, n: int, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -30,7 +31,7 @@ def paired_run(change: float, n: int, noise: float, seed: int) -> tuple[np.ndarr
 
 def one(a: np.ndarray, b: np.ndarray, paired: bool = True, metric: str = "time_s") -> dict:
     res = judge([("default", metric, "train", "b vs a", a, b)], paired=paired, opts=CompareOptions(n_boot=500))
-    return res | res["rows"][0]
+    return res.to_json() | res.rows[0].to_json() | {"result": res}
 
 
 def test_a_planted_10_percent_slowdown_with_enough_pairs_is_a_regression() -> None:
@@ -42,17 +43,17 @@ def test_the_same_slowdown_with_too_few_noisy_pairs_is_inconclusive_until_the_ad
     r = one(*paired_run(0.10, 10, 0.15, seed=5))
     assert r["verdict"] == "inconclusive", (r["ratio"], r["p_adj"], r["mde"])
     assert r["mde"] > 0.05 and r["n_needed"] > 10
-    assert f"{r['n_needed']} pairs" in conclusive_advice(r)
-    assert exit_code(r, "regression") == 3 and exit_code(r, "regression", allow_inconclusive=True) == 0
+    assert f"{r['n_needed']} pairs" in conclusive_advice(r["result"])
+    assert exit_code(r["counts"], "regression") == 3 and exit_code(r["counts"], "regression", allow_inconclusive=True) == 0
     # the advice is right: drawn at the n it names, the same noise and slowdown give a conclusive regression
     again = one(*paired_run(0.10, r["n_needed"], 0.15, seed=6))
-    assert again["verdict"] == "regression" and again["mde"] <= 0.05 and exit_code(again, "regression") == 1
+    assert again["verdict"] == "regression" and again["mde"] <= 0.05 and exit_code(again["counts"], "regression") == 1
 
 
 def test_a_1_percent_change_in_a_run_that_sees_5_percent_is_no_change() -> None:
     r = one(*paired_run(0.01, 20, 0.02, seed=5))
     assert r["mde"] <= 0.05 and r["verdict"] == "no change"
-    assert exit_code(r, "regression") == 0
+    assert exit_code(r["counts"], "regression") == 0
 
 
 @pytest.mark.slow
@@ -78,7 +79,7 @@ def test_unpaired_mde_uses_both_runs_and_the_holm_level() -> None:
     strict = detectability(a, b, paired=False, level=0.05 / 10, threshold=0.05)
     assert strict.mde > wide.mde > 0  # a larger family needs a larger change
     s = wide.noise
-    # the Mann-Whitney test's own rejection region at 12 + 12 (kit.analysis.power), not the normal formula
+    # the Mann-Whitney test's own rejection region at 12 + 12 (kit.stats.power), not the normal formula
     assert wide.mde == pytest.approx(math.expm1(mde_unpaired_sd(12, 12, 0.05) * s), rel=1e-12)
     formula = math.expm1((1.959964 + 0.841621) * s * math.sqrt(2 / 12) / math.sqrt(3 / math.pi))
     assert wide.mde > formula  # the formula overstated power at n = 12
@@ -99,8 +100,7 @@ def test_cli_prints_detectable_change_and_gates_on_inconclusive(tmp_path, monkey
 
     a, b = paired_run(0.10, 10, 0.15, seed=5)
     res = judge([("default", "time_s", "train", "b vs a", a, b)], paired=True, opts=CompareOptions(n_boot=200))
-    fake = {"run_a": "r [a]", "run_b": "r [b]", "experiment_a": "x", "experiment_b": "x", "threshold": 0.05,
-            "alpha": 0.05, "provenance_differences": [], "different_hosts_allowed": False, **res}
+    fake = dataclasses.replace(res, run_a="r [a]", run_b="r [b]", experiment_a="x", experiment_b="x")
     monkeypatch.setattr(cmp, "compare_arms", lambda *args, **kw: fake)
     out = CliRunner().invoke(app, ["compare", str(tmp_path), "--arms", "a,b", "--fail-on", "regression"])
     assert out.exit_code == 3, out.output
@@ -120,6 +120,10 @@ def test_the_report_says_what_a_not_rejected_hypothesis_could_have_detected() ->
     golden = json.loads((Path(__file__).parent / "data" / "golden" / "analysis.json").read_text())
     rows = [h for h in golden["hypotheses"] if h["tested"] and not h["rejected"]]
     assert rows and all(0 < h["detectable"]["mde"] < 1 and h["detectable"]["level"] == 0.025 for h in rows)
-    text = finding_text(rows[0])
+    from kit.analysis_record import Analysis
+    from kit.analysis_rows import HypothesisResult
+
+    text = finding_text(HypothesisResult.from_json(rows[0]), Analysis.from_json(golden, "golden"))
     assert f"would have detected a difference of {rows[0]['detectable']['mde']:.1%} or more" in text
-    assert detectable_text({"detectable": {"decidable": False, "mde": None}}).startswith("; with this n no difference")
+    undecidable = HypothesisResult.from_json({"detectable": {"decidable": False, "mde": None}})
+    assert detectable_text(undecidable).startswith("; with this n no difference")

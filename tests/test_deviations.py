@@ -91,6 +91,7 @@ def test_kit_list_shows_the_paper_source_and_the_deviations() -> None:
 
 def test_the_report_shows_the_deviations_escaped(tmp_path: Path) -> None:
     """HTML and LaTeX sections list every deviation of the run's spec; markup in the text is shown, not run."""
+    from kit.analysis_record import Analysis
     from kit.report import write_report
     from kit.report.latex import LATEX_DIR
 
@@ -101,7 +102,7 @@ def test_the_report_shows_the_deviations_escaped(tmp_path: Path) -> None:
                                   "kit": "interleaved 100% & blocked_pairs", "why": "drift"}]
     man["spec"]["experiment"]["protocol_source"] = "Table 2"
     (run / "manifest.json").write_text(json.dumps(man))
-    analysis = json.loads((GOLDEN / "analysis.json").read_text())
+    analysis = Analysis.from_json(json.loads((GOLDEN / "analysis.json").read_text()), "golden analysis.json")
     write_report(run, analysis, ("html", "latex"))
     page = (run / "report" / "index.html").read_text()
     section = page[page.index('<section id="deviations">'):]

@@ -15,7 +15,7 @@ from kit.backends.local import LocalBackend
 from kit.errors import KitError
 from kit.harness import REQUEST_FILE
 from kit.plan import Trial
-from kit.runner import RunEvents, RunOptions, start_run
+from kit.run import RunEvents, RunOptions, start_run
 from kit.spec import load_spec
 from tests._fake_nvml import H100, L40S, FakeGpu, FakeNvml, eight_gpu_host, install
 
@@ -112,7 +112,7 @@ def test_run_on_the_eight_gpu_host_gives_each_trial_one_gpu(tmp_path: Path, monk
     rd = start_run(spec, RunOptions(runs_root=tmp_path / "runs", collectors=("nvml",), max_trials=2), _Heat(fake))
 
     uuid0 = "GPU-00000000-0000-4000-8000-abababababab"
-    recs = list(rd.iter_trials())
+    recs = [r.to_json() for r in rd.trial_records()]
     assert len(recs) == 2
     for rec in recs:
         # telemetry of the trial's GPU only: not the mean of eight, no foreign process of GPU 5
@@ -157,7 +157,7 @@ def test_cpu_run_on_the_gpu_host_tells_the_trial_no_gpu(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(LocalBackend, "run_trial", spy)
     rd = start_run(_spec(tmp_path, "cpu"), RunOptions(runs_root=tmp_path / "runs", collectors=("nvml",), max_trials=1))
-    (rec,) = list(rd.iter_trials())
+    (rec,) = [r.to_json() for r in rd.trial_records()]
     assert rec["status"] == "ok", rec.get("error")
     assert len(rd.read_samples(rec["trial_id"])) == 0  # a CPU trial: no GPU rows
     assert rec["device"] == "cpu" and rec["gpus"] == [] and envs[0]["CUDA_VISIBLE_DEVICES"] == ""

@@ -13,7 +13,7 @@ import pytest
 from kit import disturbance
 from kit.disturbance import Limits, assess
 from kit.plan import Trial
-from kit.runner import RunEvents, RunOptions, start_run
+from kit.run import RunEvents, RunOptions, start_run
 from kit.spec import load_spec
 
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
@@ -127,12 +127,12 @@ def test_a_planted_busy_process_is_caught_and_the_trial_re_run_in_place(tmp_path
     assert said and hogged in said[0] and "re-running it in its plan position" in said[0], events.messages
     # the disturbed attempt is kept with its telemetry; the trial in trials/ is the quiet re-run
     assert rd.attempt_files(hogged) == [f"attempts/{hogged}.1.json"]
-    (attempt,) = [a for a in rd.checked_attempts() if a["trial_id"] == hogged]
-    first = attempt["record"]["disturbance"]
+    (attempt,) = [a for a in rd.checked_attempts() if a.trial_id == hogged]
+    first = attempt.record.disturbance
     assert first["disturbed"] and first["phases"]["train"]["foreign_cpu"] > 0.5, first
     now = rd.read_trial(hogged)
     assert now["attempt"] == 2 and not now["disturbance"]["disturbed"], now["disturbance"]
-    assert now["position"] == attempt["record"]["position"] and now["seed"] == attempt["record"]["seed"]
+    assert now["position"] == attempt.record.position and now["seed"] == attempt.record.seed
     assert rd.manifest().status == "complete"
     others = [rd.read_trial(t.trial_id) for t in rd.manifest().plan.trials if t.trial_id != hogged]
     assert all(not r["disturbance"]["disturbed"] for r in others), [r["disturbance"]["cause"] for r in others]
@@ -141,6 +141,8 @@ def test_a_planted_busy_process_is_caught_and_the_trial_re_run_in_place(tmp_path
 def test_a_significant_change_between_sides_in_different_host_states_is_suspect() -> None:
     from kit.analysis.host_state import SideState, suspect_cause
     from kit.compare import EXIT_INCONCLUSIVE, EXIT_SUSPECT, exit_code, mark_suspects
+    from kit.compare_records import Comparison
+    from tests.test_compare_records import bare_row
 
     quiet, shaken = SideState(12, 0), SideState(12, 6)
     assert suspect_cause(quiet, quiet, "A", "B", "train") is None
@@ -151,16 +153,17 @@ def test_a_significant_change_between_sides_in_different_host_states_is_suspect(
     # trials judged quiet were measured quiet)
     assert suspect_cause(SideState(0, 0, busy_baseline=True), quiet, "A", "B", "infer")
     assert suspect_cause(SideState(12, 0, busy_baseline=True), quiet, "A", "B", "infer") is None
-    rows = [{"verdict": "regression", "phase": "train"}, {"verdict": "no change", "phase": "train"},
-            {"verdict": "inconclusive", "phase": "infer"}]
-    counts = mark_suspects(rows, lambda r: (quiet, shaken), "A", "B")
-    assert rows[0]["verdict"] == "suspect" and rows[0]["was"] == "regression" and rows[1]["verdict"] == "no change"
+    rows = [bare_row(verdict="regression", phase="train"), bare_row(verdict="no change", phase="train"),
+            bare_row(verdict="inconclusive", phase="infer")]
+    marked = mark_suspects(rows, lambda r: (quiet, shaken), "A", "B")
+    counts = Comparison(marked, 0.05, 0.05).counts
+    assert marked[0].verdict == "suspect" and marked[0].was == "regression" and marked[1].verdict == "no change"
     assert counts["suspect"] == 1 and counts["regression"] == 0
     # the gate: suspect has its own exit code, before "inconclusive"; a real regression still exits 1
-    assert exit_code({"rows": rows, "counts": counts}, "regression") == EXIT_SUSPECT == 4
-    assert exit_code({"rows": rows, "counts": {**counts, "suspect": 0}}, "regression") == EXIT_INCONCLUSIVE
-    assert exit_code({"rows": rows, "counts": {**counts, "regression": 1}}, "regression") == 1
-    assert exit_code({"rows": rows, "counts": counts}, None) == 0
+    assert exit_code(counts, "regression") == EXIT_SUSPECT == 4
+    assert exit_code({**counts, "suspect": 0}, "regression") == EXIT_INCONCLUSIVE
+    assert exit_code({**counts, "regression": 1}, "regression") == 1
+    assert exit_code(counts, None) == 0
 
 
 @pytest.mark.slow
@@ -186,7 +189,7 @@ def test_two_runs_one_under_planted_load_compare_says_suspect_with_its_exit_code
     finally:
         stop.touch()
         hog.wait(timeout=30)
-    res = compare_runs(run_a, run_b)
+    res = compare_runs(run_a, run_b).to_json()
     times = [r for r in res["rows"] if r["metric"] == "time_s"]
     assert times and all(r["verdict"] == "suspect" and r["was"] == "regression" for r in times), \
         [(r["arm"], r["phase"], r["verdict"], r.get("p_adj"), r["n_a"], r["n_b"], r.get("reason")) for r in times]
@@ -198,8 +201,9 @@ def test_two_runs_one_under_planted_load_compare_says_suspect_with_its_exit_code
 
 
 def test_a_rejected_hypothesis_whose_arms_ran_in_different_conditions_is_suspect() -> None:
-    from kit.analysis.analyze import _mark_suspect
     from kit.analysis.host_state import disturbance_table
+    from kit.analysis.hypotheses import mark_suspect as _mark_suspect
+    from tests._runs import records_of
 
     def rec(tid: str, arm: str, block: int, shaken: bool) -> dict[str, Any]:
         phase = {"judged": True, "disturbed": shaken, "foreign_cpu": 1.0 if shaken else 0.01,
@@ -209,8 +213,8 @@ def test_a_rejected_hypothesis_whose_arms_ran_in_different_conditions_is_suspect
 
     trials = [rec(f"r{b}-tf", "tensorflow", b, shaken=b < 6) for b in range(12)]
     trials += [rec(f"r{b}-pt", "pytorch", b, shaken=False) for b in range(12)]
-    table = disturbance_table(trials, [{"trial_id": "r0-tf", "disturbed": True}])
-    assert table["reruns"] == 1 and len(table["still_disturbed_trials"]) == 6
+    table = disturbance_table(records_of(trials), [{"trial_id": "r0-tf", "disturbed": True}])
+    assert table.reruns == 1 and len(table.still_disturbed_trials) == 6
     row = {"arm_a": "tensorflow", "arm_b": "pytorch", "config_id": "c00", "phase": "train", "blocks": list(range(12)),
            "decision": "reject H0 (tensorflow > pytorch)", "rejected": True}
     _mark_suspect(row, table)

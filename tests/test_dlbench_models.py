@@ -17,6 +17,7 @@ from scipy import stats as sps
 from kit.analysis.metrics import VALUE_COLUMNS
 from kit.workloads.study_import import import_study_module
 from tests._runs import run_view
+from tests._studies import study_sections
 from tests.test_report_browser import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +158,7 @@ def _run(cases: dict[str, int], reps: int = 5, results: dict[str, dict[str, Any]
 
 
 def test_every_paper_model_in_the_run_leaves_nothing_not_reproduced() -> None:
-    d = an.analyse(_run(ALL, results={"voc2012": {"accuracy_metric": "map50"}}))
+    d = an.analyse(_run(ALL, results={"voc2012": {"accuracy_metric": "map50"}})).to_json()
     assert d["not_reproduced"] == []
     assert an.PAPER_EPOCHS["spa_eng"] == 100 and an.PAPER_EPOCHS["voc2012"] == 100
     labels = {i["case"]: i["accuracy_label"]["label"] for i in d["cases"].values()}
@@ -173,7 +174,7 @@ def test_every_paper_model_in_the_run_leaves_nothing_not_reproduced() -> None:
 
 
 def test_a_run_without_the_new_models_says_which_and_why() -> None:
-    d = an.analyse(_run({c: ALL[c] for c in ("mnist", "ptb", "voc2012")}, reps=2))
+    d = an.analyse(_run({c: ALL[c] for c in ("mnist", "ptb", "voc2012")}, reps=2)).to_json()
     missing = {x["model"].split(",")[0] for x in d["not_reproduced"]}
     assert "LSTM encoder-decoder" in missing and len(d["not_reproduced"]) == 5
     spa = next(x for x in d["not_reproduced"] if x["model"].startswith("LSTM encoder-decoder"))
@@ -186,7 +187,7 @@ def test_a_run_without_the_new_models_says_which_and_why() -> None:
 def test_accuracy_metric_from_trial_files_is_checked() -> None:
     run = _run({"voc2012": 4, "spa_eng": 4}, reps=1, results={
         "voc2012": {"accuracy_metric": "x" * 500}, "spa_eng": {"accuracy_metric": {"label": "<b>"}}})
-    d = an.analyse(run)
+    d = an.analyse(run).to_json()
     acc = {i["case"]: i["accuracy_label"] for i in d["cases"].values()}
     assert acc["voc2012"]["label"] == "mAP@0.5" and acc["voc2012"]["ignored"] == 2
     assert acc["spa_eng"]["label"] == "per-token accuracy (teacher forcing)" and acc["spa_eng"]["ignored"] == 2
@@ -195,13 +196,13 @@ def test_accuracy_metric_from_trial_files_is_checked() -> None:
 def test_crafted_curves_are_left_out_and_named() -> None:
     def curve(case: str, arm: str, r: int) -> Any:
         return "1e308" if (arm, r) == ("pytorch", 0) else [0.5, 0.6, 0.7]
-    d = an.analyse(_run({"mnist": 3}, reps=2, curve_of=curve))
+    d = an.analyse(_run({"mnist": 3}, reps=2, curve_of=curve)).to_json()
     assert d["epoch_accuracy"]["refused"] == [{"trial_id": "c00-pytorch-0", "reason": "epoch_test_accuracy is str, "
                                                                                      "not a list"}]
     conv = {c["arm"]: c for c in d["convergence"]}
     assert len(conv["pytorch"]["runs"]) == 1 and len(conv["tensorflow"]["runs"]) == 2
     assert d["epoch_accuracy"]["overall"]["n_runs"] == 3
-    text = _text(rep.sections({}, {"extras": {"dlbench": d}}))
+    text = _text(study_sections(rep, {"dlbench": d}))
     assert "c00-pytorch-0 (epoch_test_accuracy is str, not a list)" in text
     assert "No cluster bootstrap interval: 1 run(s) in a dataset and framework" in text  # said once, below the table
 
@@ -218,8 +219,8 @@ def _text(sections: list[dict[str, Any]]) -> str:
 
 def test_one_report_section_per_case_with_the_papers_figures_and_pearson() -> None:
     cases = {c: ALL[c] for c in ("mnist", "spa_eng", "voc2012")}
-    d = an.analyse(_run({c: min(e, 12) for c, e in cases.items()}, results={"voc2012": {"accuracy_metric": "mAP@0.5"}}))
-    secs = rep.sections({}, {"extras": {"dlbench": d}})
+    d = an.analyse(_run({c: min(e, 12) for c, e in cases.items()}, results={"voc2012": {"accuracy_metric": "mAP@0.5"}})).to_json()
+    secs = study_sections(rep, {"dlbench": d})
     ids = [s["id"] for s in secs]
     assert [i for i in ids if i.startswith("dlbench-case-")] == ["dlbench-case-mnist", "dlbench-case-spa-eng",
                                                                 "dlbench-case-voc2012"]
@@ -258,7 +259,7 @@ def test_the_dlbench_report_fits_1280_px(tmp_path: Path) -> None:
     from kit.report import write_report
     from kit.spec import load_spec
     from kit.store import RunDir
-    from tests._runs import manifest_of, record_of
+    from tests._runs import manifest_of, record_of, write_record
     from tests.test_report_fit import WIDTH, measure
 
     spec = load_spec(STUDY / "experiment.toml")
@@ -269,7 +270,7 @@ def test_the_dlbench_report_fits_1280_px(tmp_path: Path) -> None:
     for t in make_plan(spec).trials:
         epochs = spec.workload_for(t.config).epochs
         curve = [min(0.99, 0.5 + 0.1 * e + 0.001 * t.repetition) for e in range(epochs)]
-        rd.write_trial(record_of(t, 1.0e9 + 10 * t.position, 10.0 + t.repetition, 1.0, gap_s=1.0,
+        write_record(rd, record_of(t, 1.0e9 + 10 * t.position, 10.0 + t.repetition, 1.0, gap_s=1.0,
                                  results={"test_accuracy": curve[-1], "epoch_test_accuracy": curve},
                                  env={"framework": t.framework, "device": "cpu"}), [])
     page = write_report(rd.path, analyze_run(rd.path), ("html",))[0]

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kit import doctor
 from kit.cli import app
+from kit.doctor import downloads as doctor
+from kit.doctor.findings import verdict
 
 
 def test_the_probe_is_a_real_tcp_connection() -> None:
@@ -55,7 +56,7 @@ def _verdict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, answers: bool | No
     monkeypatch.delenv("KIT_DATA_DIR", raising=False)
     reached = None if answers is None else doctor.probe_hosts(doctor.download_hosts(), lambda h, p, t: answers)
     findings = doctor.check_downloads(reached) + doctor.check_datasets(None, True, reached)
-    return doctor.verdict(findings)
+    return verdict(findings)
 
 
 def test_no_internet_is_never_ready_for_every_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kit import doctor
-from kit.doctor import (
+from kit.doctor import drivers as doctor
+from kit.doctor.drivers import (
     CUDA_MINOR_COMPAT_DRIVER,
     CUDA_TOOLKIT_DRIVER,
     check_driver,

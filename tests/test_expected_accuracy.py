@@ -21,7 +21,7 @@ from kit.errors import KitError, SpecError
 from kit.plan import make_plan
 from kit.spec import load_spec, parse_spec
 from kit.store import RunDir
-from tests._runs import manifest_of, record_of
+from tests._runs import manifest_of, record_of, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 LENET = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
@@ -90,11 +90,11 @@ def _run(tmp_path: Path, accuracy: dict[str, float]) -> dict[str, Any]:
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, manifest_of(spec, dataset=MNIST))
     for t in make_plan(spec).trials:
         acc = accuracy[t.framework] + 0.001 * (t.repetition % 3)
-        rd.write_trial(record_of(t, 1.0e9 + 10.0 * t.position, 2.0, 0.1,
+        write_record(rd, record_of(t, 1.0e9 + 10.0 * t.position, 2.0, 0.1,
                                  results={"test_accuracy": acc, "train_loss": 0.3, "train_loss_initial": 2.3,
                                           "param_count": 61706}),
                        pd.DataFrame(columns=SAMPLE_COLUMNS))
-    return analyze_run(rd.path)
+    return analyze_run(rd.path).to_json()
 
 
 def _threat(analysis: dict[str, Any]) -> dict[str, Any]:
@@ -125,17 +125,19 @@ def test_a_run_without_a_declared_range_says_nothing(tmp_path: Path) -> None:
     spec = load_spec(LENET, "smoke")
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, manifest_of(spec, dataset=MNIST))
     for t in make_plan(spec).trials:
-        rd.write_trial(record_of(t, 1.0e9 + 10.0 * t.position, 2.0, 0.1, results={"test_accuracy": 0.2}),
+        write_record(rd, record_of(t, 1.0e9 + 10.0 * t.position, 2.0, 0.1, results={"test_accuracy": 0.2}),
                        pd.DataFrame(columns=SAMPLE_COLUMNS))
-    assert not [t for t in analyze_run(rd.path)["validity"] if t["rule"] == "accuracy_expected"]
+    assert not [t for t in analyze_run(rd.path).validity if t.rule == "accuracy_expected"]
 
 
 # -- item 7a: random inputs are not synthetic data -----------------------------------------------------------------
 
 def test_a_zoo_run_records_random_inputs_and_has_no_synthetic_data_threat(tmp_path: Path) -> None:
     from kit.analysis.validity import assess
+    from kit.analysis_record import AnalysisSoFar
     from kit.manifest import Manifest
-    from kit.runner import NO_DATASET, RANDOM_INPUTS, RunEvents, RunOptions, _dataset
+    from kit.run.options import NO_DATASET, RANDOM_INPUTS, RunEvents, RunOptions
+    from kit.run.prepare import _dataset
 
     spec = load_spec(ROOT / "experiments" / "patel_models_sweep" / "experiment.toml", "quick")
     ds = _dataset(spec, RunOptions(runs_root=tmp_path), RunEvents())
@@ -143,7 +145,7 @@ def test_a_zoo_run_records_random_inputs_and_has_no_synthetic_data_threat(tmp_pa
     assert RANDOM_INPUTS != "synthetic"
     man = Manifest.from_json({"schema_version": 1, **manifest_of(spec, dataset=None)}, "zoo manifest")
     assert man.used_datasets() == []
-    threats = assess(man, [], pd.DataFrame(columns=VALUE_COLUMNS), {})
+    threats = assess(man, [], pd.DataFrame(columns=VALUE_COLUMNS), AnalysisSoFar())
     assert not [t for t in threats if t["rule"] == "synthetic_data"]
     (ext,) = [t for t in threats if t["rule"] == "external"]
     assert "no dataset (inputs the workload generates)" in ext["evidence"] and "synthetic" not in ext["evidence"]
@@ -152,7 +154,7 @@ def test_a_zoo_run_records_random_inputs_and_has_no_synthetic_data_threat(tmp_pa
     datasets = {f"{d.name}:{d.source}": {"name": d.name, "source": d.source, "directory": "/d", "origin": "kit",
                                          "sha256": {}} for d in dl.datasets()}
     man = Manifest.from_json({"schema_version": 1, **manifest_of(dl, dataset=MNIST, datasets=datasets)}, "dlbench")
-    (syn,) = [t for t in assess(man, [], pd.DataFrame(columns=VALUE_COLUMNS), {})
+    (syn,) = [t for t in assess(man, [], pd.DataFrame(columns=VALUE_COLUMNS), AnalysisSoFar())
               if t["rule"] == "synthetic_data"]
     synthetic = sorted(d.name for d in dl.datasets() if d.source == "synthetic")
     assert {"cifar10", "cifar100", "imdb", "ptb", "svhn", "voc2012"} <= set(synthetic) and "mnist" not in synthetic
@@ -166,7 +168,7 @@ def test_a_zoo_run_records_random_inputs_and_has_no_synthetic_data_threat(tmp_pa
 def test_the_lenet_quick_profile_learns(tmp_path: Path, mnist_dir: Path, framework: str) -> None:
     """The quick profile's real trial (its workload, data split and settings, through the harness), for the plan's
     block whose seed gave the lowest accuracy in the issue-25 measurements (0.9195); one pass per phase."""
-    from kit.runner import trial_request
+    from kit.run.prepare import trial_request
 
     spec = load_spec(LENET, "quick")
     (trial,) = [t for t in make_plan(spec).trials if t.framework == framework and t.seed == 3575932955]

@@ -54,8 +54,8 @@ def test_each_arm_is_labelled_with_its_own_version(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv(history_cache.ENV, str(tmp_path / "cache"))
     runs = _runs(tmp_path, [None, "torch 2.14"])  # the second run's label names one framework's version
     for arm in ("pytorch", "tensorflow"):
-        res = history(runs, "time_s", "train", arm)
+        res = history(runs, "time_s", "train", arm).to_json()
         want = [f"{arm} {v}" for v in VERSIONS[arm]]
         assert [r["version"] for r in res["runs"]] == want
         assert [r["label"] for r in res["runs"]] == [want[0], "torch 2.14"]  # unlabelled: the arm's own version
-        assert history(runs, "time_s", "train", arm)["runs"] == res["runs"]  # the same from the cache
+        assert history(runs, "time_s", "train", arm).to_json()["runs"] == res["runs"]  # the same from the cache

@@ -21,7 +21,7 @@ import pytest
 from kit import verify as packmod
 from kit.errors import ExitCode
 from kit.pack import pack, write_sums
-from kit.runner import RunOptions, start_run
+from kit.run import RunOptions, start_run
 from kit.spec import load_spec
 from kit.verify import IntegrityError, check_integrity, verify
 
@@ -105,6 +105,20 @@ def test_claims_that_disagree_with_the_bundled_analysis_are_refused(bundle_dir: 
     (root / "claims.json").write_text(json.dumps(meta))
     write_sums(root)
     with pytest.raises(IntegrityError, match=r"claims\.json is not what the bundled raw data give"):
+        verify(root, packmod.VerifyOptions(runs_root=tmp_path / "runs"))
+
+
+@pytest.mark.slow
+def test_a_bundled_analysis_with_a_value_of_the_wrong_type_is_refused(bundle_dir: Path, tmp_path: Path) -> None:
+    """The typed reader reads a value of the wrong type as empty; a forged ``"tested": "no"`` on an untested
+    hypothesis (typed: False, as the kit's own) must still be told apart from the kit's analysis."""
+    root = _copy(bundle_dir, tmp_path / "typed")
+    analysis = json.loads((root / "run" / "analysis.json").read_text())
+    rows = [h for h in analysis["hypotheses"] if h.get("tested") is False] or analysis["hypotheses"][:1]
+    rows[0]["tested"] = "no" if rows[0].get("tested") is False else "yes"
+    (root / "run" / "analysis.json").write_text(json.dumps(analysis))
+    write_sums(root)
+    with pytest.raises(IntegrityError, match=r"the bundled analysis\.json is not the analysis of the bundled raw data"):
         verify(root, packmod.VerifyOptions(runs_root=tmp_path / "runs"))
 
 
@@ -220,18 +234,18 @@ def test_a_stale_analysis_is_recomputed_by_compare_history_and_pack(tmp_path: Pa
     from kit.compare import load_analysis
     from kit.freshness import DIGEST_KEY
     from kit.history import collect
-    from kit.runner import resume_run
+    from kit.run import resume_run
 
     spec = tmp_path / "calibrated.toml"
     spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 3"))
     rd = start_run(load_spec(spec), RunOptions(runs_root=tmp_path / "runs", max_trials=4))
     early = analyze_run(rd.path)
-    n_early = len(early["values"])
+    n_early = len(early.values)
     resume_run(rd.path, RunOptions(runs_root=tmp_path / "runs"))  # finishes the plan, analysis.json untouched
     stale = json.loads((rd.path / "analysis.json").read_text())
-    assert stale[DIGEST_KEY] == early[DIGEST_KEY] and len(stale["values"]) == n_early
+    assert stale[DIGEST_KEY] == early.raw_digest and len(stale["values"]) == n_early
     fresh = load_analysis(rd.path)
-    assert len(fresh.values) > n_early and fresh.raw[DIGEST_KEY] != early[DIGEST_KEY]
+    assert len(fresh.values) > n_early and fresh.raw_digest != early.raw_digest
     _, recomputed = current_analysis(rd.path)
     assert not recomputed  # now current: read, not recomputed
     # an edited trial file makes it stale again
@@ -239,16 +253,16 @@ def test_a_stale_analysis_is_recomputed_by_compare_history_and_pack(tmp_path: Pa
     trial.write_text(trial.read_text().replace('"status": "ok"', '"status": "error"', 1))
     _, recomputed = current_analysis(rd.path)
     assert recomputed
-    hist = collect(tmp_path / "runs", "time_s", "train", None, None)
+    hist = [r.to_json() for r in collect(tmp_path / "runs", "time_s", "train", None, None)]
     assert hist and hist[0]["n"] == sum(1 for v in load_analysis(rd.path).values
-                                        if v["metric"] == "time_s" and v["phase"] == "train" and v["arm"] == hist[0]["arm"]
-                                        and not v["warmup"] and v["status"] == "ok" and v["value"] is not None)
+                                        if v.metric == "time_s" and v.phase == "train" and v.arm == hist[0]["arm"]
+                                        and not v.warmup and v.status == "ok" and v.value is not None)
     # pack re-analyses before packing, and verify refuses a bundle whose analysis is stale
     stale["values"] = stale["values"][:2]
     (rd.path / "analysis.json").write_text(json.dumps(stale))
     root = Path(str(pack(rd.path)).removesuffix(".tar.gz"))
     packed = json.loads((root / "run" / "analysis.json").read_text())
-    assert packed[DIGEST_KEY] == fresh.raw[DIGEST_KEY] or len(packed["values"]) > 2
+    assert packed[DIGEST_KEY] == fresh.raw_digest or len(packed["values"]) > 2
     stale["hypotheses"][0]["rejected"] = not stale["hypotheses"][0]["rejected"]
     (root / "run" / "analysis.json").write_text(json.dumps(stale))
     write_sums(root)
@@ -456,7 +470,8 @@ def test_impossible_values_exclude_the_trial_loudly(small_run: Path, tmp_path: P
     rec = json.loads(target.read_text())
     rec["results"]["train_time_s"] = value
     target.write_text(json.dumps(rec))  # json writes NaN/Infinity, as Python's reader accepts them
-    analysis = analyze_run(run)
+    typed = analyze_run(run)
+    analysis = typed.to_json()
     tid = rec["trial_id"]
     listed = [e for e in analysis["excluded_trials"] if e["trial_id"] == tid]
     assert listed and listed[0]["status"] == "invalid" and why in listed[0]["reason"]
@@ -464,7 +479,7 @@ def test_impossible_values_exclude_the_trial_loudly(small_run: Path, tmp_path: P
     used = [v for v in analysis["values"] if v["trial_id"] == tid]
     assert used and all(v["status"] == "invalid" for v in used)  # in the table, never in a statistic
     assert all(not (v["trial_id"] == tid and v["status"] == "ok") for v in analysis["values"])
-    write_report(run, analysis, ("html",))
+    write_report(run, typed, ("html",))
     html = (run / "report" / "index.html").read_text()
     assert "Excluded trials" in html and tid in html and why in html
 

@@ -27,9 +27,10 @@ from typer.testing import CliRunner
 
 from kit import history_cache, trust
 from kit import tune as tuning
-from kit.analysis import power as pw
+from kit.analysis import power_cache as pw
 from kit.errors import KitError
 from kit.private_files import mac, mac_holds, sealed_blob
+from kit.stats import power as sp
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "run"
 LIMIT_S = 30.0
@@ -62,28 +63,28 @@ def private_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tup
     config, cache = tmp_path / "config", tmp_path / "power"
     monkeypatch.setenv(trust.CONFIG_ENV, str(config))
     monkeypatch.setenv(pw.ENV_CACHE, str(cache))
-    pw._paired_thresholds.cache_clear()
+    sp._paired_thresholds.cache_clear()
     yield config, cache
-    pw._paired_thresholds.cache_clear()
+    sp._paired_thresholds.cache_clear()
 
 
 def _critical() -> int:
-    return pw.signed_rank_critical(N, LEVEL, True)
+    return sp.signed_rank_critical(N, LEVEL, True)
 
 
 def _clean(monkeypatch: pytest.MonkeyPatch) -> tuple[float, float, np.ndarray]:
     """MDE, power at 1 SD and the order statistics, simulated in memory (no disk cache at all)."""
     with monkeypatch.context() as m:
         m.setenv(pw.ENV_CACHE, "off")
-        pw._paired_thresholds.cache_clear()
-        out = (pw.mde_paired_sd(N, LEVEL), pw.power_paired(1.0, N, LEVEL), pw._simulate_paired(N, (_critical(),)))
-    pw._paired_thresholds.cache_clear()
+        sp._paired_thresholds.cache_clear()
+        out = (pw.mde_paired_sd(N, LEVEL), pw.power_paired(1.0, N, LEVEL), sp._simulate_paired(N, (_critical(),)))
+    sp._paired_thresholds.cache_clear()
     return out
 
 
 def _figures() -> tuple[float, float]:
     """What an analysis prints, from a cold process (lru cleared): the MDE and the power at 1 SD."""
-    pw._paired_thresholds.cache_clear()
+    sp._paired_thresholds.cache_clear()
     return bounded(lambda: (pw.mde_paired_sd(N, LEVEL), pw.power_paired(1.0, N, LEVEL)))
 
 
@@ -122,7 +123,7 @@ def test_a_poisoned_power_cache_entry_is_recomputed_never_believed(
     entry = pw.entry_path("paired", args)
     assert entry is not None
     fake = want * 0.5  # right shape, finite float64: what the old cache believed
-    forged_mde = float(np.quantile(np.sort(-fake[:, 0]), pw.POWER))
+    forged_mde = float(np.quantile(np.sort(-fake[:, 0]), sp.POWER))
     assert forged_mde != pytest.approx(mde)  # believed, it would change the printed figure
     key = trust.seal_key()
     assert key is not None
@@ -157,7 +158,7 @@ def test_a_link_at_a_power_cache_entry_is_never_followed(private_env: tuple[Path
     # the link's target is a precious file, and it even holds an entry this user's key signed, with other numbers:
     # read through the link it would be believed; written through it, the file would be lost
     victim = tmp_path / "victim.kpow"
-    fake = pw._simulate_paired(N, (_critical(),)) * 0.5
+    fake = sp._simulate_paired(N, (_critical(),)) * 0.5
     victim.write_bytes(sealed_blob(key, "power-cache", _context((N, _critical()), fake.shape), _npy(fake)))
     before = victim.read_bytes()
     entry.parent.mkdir(mode=0o700)
@@ -228,7 +229,7 @@ def _values(runs: Path) -> list[list[float]]:
     """What `kit history` plots per run (the values of time_s in the train phase of the pytorch arm)."""
     from kit.history import collect
 
-    return bounded(lambda: [r["values"] for r in collect(runs, "time_s", "train", "pytorch", None)])
+    return bounded(lambda: [list(r.values) for r in collect(runs, "time_s", "train", "pytorch", None)])
 
 
 @pytest.fixture
@@ -244,8 +245,8 @@ def history_runs(analysed: tuple[Path, Path], tmp_path: Path, monkeypatch: pytes
     real = _values(runs)
     path = history_cache.cache_path(runs, QUERY)
     entries = history_cache.load(path)
-    assert sorted(entries) == ["r0", "r1"] and [entries[k]["values"] for k in ("r0", "r1")] == real
-    forged = {k: {**e, "values": [3 * v for v in e["values"]]} for k, e in entries.items()}
+    assert sorted(entries) == ["r0", "r1"] and [list(entries[k].values) for k in ("r0", "r1")] == real
+    forged = {k: {**e.to_json(), "values": [3 * v for v in e.values]} for k, e in entries.items()}
     doc = json.dumps({"version": history_cache.VERSION, "runs": forged}).encode()
     return runs, path, real, doc
 
@@ -266,7 +267,7 @@ def test_a_forged_history_cache_is_ignored(forgery: str, history_runs: tuple[Pat
         blob = sealed_blob(key, "history-cache", history_cache.cache_path(runs, "time_s|eval|pytorch").name, doc)
     path.write_bytes(blob)
     assert _values(runs) == real
-    assert [e["values"] for _, e in sorted(history_cache.load(path).items())] == real  # rebuilt
+    assert [list(e.values) for _, e in sorted(history_cache.load(path).items())] == real  # rebuilt
     # the control: the same document with this user's MAC for this file is believed (the MAC is what refuses it)
     path.write_bytes(sealed_blob(key, "history-cache", path.name, doc))
     assert _values(runs) == [[3 * v for v in vals] for vals in real]
@@ -379,7 +380,7 @@ def test_a_world_readable_key_is_replaced_and_a_seal_forged_with_it_is_not_trust
     got, recomputed = bounded(lambda: current_analysis(b, need_study=False))
     assert recomputed
     truth = json.loads((a / "analysis.json").read_text())
-    assert _time_s({"values": list(got.values)}) == _time_s(truth) != _time_s(forged)
+    assert _time_s({"values": got.value_rows()}) == _time_s(truth) != _time_s(forged)
     assert _time_s(json.loads((b / "analysis.json").read_text())) == _time_s(truth)  # written back, recomputed
     _key_was_replaced(victim_config, old_key, forged, b)
     code, finding, output = _doctor_key_finding()
@@ -460,7 +461,7 @@ def test_a_config_directory_the_kit_cannot_make_private_gives_no_key(how: str, t
     assert status.state == "unusable" and ("symbolic link" in status.reason or "uid 65534" in status.reason)
     with pytest.raises(KitError):  # `kit trust` says why instead of writing through it
         trust.trust("a" * 64, "test", [])
-    from kit.doctor import check_seal_key
+    from kit.doctor.checks import check_seal_key
 
     (finding,) = check_seal_key()
     assert not finding["ok"] and not finding["optional"] and "UNUSABLE" in finding["detail"]

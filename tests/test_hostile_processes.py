@@ -420,11 +420,11 @@ def _attack(tmp_path: Path, sig: str, who: str = "harness") -> tuple[Any, list[i
 
 def _record(out: Any) -> dict[str, Any]:
     from kit.plan import Trial
-    from kit.runner import trial_record
+    from kit.run.trial import trial_record
 
     trial = Trial(trial_id="r001-c0-pytorch", position=3, block=1, repetition=1, warmup=False, arm="pytorch",
                   framework="pytorch", config_id="c0", seed=5)
-    return trial_record(trial, out, 0.0, out.wall_s, [], {}, "local")
+    return trial_record(trial, out, 0.0, out.wall_s, [], {}, "local").to_json()
 
 
 @pytest.mark.parametrize("who", ["harness", "daemon"])
@@ -521,7 +521,7 @@ def test_in_a_real_run_the_attacked_trial_is_an_error_and_nothing_survives(tmp_p
     then runs the real harness. The run goes on; that trial is an error with the reason and its leftover."""
     from kit.plan import make_plan
     from kit.proctree import oom_counters
-    from kit.runner import RunOptions, start_run
+    from kit.run import RunOptions, start_run
     from kit.spec import load_spec
 
     spec_file = tmp_path / "calibrated.toml"

@@ -249,7 +249,7 @@ def test_latex_keeps_the_studys_text_escaped_and_says_whose_it_is(hostile: tuple
 def test_every_html_page_the_kit_writes_carries_the_policy(hostile: tuple[Path, str, str], tmp_path: Path) -> None:
     """The report, `kit compare --html`, `kit history --html` and the reproduce-all summary: the policy first in
     <head>, nothing live, every figure an image (the compare and history pages over the same planted run)."""
-    from kit.reproduce_summary import STATE_DIR, ClaimRow, StudyRow, Summary, write_summary
+    from kit.reproduce import STATE_DIR, ClaimRow, StudyRow, Summary, write_summary
 
     run, html, _ = hostile
     pages = {"report": html}
@@ -438,10 +438,14 @@ def test_the_kits_own_figures_lose_nothing_but_their_metadata() -> None:
                "position": 2 * k + i, "warmup": k == 0, "status": "ok"}
               for i, arm in enumerate(("pytorch", "<script>x</script>")) for k in range(6)]
     arms = ["pytorch", "<script>x</script>"]
-    for svg in (figures.boxplot(values, "time_s", "train", arms, "box"),
-                figures.schedule_plot(values, "time_s", "train", arms, "schedule"),
-                figures.telemetry_series([{"arm": "pytorch", "trial_id": "t", "metric": "cpu", "t_s": [0, 1],
-                                           "value": [1, 2]}], ["pytorch"], [("cpu", "CPU")], "telemetry")):
+    from kit.analysis_record import TrialSeries
+    from kit.analysis_rows import ValueRow
+
+    rows = [ValueRow.from_json({"trial_id": f"t{v['position']}", "phase": "train", **v}) for v in values]
+    for svg in (figures.boxplot(rows, "time_s", "train", arms, "box"),
+                figures.schedule_plot(rows, "time_s", "train", arms, "schedule"),
+                figures.telemetry_series([TrialSeries(arm="pytorch", trial_id="t", metric="cpu", t_s=(0, 1),
+                                                      value=(1, 2))], ["pytorch"], [("cpu", "CPU")], "telemetry")):
         clean = sanitize_svg(svg, "kit figure")
         assert [what for what, _ in clean.dropped] in ([], ["element metadata"]), clean.dropped
         assert "<script>" not in clean.text

@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 from kit.cli import app
 from kit.errors import ExitCode, KitError, StoreError
 from kit.plan import make_plan
-from kit.runner import RETRY_FAILED, RunEvents, RunOptions, resume_run, start_run, trial_record
+from kit.run import RETRY_FAILED, RunEvents, RunOptions, resume_run, start_run
+from kit.run.trial import trial_record
 from kit.spec import load_spec
 from kit.store import RunDir
 
@@ -122,7 +123,7 @@ def test_a_trial_killed_by_a_signal_records_it_and_is_retried_in_its_plan_positi
     assert (run / "attempts" / f"{kill.trial_id}.1.parquet").is_file()
     assert sorted(p.name for p in (run / "attempts").iterdir()) == [f"{kill.trial_id}.1.json",
                                                                      f"{kill.trial_id}.1.parquet"]
-    trials = RunDir.open(run).checked_trials()  # one file per planned trial: no duplicate id
+    trials = [t.to_json() for t in RunDir.open(run).trial_records()]  # one file per planned trial: no duplicate id
     assert [t["trial_id"] for t in trials] == [t.trial_id for t in plan.trials]
     new = next(t for t in trials if t["trial_id"] == kill.trial_id)
     assert new["status"] == "ok" and new["signal"] is None
@@ -140,11 +141,11 @@ def test_a_trial_killed_by_a_signal_records_it_and_is_retried_in_its_plan_positi
     assert RunDir.open(run).manifest().status == "complete"
 
     analysis = analyze_run(run)
-    (entry,) = analysis["retried_trials"]
+    (entry,) = analysis.retried_trials
     assert (entry["trial_id"], entry["attempt"], entry["status"], entry["signal"], entry["file"], entry["status_now"]) == (
         kill.trial_id, 1, "error", "SIGKILL", f"attempts/{kill.trial_id}.1.json", "ok")
     assert "SIGKILL" in entry["reason"]
-    assert [e["trial_id"] for e in analysis["excluded_trials"]] == [oom.trial_id]
+    assert [e["trial_id"] for e in analysis.excluded_trials] == [oom.trial_id]
     write_report(run, analysis, ("html",))
     html = (run / "report" / "index.html").read_text()
     assert "Retried trials" in html and f"attempts/{kill.trial_id}.1.json" in html and "SIGKILL" in html
@@ -158,7 +159,7 @@ def test_a_trial_killed_by_a_signal_records_it_and_is_retried_in_its_plan_positi
     assert res.exit_code == 0, res.output
     assert json.loads((run / "attempts" / f"{oom.trial_id}.1.json").read_text())["status"] == "oom"
     assert RunDir.open(run).read_trial(oom.trial_id)["status"] == "ok"
-    assert {e["trial_id"] for e in analyze_run(run)["retried_trials"]} == {kill.trial_id, oom.trial_id}
+    assert {e["trial_id"] for e in analyze_run(run).retried_trials} == {kill.trial_id, oom.trial_id}
 
 
 def test_retry_options_need_a_run_to_resume(tmp_path: Path) -> None:
@@ -181,7 +182,7 @@ def test_a_container_killed_by_a_signal_records_it(tmp_path: Path) -> None:
                                      (137, "SIGKILL", "2g", "oom"), (1, None, "", "error")]:
         out = container_outcome(tmp_path, code, False, False, "", "", 1.0, {}, limit)
         assert out.status == status and out.detail.get("signal") == sig
-        rec = trial_record(trial, out, 0.0, 1.0, [], {}, "docker")
+        rec = trial_record(trial, out, 0.0, 1.0, [], {}, "docker").to_json()
         assert rec["signal"] == sig and (sig is None or sig in rec["error"])
 
 
@@ -267,7 +268,7 @@ def test_a_retry_killed_between_archive_and_removal_is_resumed_cleanly(
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return real(path, *a, **k)\n"
         "os.unlink = unlink\n"
-        "from kit.runner import RETRY_FAILED, RunOptions, resume_run\n"
+        "from kit.run import RETRY_FAILED, RunOptions, resume_run\n"
         "resume_run(sys.argv[1], RunOptions(retry=RETRY_FAILED))\n")
     # timeout=300 only guards against a hang; the exit by SIGKILL says the retry died at the hooked removal (a retry
     # that never reached it would end by itself, not killed), before it could run the trial again
@@ -277,15 +278,15 @@ def test_a_retry_killed_between_archive_and_removal_is_resumed_cleanly(
     assert archive.read_bytes() == failed_run["killed_bytes"]
     assert (run / "trials" / f"{tid}.json").read_bytes() == failed_run["killed_bytes"]  # the failed record still counts
     analysis = analyze_run(run)
-    assert analysis["retried_trials"] == []  # an archive equal to the trial file is no retry yet
-    assert tid in {e["trial_id"] for e in analysis["excluded_trials"]}
+    assert analysis.retried_trials == ()  # an archive equal to the trial file is no retry yet
+    assert tid in {e["trial_id"] for e in analysis.excluded_trials}
 
     resume_run(run, RunOptions(retry=RETRY_FAILED))
     assert sorted(p.name for p in (run / "attempts").glob("*.json")) == [f"{tid}.1.json"]  # reused, not copied twice
     assert archive.read_bytes() == failed_run["killed_bytes"]
     rec = RunDir.open(run).read_trial(tid)
     assert rec["status"] == "ok" and rec["attempt"] == 2
-    assert [e["file"] for e in analyze_run(run)["retried_trials"]] == [f"attempts/{tid}.1.json"]
+    assert [e["file"] for e in analyze_run(run).retried_trials] == [f"attempts/{tid}.1.json"]
 
 
 @pytest.mark.slow

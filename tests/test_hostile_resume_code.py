@@ -17,8 +17,8 @@ import pytest
 from _crafted import calibrated_study, edit_manifest, golden_copy
 
 from kit.errors import ExitCode, StoreError, StudyError
+from kit.run import RunOptions, resume_run, start_run
 from kit.run_code import resume_code, snapshot
-from kit.runner import RunOptions, resume_run, start_run
 from kit.spec import load_spec
 from kit.store import RunDir
 from kit.studies import BUNDLED, digest_of, study_files
@@ -236,8 +236,7 @@ class _NoRun:
 
 
 def _reproduce(exps: Path, runs: Path, trust: StudyTrust | None = None) -> None:
-    from kit.reproduce_all import Host
-    from kit.reproduce_summary import reproduce_all
+    from kit.reproduce import Host, reproduce_all
 
     reproduce_all(runs, _NoRun(), profile="paper", experiments=exps, host=Host(), trust=trust)
 
@@ -309,7 +308,7 @@ def test_an_out_of_range_recorded_number_is_a_store_error_with_its_key_path(
 
 
 def test_the_kit_never_writes_a_margin_it_would_refuse_to_read() -> None:
-    from kit.analysis.sequential import schedule
+    from kit.analysis.sequential_record import schedule
 
     with pytest.raises(ValueError, match=r"margin"):
         schedule(10, 10, 40, 0.05, margin=0.99)
@@ -322,11 +321,11 @@ def test_the_kit_never_writes_a_margin_it_would_refuse_to_read() -> None:
 def test_a_copy_swapped_after_the_check_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The race the snapshot closes, end to end: the run's copy is replaced (and re-sealed) right after the kit
     checked it and wrote its snapshot; the resumed trials run the checked bytes, not the swapped ones."""
-    import kit.runner
+    import kit.run.resume
 
     _, run = _partial_run(tmp_path)
     marker = tmp_path / "swapped-ran"
-    real = kit.runner.snapshot
+    real = kit.run.resume.snapshot
 
     def swap_after(code: object) -> object:
         cm = real(code)  # type: ignore[arg-type]
@@ -341,7 +340,7 @@ def test_a_copy_swapped_after_the_check_runs_nothing(tmp_path: Path, monkeypatch
                 cm.__exit__(*exc)
         return Box()
 
-    monkeypatch.setattr(kit.runner, "snapshot", swap_after)
+    monkeypatch.setattr(kit.run.resume, "snapshot", swap_after)
     rd = resume_run(run, RunOptions(runs_root=tmp_path / "runs", max_trials=1))
     assert len(rd.finished_ids()) == 2 and not marker.exists()
     assert "Path(" in (run / "study" / "wl.py").read_text()  # the swap did happen

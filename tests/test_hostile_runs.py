@@ -172,7 +172,7 @@ kit.verify.compare_claims = lambda old, new, tolerance: [
 def study_bundle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real bundle of a study folder's run whose analysis.py rebinds verify's comparison when imported."""
     from kit.pack import pack
-    from kit.runner import RunOptions, start_run
+    from kit.run import RunOptions, start_run
     from kit.spec import load_spec
 
     tmp = tmp_path_factory.mktemp("forger")
@@ -291,7 +291,7 @@ def test_a_forged_analysis_never_changes_a_verdict(tmp_path: Path) -> None:
         if v["metric"] == "time_s" and v["value"] is not None:
             v["value"] *= 3.0  # identical raw data, a 3x "regression"
     (b / "analysis.json").write_text(json.dumps(forged))
-    res = compare_runs(a, b)
+    res = compare_runs(a, b).to_json()
     assert all(r["verdict"] != "regression" for r in res["rows"]), res["rows"]
     assert all(abs(r["ratio"] - 1.0) < 1e-9 for r in res["rows"] if r["metric"] == "time_s")
     # a seal copied from another run (or re-computed without this user's key) does not make it current
@@ -316,7 +316,7 @@ def test_a_resume_with_an_edited_spec_copy_and_a_recomputed_digest_is_refused(tm
     import hashlib
 
     from kit.errors import PlanError
-    from kit.runner import RunOptions, resume_run
+    from kit.run import RunOptions, resume_run
 
     run = golden_copy(tmp_path / "run")
 
@@ -348,7 +348,7 @@ def _alive_with(token: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_daemon_left_by_a_trial_ends_with_it_and_is_recorded(tmp_path: Path) -> None:
-    from kit.runner import RunOptions, start_run
+    from kit.run import RunOptions, start_run
     from kit.spec import load_spec
 
     token = f"kit-leftover-{os.getpid()}-{time.time_ns()}"
@@ -358,7 +358,7 @@ def test_a_daemon_left_by_a_trial_ends_with_it_and_is_recorded(tmp_path: Path) -
     recs = [json.loads(p.read_text()) for p in (rd.path / "trials").glob("*.json")]
     assert recs and all(r["backend"]["leftover_count"] == 1 for r in recs)
     assert all(token in r["backend"]["leftover_processes"][0]["cmdline"] for r in recs)
-    threats = {t["rule"]: t for t in analyze_run(rd.path)["validity"]}
+    threats = {t["rule"]: t for t in analyze_run(rd.path).to_json()["validity"]}
     assert threats["trial_processes_left"]["numbers"]["trials"] and threats["trial_processes_left"]["status"] == "threat"
 
 
@@ -420,7 +420,7 @@ def test_history_over_a_directory_with_one_fifo_manifest_ends_with_an_error(
 
 def test_planted_links_for_lock_events_and_report_leave_their_targets_untouched(tmp_path: Path) -> None:
     from kit.report import write_report
-    from kit.runner import RunOptions, resume_run
+    from kit.run import RunOptions, resume_run
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
@@ -528,14 +528,14 @@ def _edit_trial(run: Path, fn: object) -> str:
 def test_impossible_times_exclude_the_trial(tmp_path: Path, value: object, why: str) -> None:
     run = golden_copy(tmp_path / "run")
     tid = _edit_trial(run, lambda r: r["results"].update(train_time_s=value))
-    excluded = {e["trial_id"]: e for e in analyze_run(run)["excluded_trials"]}
+    excluded = {e["trial_id"]: e for e in analyze_run(run).excluded_trials}
     assert excluded[tid]["status"] == "invalid" and why in excluded[tid]["reason"]
 
 
 def test_an_accuracy_outside_zero_one_excludes_the_trial(tmp_path: Path) -> None:
     run = golden_copy(tmp_path / "run")
     tid = _edit_trial(run, lambda r: r["results"].update(test_accuracy=7.5))
-    excluded = {e["trial_id"]: e for e in analyze_run(run)["excluded_trials"]}
+    excluded = {e["trial_id"]: e for e in analyze_run(run).excluded_trials}
     assert "is not a fraction in [0, 1]" in excluded[tid]["reason"]
 
 
@@ -599,7 +599,7 @@ def test_history_finds_a_step_in_the_newest_of_three_runs(tmp_path: Path) -> Non
         rec["results"]["train_time_s"] *= 15
         rec["wall_s"] *= 15  # the trial took that much longer (a time is bounded by its trial's wall time)
         p.write_text(json.dumps(rec))
-    res = history(runs, "time_s", "train", "pytorch", use_cache=False)
+    res = history(runs, "time_s", "train", "pytorch", use_cache=False).to_json()
     assert [(s["index"], s["verdict"]) for s in res["steps"]] == [(2, "regression")]
     assert res["steps"][0]["ratio"] > 10 and res["caveats"]  # and it says what 3 runs cannot estimate
 
@@ -619,7 +619,7 @@ def test_bytecode_planted_beside_trusted_source_never_runs(planted: tuple[Path, 
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     py_compile.compile(str(evil), cfile=str(run / "study" / "helper.pyc"))
     analysis = analyze_run(run, trust=StudyTrust(trust_run_copy=True))
-    assert analysis["extras"] == {"calibrated": {"planted": 22}}  # the source ran, not the bytecode
+    assert analysis.extras == {"calibrated": {"planted": 22}}  # the source ran, not the bytecode
     assert not (tmp_path / "pyc-ran").exists()
 
 
@@ -627,6 +627,7 @@ def test_a_studys_report_figures_keep_their_pdf_through_the_child(tmp_path: Path
     from kit.report.context import extra_sections
     from kit.store import RunDir
     from kit.studies import resolve_hooks
+    from tests._runs import bare_analysis
 
     run = golden_copy(tmp_path / "run")
     plant_study(run, {"report.py": textwrap.dedent("""
@@ -641,7 +642,7 @@ def test_a_studys_report_figures_keep_their_pdf_through_the_child(tmp_path: Path
             return [{"id": "fig", "title": "A figure", "figures": [{"id": "line", "title": "line", "svg": to_svg(fig)}]}]
         """)})
     man = RunDir.open(run).manifest()
-    (sec,) = extra_sections(man, {}, resolve_hooks(run, man, StudyTrust(trust_run_copy=True)))
+    (sec,) = extra_sections(man, bare_analysis(), resolve_hooks(run, man, StudyTrust(trust_run_copy=True)))
     svg = sec["figures"][0]["svg"]
     assert str(svg).startswith("<svg") and svg.pdf.startswith(b"%PDF")  # the LaTeX report gets its PDF
 

@@ -17,7 +17,7 @@ from kit.cli import app
 from kit.errors import ImageError, KitError, PlanError
 from kit.images.matrix import load_matrix
 from kit.plan import arm_framework, make_plan
-from kit.runner import RunOptions, start_run
+from kit.run import RunOptions, start_run
 from kit.spec import Container, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def test_three_arms_each_tested_against_the_first_in_one_holm_family() -> None:
     import numpy as np
     import pandas as pd
 
-    from kit.analysis.analyze import _hypotheses
+    from kit.analysis.hypotheses import hypothesis_rows as _hypotheses
 
     rng = np.random.default_rng(3)
     arms = ["pytorch@2.6-cu124", "pytorch@2.7-cu126", "pytorch@2.8-cu128"]

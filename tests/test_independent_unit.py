@@ -58,7 +58,7 @@ def test_no_between_condition_test_ever_sees_within_trial_steps(monkeypatch: pyt
     for name in ("mannwhitneyu", "wilcoxon", "kruskal", "ttest_rel", "ttest_ind"):
         monkeypatch.setattr(zoo.sps, name, spy(name, getattr(sps, name)))
     manifest, trials = _sweep()
-    out = zoo.analyse(run_view(manifest, trials))
+    out = zoo.analyse(run_view(manifest, trials)).to_json()
     assert seen, "the analysis ran no test at all"
     assert all(n <= 3 for name, n in seen if name == "mannwhitneyu")  # per curve: one value per trial
     assert max(n for _, n in seen) <= 15, seen  # 300 steps never reach a test
@@ -67,7 +67,7 @@ def test_no_between_condition_test_ever_sees_within_trial_steps(monkeypatch: pyt
 
 def test_three_trials_per_point_cannot_decide_a_curve_but_the_curves_together_can() -> None:
     manifest, trials = _sweep()
-    out = zoo.analyse(run_view(manifest, trials))
+    out = zoo.analyse(run_view(manifest, trials)).to_json()
     assert {c["decrease_test"]["verdict"] for c in out["curves"]} == {"not testable"}
     assert "0.05" in out["curves"][0]["decrease_test"]["reason"]
     for arm in ("tensorflow", "pytorch"):

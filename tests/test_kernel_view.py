@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kit.workloads import kernel_profile as kp
-from tests._studies import study_module
+from tests._studies import study_module, study_sections
 
 DATA = Path(__file__).resolve().parent / "data" / "kernel_profiles"
 NAMES = json.loads((DATA / "names.json").read_text(encoding="utf-8"))
@@ -162,7 +162,7 @@ def _analysis_d() -> dict[str, Any]:
 
 def test_kernel_section_renders_beside_the_effect_shares() -> None:
     kr = study_module("dai_single_gpu_factors", "kernel_report")
-    (sec,) = kr.kernel_sections(_analysis_d())
+    (sec,) = [s.to_json() for s in kr.kernel_sections(_analysis_d())]
     text = " ".join(sec["paragraphs"])
     for words in ("ONE configuration per network", "SEPARATE trials", "No timed trial is profiled", "one sample",
                   "CPU ops", "not GPU kernels", "tensorflow − pytorch"):
@@ -190,7 +190,7 @@ def test_profile_configurations_stay_out_of_the_factorial_and_the_section_is_in_
     d = {**_analysis_d(), "failed_cells": [], "framework_effects": {}, "rows": [], "per_model": [],
          "factors": {f: list(v) for f, v in analysis.FACTORS.items()}}
     d["gap_effects"] = {**d["gap_effects"], "residual_share": 0.1}
-    ids = [s["id"] for s in report.sections({}, {"extras": {"dai_factors": d}})]
+    ids = [s["id"] for s in study_sections(report, {"dai_factors": d})]
     assert ids[-1] == "dai-kernels" and "dai-gap" in ids
 
 
@@ -213,6 +213,6 @@ def test_a_gpu_run_compares_kernels_and_says_so() -> None:
     cpu_tf = NAMES["tensorflow/resnet18/default"]["tables"][0]
     assert tot["tensorflow"] == pytest.approx(cpu_tf["total_s"] / 2 / cpu_tf["steps"])
     kr = study_module("dai_single_gpu_factors", "kernel_report")
-    (sec,) = kr.kernel_sections({**_analysis_d(), "kernels": [view]})
+    (sec,) = [s.to_json() for s in kr.kernel_sections({**_analysis_d(), "kernels": [view]})]
     text = " ".join(sec["paragraphs"])
     assert "GPU kernels (self device time" in text and "On a CPU host" not in text

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import doctor
+from kit.doctor import checks, findings, torch_cpu
 from kit.fmt import from_here, in_user_terms, kit_cmd, kit_prefix
-from kit.reproduce_all import Host, Needs, discover, fits, make_plan, requirements
+from kit.reproduce import Host, Needs, discover, fits, make_plan, requirements
 from kit.spec import load_spec
 from kit.studies import BUNDLED, torchvision_need
 
@@ -42,7 +42,7 @@ def test_reproduce_all_skips_them_with_the_reason_and_the_fix(tmp_path: Path) ->
     plan = {e.study: e for e in make_plan(discover(BUNDLED), LEAN, "quick", tmp_path, {})}
     zoo = plan["patel_models_sweep"]
     assert zoo.action == "skip" and "needs torchvision (resnet18, mobilenet_v2 from torchvision.models)" in zoo.reason
-    assert "Fix:" in zoo.reason and doctor.torchvision_pin() in zoo.reason and doctor.TORCH_CPU_INDEX in zoo.reason
+    assert "Fix:" in zoo.reason and torch_cpu.torchvision_pin() in zoo.reason and torch_cpu.TORCH_CPU_INDEX in zoo.reason
     assert "Faster R-CNN" in plan["elshawi_dlbench"].reason
     assert plan["florencio2019_lenet"].action == "run"
     with_tv = {e.study: e for e in make_plan(discover(BUNDLED), Host(0, (), "no NVML"), "quick", tmp_path, {})}
@@ -60,24 +60,25 @@ def test_a_container_backend_does_not_need_the_venvs_torchvision(monkeypatch: py
 
 @pytest.mark.slow  # loads every bundled study's profiles
 def test_kit_list_and_doctor_say_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kit import cli, reproduce_all, studies
+    from kit import reproduce, studies
     from kit.catalog import list_experiments
+    from kit.cli.listing import list_rows
 
-    monkeypatch.setattr(reproduce_all.Host, "detect", classmethod(lambda cls, backend="local": LEAN))
+    monkeypatch.setattr(reproduce.Host, "detect", classmethod(lambda cls, backend="local": LEAN))
     found = [e for e in list_experiments(BUNDLED, mde=False) if e["id"] in ("patel_models_sweep",
                                                                             "florencio2019_lenet")]
-    rows = {(r["id"], r["profile"]): r for r in cli._list_rows(found, Path("/nonexistent-runs"))}
+    rows = {(r["id"], r["profile"]): r for r in list_rows(found, Path("/nonexistent-runs"))}
     assert rows[("patel_models_sweep", "quick")]["estimate_text"] == "needs torchvision"
     assert "torchvision" in rows[("patel_models_sweep", "quick")]["why_not_here"]
     assert rows[("florencio2019_lenet", "quick")]["fits_here"] is True
-    monkeypatch.setattr(doctor.importlib.metadata, "version",
-                        lambda name: (_ for _ in ()).throw(doctor.importlib.metadata.PackageNotFoundError(name))
+    monkeypatch.setattr(checks.importlib.metadata, "version",
+                        lambda name: (_ for _ in ()).throw(checks.importlib.metadata.PackageNotFoundError(name))
                         if name == "torchvision" else "2.13.0+cpu")
     monkeypatch.setattr(studies, "torchvision_installed", lambda: False)
-    (f,) = doctor.check_torchvision()
+    (f,) = checks.check_torchvision()
     assert not f["ok"] and f["optional"] and "patel_models_sweep" in f["detail"] and "elshawi_dlbench" in f["detail"]
     assert "torchvision==0.28.0+cpu" in f["fix"] and "florencio2019_lenet" not in f["detail"]
-    assert "studies that need torchvision" in doctor.verdict([f])["line"]
+    assert "studies that need torchvision" in findings.verdict([f])["line"]
 
 
 def test_the_kit_command_as_the_user_can_type_it(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from tests._runs import bare_manifest_json
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT / ".venv" / "bin" / "kit"
-# A `kit run` as the lock sees it: flock the run's .lock (as kit.runner.run_lock does) and hold it until killed.
+# A `kit run` as the lock sees it: flock the run's .lock (as kit.run.loop.run_lock does) and hold it until killed.
 HOLDER = ("import fcntl, os, sys, time\n"
           "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
           "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"

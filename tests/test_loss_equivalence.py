@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kit.analysis import equivalence
+from tests._runs import records_of
 
 CPU = {"device_kind": "cpu", "precision": "fp32", "tf32": {"mode": "off", "matmul": None, "conv": None}}
 H100_TF32 = {"device_kind": "gpu", "precision": "tf32", "compute_capability": [9, 0],
@@ -35,22 +36,27 @@ def _trials(gap: float, env_a: dict, env_b: dict, blocks: int = 3, initial: floa
     return out
 
 
+def _check(trials: list[dict], arms: list[str]) -> dict:
+    """check_equivalence of hand-written trials, typed as the store reads them."""
+    return equivalence.check_equivalence(records_of(trials), arms)
+
+
 def test_fp32_figure_covers_a_model_that_learns() -> None:
     """1e-2 since issue 25: the LeNet quick profile's two frameworks differed by up to 4.3e-3 on the CPU (1e-3, the
     old figure, called 5 of 13 blocks "not the same model"); a different initialisation (8.0e-2) is still caught."""
     t = equivalence.loss_tolerance(CPU, CPU)
     assert (t["tolerance"], t["format"]) == (1e-2, "fp32")
     assert "deterministic" in t["determinism"]
-    eq = equivalence.check_equivalence(_trials(4.3e-3, CPU, CPU), ["tensorflow", "pytorch"])
+    eq = _check(_trials(4.3e-3, CPU, CPU), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and eq["consistent"] and eq["loss_tolerance"] == 1e-2
-    assert not equivalence.check_equivalence(_trials(8e-2, CPU, CPU), ["tensorflow", "pytorch"])["loss_agrees"]
+    assert not _check(_trials(8e-2, CPU, CPU), ["tensorflow", "pytorch"])["loss_agrees"]
     gpu = equivalence.loss_tolerance(H100_FP32, H100_FP32)  # TF32 off: fp32 on the GPU, non-determinism covered
     assert gpu["tolerance"] == 1e-2 and "not recorded" in gpu["determinism"]
 
 
 def test_tf32_widens_the_tolerance_and_says_why() -> None:
     # 3e-3: the largest gap of the truncating-TF32 emulation (one arm fp32, the other TF32) - an equivalent model
-    eq = equivalence.check_equivalence(_trials(3e-3, H100_FP32, H100_TF32), ["tensorflow", "pytorch"])
+    eq = _check(_trials(3e-3, H100_FP32, H100_TF32), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and eq["consistent"]  # the fixed 1e-3 called this pair "not verified equivalent"
     assert eq["loss_tolerance"] == pytest.approx(1e-2)  # 8 eps = 7.8e-3 is below the fp32 floor, which applies
     (basis,) = eq["loss_tolerance_basis"]
@@ -59,7 +65,7 @@ def test_tf32_widens_the_tolerance_and_says_why() -> None:
     assert eq["loss_tolerance_formats"] == ["fp32 on the GPU (TF32 off or not supported)",
                                             "precision tf32 recorded (the dominant op class ran in TF32) on the gpu"]
     # a gap of 5e-2 (about the median a different initialisation caused in the emulation, 5.2e-2) is still caught
-    assert not equivalence.check_equivalence(_trials(5e-2, H100_TF32, H100_TF32), ["tensorflow", "pytorch"])["loss_agrees"]
+    assert not _check(_trials(5e-2, H100_TF32, H100_TF32), ["tensorflow", "pytorch"])["loss_agrees"]
 
 
 def test_tf32_of_the_minor_op_class_counts() -> None:
@@ -82,9 +88,9 @@ def test_half_precisions(precision: str, tol: float) -> None:
 def test_unrecorded_precision_is_fp32_and_says_so() -> None:
     t = equivalence.loss_tolerance({}, {})
     assert t["tolerance"] == 1e-2 and t["formats"] == ["precision not recorded: fp32 assumed"] * 2
-    eq = equivalence.check_equivalence(_trials(1e-4, {}, {}), ["tensorflow", "pytorch"])
+    eq = _check(_trials(1e-4, {}, {}), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and eq["loss_tolerance_formats"] == ["precision not recorded: fp32 assumed"]
-    none = equivalence.check_equivalence([], ["tensorflow", "pytorch"])
+    none = _check([], ["tensorflow", "pytorch"])
     assert none["loss_tolerance"] is None and not none["loss_agrees"] and not none["consistent"]
     assert none["not_applicable"] == "whether the training loss moves cannot be told (no trial records a training loss)"
 
@@ -93,7 +99,7 @@ def test_unrecorded_precision_is_fp32_and_says_so() -> None:
 
 def test_a_model_without_parameters_and_a_constant_loss_is_not_called_the_same_model() -> None:
     """The golden run's calibrated workload: 0 parameters, loss 0.0 in every trial. It used to be "verified"."""
-    eq = equivalence.check_equivalence(_trials(0.0, CPU, CPU, initial=None, params=0), ["tensorflow", "pytorch"])
+    eq = _check(_trials(0.0, CPU, CPU, initial=None, params=0), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and eq["param_counts_equal"]  # agreement, trivially
     assert not eq["applicable"] and not eq["consistent"]
     assert eq["not_applicable"] == "the workload has no parameters (param_count 0): there is no model to compare"
@@ -101,33 +107,33 @@ def test_a_model_without_parameters_and_a_constant_loss_is_not_called_the_same_m
 
 def test_a_loss_that_does_not_move_makes_the_check_vacuous() -> None:
     # 61,706 parameters but the loss stays at its initial value (no optimiser step took effect in either arm)
-    eq = equivalence.check_equivalence(_trials(0.0, CPU, CPU, initial=1.0), ["tensorflow", "pytorch"])
+    eq = _check(_trials(0.0, CPU, CPU, initial=1.0), ["tensorflow", "pytorch"])
     assert eq["loss_agrees"] and not eq["applicable"] and not eq["consistent"]
     assert eq["not_applicable"].startswith("the training loss does not move (initial loss (shared weights, first "
                                            "batch) to the final mean loss")
     assert eq["loss_moves"]["moved"] is False and eq["loss_moves"]["min_rel_change"] == 0.0
     # moved, but by less than LOSS_MOVE_FACTOR x the tolerance: still vacuous
-    small = equivalence.check_equivalence(_trials(0.0, CPU, CPU, initial=1.005), ["tensorflow", "pytorch"])
+    small = _check(_trials(0.0, CPU, CPU, initial=1.005), ["tensorflow", "pytorch"])
     assert small["loss_moves"]["required_rel_change"] == pytest.approx(10 * 1e-2) and not small["applicable"]
     # no initial loss, one epoch, the same loss in every block: the loss depends on nothing
-    const = equivalence.check_equivalence(_trials(0.0, CPU, CPU, initial=None), ["tensorflow", "pytorch"])
+    const = _check(_trials(0.0, CPU, CPU, initial=None), ["tensorflow", "pytorch"])
     assert not const["applicable"] and "differs between blocks" in const["loss_moves"]["basis"]
 
 
 def test_the_loss_moves_by_the_best_record_the_trials_have() -> None:
-    moved = equivalence.check_equivalence(_trials(1e-4, CPU, CPU), ["tensorflow", "pytorch"])
+    moved = _check(_trials(1e-4, CPU, CPU), ["tensorflow", "pytorch"])
     assert moved["applicable"] and moved["consistent"] and moved["not_applicable"] is None
     assert moved["loss_moves"]["min_rel_change"] == pytest.approx((2.3 - 1.0001) / 2.3)  # the arm that moved least
     epochs = _trials(1e-4, CPU, CPU, initial=None)
     for t in epochs:
         t["results"]["epoch_train_loss"] = [1.8, t["results"]["train_loss"]]
-    eq = equivalence.check_equivalence(epochs, ["tensorflow", "pytorch"])
+    eq = _check(epochs, ["tensorflow", "pytorch"])
     assert eq["consistent"] and eq["loss_moves"]["basis"].startswith("first to last epoch's mean loss")
     # older trials without either record: the final loss differs between blocks (seeds), so it depends on the model
     varied = _trials(1e-4, CPU, CPU, initial=None)
     for t in varied:
         t["results"]["train_loss"] *= 1 + 0.2 * t["block"]
-    eq = equivalence.check_equivalence(varied, ["tensorflow", "pytorch"])
+    eq = _check(varied, ["tensorflow", "pytorch"])
     assert eq["consistent"] and "how far training moved it is not known" in eq["loss_moves"]["basis"]
 
 
@@ -149,7 +155,7 @@ def test_agreement_names_what_it_cannot_detect() -> None:
                                                       "the accuracy) is not compared at all")
     assert equivalence._overlap((5e-3, 1e-1), 1e-3) is None and "near the tolerance" in str(
         equivalence._overlap((2e-3, 1e-1), 1e-3))
-    eq = equivalence.check_equivalence(_trials(1e-4, CPU, CPU), ["tensorflow", "pytorch"])
+    eq = _check(_trials(1e-4, CPU, CPU), ["tensorflow", "pytorch"])
     assert eq["cannot_detect"] == equivalence.cannot_detect(1e-2)  # the CPU pair's tolerance, fp32's 1e-2
     assert "partly within the tolerance 1.0e-02" in eq["cannot_detect"]
 
@@ -162,8 +168,8 @@ def test_the_threat_says_consistent_with_and_why_not_applicable() -> None:
     from tests._runs import bare_manifest
 
     def threat(trials: list[dict]) -> tuple[str, str, str]:
-        eq = equivalence.check_equivalence(trials, ["tensorflow", "pytorch"])
-        (t,) = rule(Ctx(bare_manifest(), trials, pd.DataFrame(), {"equivalence": eq}))
+        eq = _check(trials, ["tensorflow", "pytorch"])
+        (t,) = rule(Ctx(bare_manifest(), records_of(trials), pd.DataFrame(), {"equivalence": eq}))
         return t.severity, t.title, t.evidence
 
     sev, title, text = threat(_trials(1e-4, CPU, CPU))

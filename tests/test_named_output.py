@@ -17,14 +17,14 @@ from kit.store import write_named_output
 
 
 def test_a_fifo_named_for_the_json_is_written_into_and_stays_a_fifo(tmp_path: Path) -> None:
-    from kit.cli import _print_json
+    from kit.cli.output import Output, print_json
 
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    _print_json({"rows": []}, "compare", fifo, stdout=False)
+    print_json(Output.for_terminal(), {"rows": []}, "compare", fifo, stdout=False)
     reader.join(10)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # the FIFO itself, not a regular file in its place
     doc = json.loads(got[0])

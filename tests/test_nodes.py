@@ -7,10 +7,11 @@ import pandas as pd
 
 from kit.analysis.nodes import heterogeneous_nodes, node_analysis
 from kit.analysis.validity import Ctx
-from tests._runs import bare_manifest
+from kit.records import TrialRecord
+from tests._runs import bare_manifest, records_of
 
 
-def _data(shift_on_n2: float) -> tuple[dict, list[dict], pd.DataFrame]:
+def _data(shift_on_n2: float) -> tuple[dict, list[TrialRecord], pd.DataFrame]:
     rng = np.random.default_rng(1)
     trials, rows = [], []
     for block in range(24):
@@ -25,7 +26,7 @@ def _data(shift_on_n2: float) -> tuple[dict, list[dict], pd.DataFrame]:
                          "hypotheses": [{"id": "H1", "metric": "time_s", "phases": ["train"], "question": "q"}]},
                 "nodes": {"n1": {"cpu_model": "X", "gpus": [{"name": "H100", "driver_version": "580"}]},
                           "n2": {"cpu_model": "X", "gpus": [{"name": "A100", "driver_version": "580"}]}}}
-    return manifest, trials, pd.DataFrame(rows)
+    return manifest, records_of(trials), pd.DataFrame(rows)
 
 
 def test_node_effect_detected_and_heterogeneity_flagged() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kit.analysis import stats as S
+from kit import stats as S
 
 REPLICATES = 2000  # Lilliefors' rate has sd sqrt(0.05 * 0.95 / 2000) = 0.0049: a 3-sd band is 0.035-0.065
 N = 99  # the paper's 100 samples with the first discarded

@@ -11,7 +11,7 @@ import pynvml
 import pytest
 
 from kit.collectors.thermal import TemperatureReader
-from kit.doctor import nvidia_driver
+from kit.doctor.drivers import nvidia_driver
 from kit.engine import host_gpus
 from kit.errors import NVMLError
 from kit.gpus import nvml_inventory

@@ -1,5 +1,5 @@
 """Kruskal-Wallis with R's arithmetic, and the simulated MDE of the stratified Jonckheere-Terpstra test
-(kit.analysis.ordered; issue 25 item 8: a "no trend" needs the trend it could have detected)."""
+(kit.stats.ordered; issue 25 item 8: a "no trend" needs the trend it could have detected)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kit.analysis import ordered, stats
+from kit import stats
 from kit.errors import AnalysisError
+from kit.stats import ordered
 
 # R ?kruskal.test (Hollander & Wolfe 1973, p. 116): mucociliary efficiency of three groups.
 # R: kruskal.test(list(x, y, z)) -> Kruskal-Wallis chi-squared = 0.77143, df = 2, p-value = 0.68

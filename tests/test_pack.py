@@ -12,7 +12,7 @@ import pytest
 
 from kit.errors import ExitCode, KitError
 from kit.pack import pack
-from kit.runner import RunOptions, start_run
+from kit.run import RunOptions, start_run
 from kit.spec import load_spec
 from kit.verify import IntegrityError, check_integrity, compare_claims, verify
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.analysis.claims import RunContext, _conditions
+from kit.analysis.claim_conditions import _conditions
+from kit.analysis.claim_records import RunContext
 from kit.backends.container import choose_rows, image_arms
 from kit.bisect import check_releases
 from kit.errors import ImageError, KitError

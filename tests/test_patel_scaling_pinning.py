@@ -28,7 +28,7 @@ from kit.workloads import zoo as zoo_models
 from kit.workloads import zoo_pin
 from kit.workloads.common import SkipTrial
 from tests._runs import run_view
-from tests._studies import study_module
+from tests._studies import study_module, study_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "experiments" / "patel_distributed"
@@ -158,7 +158,7 @@ def test_a_device_count_outside_the_scaling_steps_is_refused(tmp_path: Path) -> 
 
 
 def test_scaling_profile_needs_eight_gpus_and_says_so() -> None:
-    from kit.reproduce_all import Host, fits, requirements
+    from kit.reproduce import Host, fits, requirements
 
     spec = load_spec(DIST, "scaling")
     devices = sorted({int(spec.workload_for(c).flat()["devices"]) if spec.workload_for(c).flat()["strategy"] != "single"
@@ -229,7 +229,7 @@ def _scaling_run(tf_factor: float = 1.0) -> tuple[dict, list[dict]]:
 
 def test_scaling_table_per_framework_strategy_and_device_count() -> None:
     manifest, trials = _scaling_run()
-    out = dist.analyse(run_view(manifest, trials))
+    out = dist.analyse(run_view(manifest, trials)).to_json()
     by = {(e["arm"], e["strategy"], e["devices"]): e for e in out["scaling_efficiency"]}
     assert by[("pytorch", "ddp", 1)]["efficiency"] == pytest.approx(0.95, rel=0.02)
     assert by[("pytorch", "ddp", 2)]["efficiency"] == pytest.approx(0.9, rel=0.02)
@@ -241,7 +241,7 @@ def test_scaling_table_per_framework_strategy_and_device_count() -> None:
     assert out["ddp_scaling"]["devices"] == 2  # Q1 is still asked on the paper's two devices
     assert out["ddp_vs_dp"]["ratio_ddp_over_dp"] == pytest.approx(0.9 / 0.7, rel=0.02)  # DDP x2 against DP x2
 
-    secs = {s["id"]: s for s in dist_report.sections({}, {"extras": {"zoo_distributed": out}})}
+    secs = {s["id"]: s for s in study_sections(dist_report, {"zoo_distributed": out})}
     sc = secs["zoo-dist-scaling"]
     assert sc["figures"] and sc["figures"][0]["svg"].lstrip().startswith("<svg")
     rows = {(r[0], r[2]): r for r in sc["tables"][0]["rows"] if r[1] == "DistributedDataParallel"}
@@ -253,7 +253,7 @@ def test_scaling_table_per_framework_strategy_and_device_count() -> None:
 
 def test_framework_winner_per_strategy_and_device_count() -> None:
     manifest, trials = _scaling_run(tf_factor=1.25)
-    out = dist.analyse(run_view(manifest, trials))
+    out = dist.analyse(run_view(manifest, trials)).to_json()
     by = {(w["strategy"], w["devices"]): w for w in out["framework_winners"]}
     assert set(by) == {("single", 1), ("dp", 2)}  # DDP and DP x4 have no TensorFlow trial: no pair
     for w in by.values():
@@ -264,9 +264,9 @@ def test_framework_winner_per_strategy_and_device_count() -> None:
                                    {**row, "arm": "pytorch", "ips": [98.0, 100.0, 102.0]}], 0.05)
     assert len(even) == 1 and even[0]["ratio_tf_over_pt"] == pytest.approx(1.0)
     assert not even[0]["decided"] and even[0]["faster"] is None and even[0]["low"] < 1.0 < even[0]["high"]
-    (sec,) = [s for s in dist_report.sections({}, {"extras": {"zoo_distributed": out}}) if s["id"] == "zoo-dist-winners"]
+    (sec,) = [s for s in study_sections(dist_report, {"zoo_distributed": out}) if s["id"] == "zoo-dist-winners"]
     assert re.search(r"TensorFlow trained 1\.2\d× faster than PyTorch on one device \[95 % CI 1\.2", sec["paragraphs"][0])
-    assert dist_report.sections({}, {"extras": {"zoo_distributed": out}})[0]["id"] == "zoo-dist-winners"
+    assert study_sections(dist_report, {"zoo_distributed": out})[0]["id"] == "zoo-dist-winners"
     r = dist.ratio_of_means([180.0, 190.0, 170.0], [100.0, 110.0, 90.0], 0.95)
     e = dist.efficiency_ci([100.0, 110.0, 90.0], [180.0, 190.0, 170.0], 2, 0.95)
     assert (r["low"] / 2, r["high"] / 2) == pytest.approx((e["low"], e["high"]))
@@ -319,7 +319,7 @@ def _sweep_run(gpu_infer_gap: float = 1.0) -> tuple[dict, list[dict]]:
 
 def test_winner_table_decides_planted_gaps_and_leaves_a_tie_undecided() -> None:
     manifest, trials = _sweep_run(gpu_infer_gap=1.0)
-    w = {(r["model"], r["label"]): r for r in zoo.analyse(run_view(manifest, trials))["winners"]}
+    w = {(r["model"], r["label"]): r for r in zoo.analyse(run_view(manifest, trials)).to_json()["winners"]}
     train = w[("resnet18", "training (GPU)")]
     assert train["decided"] and train["faster"] == "pytorch" and train["factor"] == pytest.approx(1.3, rel=0.02)
     assert train["factor_low"] < 1.3 < train["factor_high"] and train["n_configs"] == 6
@@ -329,7 +329,7 @@ def test_winner_table_decides_planted_gaps_and_leaves_a_tie_undecided() -> None:
     assert cpu["factor_low"] < 1.2 < cpu["factor_high"] and cpu["agrees_with_paper"] is True
     tie = w[("resnet18", "inference (GPU)")]
     assert not tie["decided"] and tie["faster"] is None and tie["low"] < 1.0 < tie["high"]
-    assert [r["label"] for r in zoo.analyse(run_view(manifest, trials))["winners"]] == [
+    assert [r["label"] for r in zoo.analyse(run_view(manifest, trials)).to_json()["winners"]] == [
         "training (GPU)", "inference (GPU)", "inference (CPU, 1 core)"]  # the paper's order, Figs. 1-3
     assert set(w) == {("resnet18", "training (GPU)"), ("resnet18", "inference (GPU)"),
                       ("resnet18", "inference (CPU, 1 core)")}
@@ -337,8 +337,8 @@ def test_winner_table_decides_planted_gaps_and_leaves_a_tie_undecided() -> None:
 
 def test_winner_section_comes_first_with_the_sentences_and_a_table() -> None:
     manifest, trials = _sweep_run(gpu_infer_gap=1.0)
-    extras = zoo.analyse(run_view(manifest, trials))
-    secs = zoo_report.sections({}, {"extras": {"zoo": extras}})
+    extras = zoo.analyse(run_view(manifest, trials)).to_json()
+    secs = study_sections(zoo_report, {"zoo": extras})
     first = secs[0]
     assert first["id"] == "zoo-winners"
     text = " ".join(first["paragraphs"])
@@ -359,7 +359,7 @@ def test_winner_table_without_both_frameworks_is_empty() -> None:
     manifest, trials = _sweep_run()
     manifest["plan"]["arms"] = ["pytorch"]
     trials = [t for t in trials if t["arm"] == "pytorch"]
-    assert zoo.analyse(run_view(manifest, trials))["winners"] == []
+    assert zoo.analyse(run_view(manifest, trials)).to_json()["winners"] == []
 
 
 # -- real frameworks through the harness (slow) ---------------------------------------------------------------------

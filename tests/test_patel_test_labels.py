@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.analysis import stats as S
+from kit import stats as S
 from kit.analysis.metrics import VALUE_COLUMNS
 from kit.spec import load_spec
 from tests._runs import run_view
-from tests._studies import study_module
+from tests._studies import study_module, study_sections
 
 zoo = study_module("patel_models_sweep", "analysis")
 zoo_dist = study_module("patel_distributed", "analysis")
@@ -186,7 +186,7 @@ def _dist_run(ddp_over_dp: float, seed: int = 1, reps: int = 5) -> tuple[dict, l
 
 def test_ddp_vs_dp_is_tested_paired_by_repetition_with_a_ratio_ci() -> None:
     manifest, trials = _dist_run(1.25)
-    out = zoo_dist.analyse(run_view(manifest, trials))
+    out = zoo_dist.analyse(run_view(manifest, trials)).to_json()
     c = out["ddp_vs_dp"]
     assert c["question"] == zoo_dist.Q1 and c["arm"] == "pytorch" and c["paired_by"] == "repetition"
     assert c["n_pairs"] == 5 and c["repetitions"] == [0, 1, 2, 3, 4]
@@ -205,7 +205,7 @@ def test_ddp_vs_dp_is_tested_paired_by_repetition_with_a_ratio_ci() -> None:
 def test_a_point_difference_inside_the_noise_is_not_a_finding() -> None:
     # DDP 0.5 % faster in truth, 1 % noise per trial: the old rule said "DDP better" from the two means
     manifest, trials = _dist_run(1.005, seed=3)
-    c = zoo_dist.analyse(run_view(manifest, trials))["ddp_vs_dp"]
+    c = zoo_dist.analyse(run_view(manifest, trials)).to_json()["ddp_vs_dp"]
     assert c["ddp_speedup"] > c["dp_speedup"]  # the bare point comparison would call this a win
     assert c["low"] < 1.0 < c["high"]
     assert c["verdict"] == "no difference shown" and c["ddp_better"] is False
@@ -213,12 +213,12 @@ def test_a_point_difference_inside_the_noise_is_not_a_finding() -> None:
 
 def test_ddp_scaling_efficiency_against_near_linear() -> None:
     manifest, trials = _dist_run(1.25)  # DDP 1875 images/s on 2 devices against 1000 on one: efficiency 0.94
-    s = zoo_dist.analyse(run_view(manifest, trials))["ddp_scaling"]
+    s = zoo_dist.analyse(run_view(manifest, trials)).to_json()["ddp_scaling"]
     assert s["devices"] == 2 and s["n_pairs"] == 5
     assert s["efficiency"] == pytest.approx(0.9375, rel=0.02)
     assert s["efficiency_low"] >= zoo_dist.NEAR_LINEAR_EFFICIENCY and s["verdict"] == "near-linear"
     manifest, trials = _dist_run(0.9)  # 1350 on 2 devices: efficiency 0.675
-    s = zoo_dist.analyse(run_view(manifest, trials))["ddp_scaling"]
+    s = zoo_dist.analyse(run_view(manifest, trials)).to_json()["ddp_scaling"]
     assert s["verdict"] == "below near-linear"
 
 
@@ -226,7 +226,7 @@ def test_without_data_parallel_there_is_no_claim() -> None:
     manifest, trials = _dist_run(1.25)
     trials = [dict(t, status="skipped", results={}) if t["config_id"] == "c01" and t["arm"] == "pytorch" else t
               for t in trials]
-    out = zoo_dist.analyse(run_view(manifest, trials))
+    out = zoo_dist.analyse(run_view(manifest, trials)).to_json()
     assert out["ddp_vs_dp"] is None and out["ddp_scaling"]["verdict"] == "near-linear"
 
 
@@ -242,14 +242,14 @@ def test_paired_log_ratio_by_hand() -> None:
 
 def test_q4_trend_rows_reach_the_report_power_section() -> None:
     """The report's power section shows Q4 as tested (the trend per framework), not only the per-curve table."""
-    sections = study_module("patel_models_sweep", "report").sections
+    report = study_module("patel_models_sweep", "report")
 
     values, infos = _power_values({"pytorch": 3.0, "tensorflow": 0.0})
     rows = zoo.power_trend(values, infos, ["tensorflow", "pytorch"], "gpu_phase_power_w", 0.05)
     d = {"arms": ["tensorflow", "pytorch"], "param_pairs": [], "ratios": [], "curves": [], "decrease_summary": {},
          "power_measured": True, "power_source": "energy counter / phase duration", "power_trend": rows, "alpha": 0.05,
          "cells": [], "missing": []}
-    (power,) = [s for s in sections({}, {"extras": {"zoo": d}}) if s["id"] == "zoo-power"]
+    (power,) = [s for s in study_sections(report, {"zoo": d}) if s["id"] == "zoo-power"]
     (table,) = [t for t in power["tables"] if t["caption"].startswith("Q4")]
     by = {r[0]: r for r in table["rows"]}
     assert by["pytorch"][7] == "power rises with batch size" and by["pytorch"][2] == 30 and by["pytorch"][3] == 6

@@ -17,11 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit.analysis import power as pw
-from kit.analysis import stats
+from kit import stats
+from kit.analysis import power_cache as pc
 from kit.analysis.design import mde_sd, mde_sd_asymptotic
-from kit.analysis.detectability import detectability, hl_ratio
+from kit.analysis.power_cache import detectability
 from kit.compare import CompareOptions, compare_runs, conclusive_advice, judge, verdict
+from kit.stats import power as pw
+from kit.stats.detectability import hl_ratio
 
 # (n, Holm level) of the studies' profiles: Patel distributed, DLBench paper, LeNet quick, Germino, LeNet paper
 PROFILES = [(10, 0.05 / 3), (11, 0.05 / 30), (12, 0.05 / 10), (20, 0.05 / 12), (100, 0.05 / 10)]
@@ -86,13 +88,13 @@ def test_the_old_formula_overstated_power_where_the_issue_measured_it() -> None:
     """DLBench's paper profile (n 11, m 30): the asymptotic MDE had 28 % power, the exact one needs 2.05 SD."""
     old, new = mde_sd_asymptotic(11, 0.05 / 30), mde_sd(11, 0.05 / 30)
     assert old is not None and new is not None and new > 1.6 * old
-    assert pw.power_paired(old, 11, 0.05 / 30) < 0.4
-    assert abs(pw.power_paired(new, 11, 0.05 / 30) - 0.8) < 0.01
+    assert pc.power_paired(old, 11, 0.05 / 30) < 0.4
+    assert abs(pc.power_paired(new, 11, 0.05 / 30) - 0.8) < 0.01
     assert mde_sd(11, 0.05 / 30, ties=True) == math.inf  # any tie: the normal test cannot reach 0.05/30 at n 11
 
 
 def test_unpaired_mde_holds_on_the_kits_mann_whitney() -> None:
-    delta = pw.mde_unpaired_sd(12, 12, 0.05)
+    delta = pc.mde_unpaired_sd(12, 12, 0.05)
     rng = np.random.default_rng(7)
     hits = sum(stats.mann_whitney(rng.standard_normal(12) + delta, rng.standard_normal(12)).p < 0.05
                for _ in range(1500))
@@ -121,7 +123,7 @@ def test_a_true_6_percent_change_is_rarely_called_no_change_at_a_5_percent_thres
         no_change += one_row_verdict(a, b) == "no change"
     assert no_change / reps <= 0.05 + 0.02, no_change / reps  # 2 SE of a rate of 5 % in 400 draws
     # and judge (with its bootstrap interval) agrees with the pieces on one draw
-    row = judge([("c", "time_s", "train", "b vs a", a, b)], paired=True, opts=CompareOptions(n_boot=1000))["rows"][0]
+    row = judge([("c", "time_s", "train", "b vs a", a, b)], paired=True, opts=CompareOptions(n_boot=1000)).rows[0].to_json()
     assert row["verdict"] == one_row_verdict(a, b)
 
 
@@ -129,12 +131,12 @@ def test_a_one_percent_change_with_low_noise_is_shown_equivalent() -> None:
     rng = np.random.default_rng(3)
     a = rng.lognormal(0.0, 0.01, 30)
     b = a * 1.01 * rng.lognormal(0.0, 0.01, 30)
-    row = judge([("c", "time_s", "train", "b vs a", a, b)], paired=True, opts=CompareOptions(n_boot=1000))["rows"][0]
+    row = judge([("c", "time_s", "train", "b vs a", a, b)], paired=True, opts=CompareOptions(n_boot=1000)).rows[0].to_json()
     assert row["verdict"] == "no change" and row["equivalent"] and 1 / 1.05 < row["eq_low"] < row["eq_high"] < 1.05
 
 
 def _row(a: np.ndarray, b: np.ndarray, paired: bool, metric: str = "accuracy") -> dict:
-    return judge([("c", metric, "infer", "b vs a", a, b)], paired=paired, opts=CompareOptions(n_boot=1000))["rows"][0]
+    return judge([("c", metric, "infer", "b vs a", a, b)], paired=paired, opts=CompareOptions(n_boot=1000)).rows[0].to_json()
 
 
 def test_degenerate_all_equal_paired_is_exactly_no_change() -> None:
@@ -185,7 +187,7 @@ def test_advice_lists_rows_and_knows_deterministic_rows_need_nothing() -> None:
     acc = np.full(10, 0.97)
     res = judge([("c", "time_s", "train", "b vs a", a, b), ("c", "accuracy", "infer", "b vs a", acc, acc.copy())],
                 paired=True, opts=CompareOptions(n_boot=1000))
-    time_row, acc_row = res["rows"]
+    time_row, acc_row = (r.to_json() for r in res.rows)
     assert time_row["verdict"] == "inconclusive" and acc_row["verdict"] == "no change"
     advice = conclusive_advice(res)
     assert advice is not None and f"c/time_s/train/b vs a: {time_row['n_needed']} pairs" in advice
@@ -202,8 +204,8 @@ def test_a_run_compared_with_an_identical_copy_is_no_change_with_ci_1_1(tmp_path
     man["label"] = "copy"
     (b / "manifest.json").write_text(json.dumps(man))
     res = compare_runs(a, b, CompareOptions(metrics=("accuracy",), n_boot=1000))
-    assert res["rows"]
-    for r in res["rows"]:
+    assert res.rows
+    for r in (row.to_json() for row in res.rows):
         assert r["paired"] and r["deterministic"], r
         assert (r["verdict"], r["ratio"], r["ratio_low"], r["ratio_high"]) == ("no change", 1.0, 1.0, 1.0)
     assert conclusive_advice(res) is None
@@ -222,14 +224,14 @@ def test_simulated_order_statistics_are_kept_on_disk_between_processes(tmp_path:
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A second process (here: a cleared lru cache) reads the draws back, bit for bit, and simulates nothing; a file
     that is not what the simulation returns is ignored and rewritten; KIT_POWER_CACHE=off keeps nothing."""
-    monkeypatch.setenv(pw.ENV_CACHE, str(tmp_path / "power"))
+    monkeypatch.setenv(pc.ENV_CACHE, str(tmp_path / "power"))
     want = pw._simulate_paired(12, (9, 68))
-    first = pw._paired_order_stats(12, (9, 68))
+    first = pw._paired_order_stats(12, (9, 68), pc.on_disk)
     assert np.array_equal(first, want)
     (kept,) = (tmp_path / "power").iterdir()
 
     def _believed() -> np.ndarray:
-        got = pw.cached_entry("paired", (12, 9, 68), want.shape)
+        got = pc.cached_entry("paired", (12, 9, 68), want.shape)
         assert got is not None, "the entry is not one a reader believes"
         return got
 
@@ -237,25 +239,25 @@ def test_simulated_order_statistics_are_kept_on_disk_between_processes(tmp_path:
         raise AssertionError("simulated again")
 
     monkeypatch.setattr(pw, "_simulate_paired", no_simulation)
-    assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want)
+    assert np.array_equal(pw._paired_order_stats(12, (9, 68), pc.on_disk), want)
     pw._paired_thresholds.cache_clear()
     critical = pw.signed_rank_critical(12, 0.05, True)
     monkeypatch.setattr(pw, "_simulate_paired", lambda n, ks: want[:, :1] if ks == (critical,) else no_simulation())
-    assert pw.mde_paired_sd(12, 0.05) == pytest.approx(float(np.quantile(np.sort(-want[:, 0]), pw.POWER)))
+    assert pc.mde_paired_sd(12, 0.05) == pytest.approx(float(np.quantile(np.sort(-want[:, 0]), pw.POWER)))
     pw._paired_thresholds.cache_clear()
 
-    assert kept == pw.entry_path("paired", (12, 9, 68))
+    assert kept == pc.entry_path("paired", (12, 9, 68))
     for bad in (b"not an array", np.zeros((3, 2)).tobytes()):  # garbage, then the right size without a header
         kept.write_bytes(bad)
         monkeypatch.setattr(pw, "_simulate_paired", lambda n, ks: want)
-        assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want)
+        assert np.array_equal(pw._paired_order_stats(12, (9, 68), pc.on_disk), want)
         assert np.array_equal(_believed(), want)  # rewritten (a reader now believes it: its MAC holds)
     with open(kept, "wb") as fh:  # an array of another shape (a plain .npy: no MAC either)
         np.save(fh, want[:10])
-    assert np.array_equal(pw._paired_order_stats(12, (9, 68)), want) and _believed().shape == want.shape
+    assert np.array_equal(pw._paired_order_stats(12, (9, 68), pc.on_disk), want) and _believed().shape == want.shape
 
     before = sorted(p.name for p in (tmp_path / "power").iterdir())
     assert len(before) == 2  # (9, 68) and the critical count's: each distinct draw once
-    monkeypatch.setenv(pw.ENV_CACHE, "off")
-    assert np.array_equal(pw._unpaired_order_stats(3, 4, (2,)), pw._simulate_unpaired(3, 4, (2,)))
+    monkeypatch.setenv(pc.ENV_CACHE, "off")
+    assert np.array_equal(pw._unpaired_order_stats(3, 4, (2,), pc.on_disk), pw._simulate_unpaired(3, 4, (2,)))
     assert sorted(p.name for p in (tmp_path / "power").iterdir()) == before

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from kit.catalog import Measured, estimate_text, measured_runs
 from kit.plan import ESTIMATE_WEIGHT_TRIALS, EtaClock, Plan, Trial, eta
+from tests._runs import records, trial
 
 
 def test_eta_from_the_estimate_then_from_the_measured_trials() -> None:
@@ -54,7 +55,7 @@ def _plan(n: int) -> Plan:
 
 
 def test_without_a_terminal_the_progress_prints_plain_lines_with_the_eta(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kit import ui
+    from kit.cli import ui
 
     buf = io.StringIO()
     console = Console(file=buf, width=200)
@@ -69,7 +70,7 @@ def test_without_a_terminal_the_progress_prints_plain_lines_with_the_eta(monkeyp
         assert events.eta_text() == "~30 s (estimate)"  # from the first trial on, before any finished
         events.trial_started(plan.trials[0], 0, 3)
         now[0] += 40.0
-        events.trial_finished(plan.trials[0], {"status": "ok", "results": {}})
+        events.trial_finished(plan.trials[0], records([trial(plan.trials[0].trial_id, "pytorch")])[0])
         events.waiting("baseline", 95.0, 1.9)
     out = buf.getvalue()
     assert "progress 1/3 trials · eta ~40 s (estimate + measured)" in out, out

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kit.analysis.claims import ConfigFacts, RunContext, judge
+from kit.analysis.claim_records import ConfigFacts, RunContext
+from kit.analysis.claims import judge
 from kit.claim_spec import Claim
-from kit.report.context import claim_groups, reason_group
+from kit.report.claims_view import claim_groups, reason_group
 
 GPU = RunContext(profile="paper", device_kinds=("gpu",), gpus_per_trial=1, hardware="NVIDIA H100",
                  versions={"tensorflow": "2.20.0", "pytorch": "2.14.1"},

@@ -18,7 +18,7 @@ from kit.report import write_report
 from kit.report.latex import LATEX_DIR
 from kit.store import REPORT
 from tests._runs import run_view
-from tests._studies import study_module
+from tests._studies import study_module, study_sections
 from tests.test_analysis_gpu_host import NAMES, OWN, UUIDS, _dai_manifest, _dai_trials, make_run
 
 # Starts the frameworks or renders whole reports: `make test-all`, not the fast `make test`.
@@ -109,10 +109,9 @@ def test_refused_run_says_no_hypothesis_was_decided(tmp_path: Path) -> None:
 
 def test_dai_report_names_the_failed_cells() -> None:
     analyse = study_module("dai_single_gpu_factors", "analysis").analyse
-    sections = study_module("dai_single_gpu_factors", "report").sections
 
     d = analyse(run_view(_dai_manifest(), _dai_trials({("c00", "tensorflow")})))
-    secs = sections(_dai_manifest(), {"extras": {"dai_factors": d}})
+    secs = study_sections(study_module("dai_single_gpu_factors", "report"), {"dai_factors": d})
     failed = next(s for s in secs if s["id"] == "dai-failed")
     (row,) = failed["tables"][0]["rows"]
     assert row[:5] == ["resnet50", "base", "tensorflow", "error", 3]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kit.analysis.analyze import analyze_run
+from kit.analysis_record import Analysis
 from kit.errors import ReportError
 from kit.report import latex as latex_mod
 from kit.report import write_report
@@ -57,10 +58,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
-def _analysis(run: Path) -> dict:
+def _analysis(run: Path) -> Analysis:
     import json
 
-    return json.loads((run / "analysis.json").read_text())
+    return Analysis.from_json(json.loads((run / "analysis.json").read_text()), "analysis.json")
 
 
 def test_latex_article_inputs_booktabs_tables_and_pdf_figures(run_dir: Path) -> None:
@@ -104,7 +105,7 @@ def test_pdf_compiles_and_holds_the_hypotheses_table(run_dir: Path) -> None:
     text = "\n".join(p.extract_text() for p in reader.pages)
     assert "Hypotheses" in text and "Threats to validity" in text and "How to reproduce" in text
     assert "wilcoxon" in text and "H0 not rejected" in text and "p (Holm)" in text
-    h = _analysis(run_dir)["hypotheses"][0]
+    h = _analysis(run_dir).to_json()["hypotheses"][0]
     assert f"{h['p_adj']:.3g}" in text  # the table's numbers, as analysed
 
 

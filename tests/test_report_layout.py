@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from kit.analysis_record import Analysis
 from kit.report import context as context_mod
 from kit.report import write_report
 from kit.report.latex import build_pdf, column_spec, tex_text
@@ -85,7 +86,7 @@ def stand_in_figures(monkeypatch: pytest.MonkeyPatch) -> None:
 def page(tmp_path: Path, stand_in_figures: None) -> str:
     run = tmp_path / "run"
     shutil.copytree(GOLDEN_RUN, run)
-    analysis = planted(json.loads(GOLDEN_ANALYSIS.read_text(encoding="utf-8")))
+    analysis = Analysis.from_json(planted(json.loads(GOLDEN_ANALYSIS.read_text(encoding="utf-8"))), "planted")
     (path,) = write_report(run, analysis, ("html",))
     return path.read_text(encoding="utf-8")
 
@@ -132,7 +133,9 @@ def test_untested_hypotheses_are_grouped_by_reason() -> None:
             *({"id": h, "phase": ph, "tested": False, "label": lab, "reason": f"no paired measurements of {lab} in "
                f"the {ph} phase"} for h, lab in (("H2", "GPU temperature"), ("H3", "CPU temperature"))
               for ph in ("train", "infer"))]
-    assert context_mod.untested_hypotheses(hyps) == [
+    from kit.analysis_rows import HypothesisResult
+
+    assert context_mod.untested_hypotheses([HypothesisResult.from_json(h) for h in hyps]) == [
         {"which": "H2 GPU temperature (train, infer), H3 CPU temperature (train, infer)",
          "reason": "no paired measurements of its metric"}]
 
@@ -155,7 +158,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The planted golden run with its real figures, HTML and LaTeX (and the PDF where TeX is installed)."""
     run = tmp_path_factory.mktemp("layout") / "run"
     shutil.copytree(GOLDEN_RUN, run)
-    analysis = planted(json.loads(GOLDEN_ANALYSIS.read_text(encoding="utf-8")))
+    analysis = Analysis.from_json(planted(json.loads(GOLDEN_ANALYSIS.read_text(encoding="utf-8"))), "planted")
     write_report(run, analysis, ("html", "latex", "pdf") if shutil.which("latexmk") else ("html", "latex"))
     return run / "report"
 

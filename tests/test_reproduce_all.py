@@ -20,23 +20,26 @@ from typer.testing import CliRunner
 from kit.cli import app
 from kit.collectors.base import SAMPLE_COLUMNS
 from kit.errors import KitError, SpecError, StoreError
-from kit.reproduce_all import (
+from kit.reproduce import (
     Host,
     Needs,
     PlanEntry,
     choose_profile,
     discover,
     fits,
+    fmt_duration,
+    headline,
     load_state,
     make_plan,
+    read_claims,
+    reproduce_all,
     requirements,
     run_plan,
     state_path,
 )
-from kit.reproduce_summary import fmt_duration, headline, read_claims, reproduce_all
 from kit.spec import load_spec, parse_spec
 from kit.store import RunDir, atomic_write_json
-from tests._runs import manifest_of, record_of
+from tests._runs import manifest_of, record_of, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"
@@ -91,7 +94,7 @@ class FakeRunner:
         for t in plan_of(spec).trials:
             if t.trial_id in rd.finished_ids():
                 continue
-            rd.write_trial(record_of(t, 1.0e9 + 10.0 * t.position, 2.0 + 0.1 * (t.framework == "pytorch"), 0.1,
+            write_record(rd, record_of(t, 1.0e9 + 10.0 * t.position, 2.0 + 0.1 * (t.framework == "pytorch"), 0.1,
                                      results={"test_accuracy": 0.9}), pd.DataFrame(columns=SAMPLE_COLUMNS))
             if entry.study in self.interrupt:
                 raise self.interrupt.pop(entry.study)
@@ -108,7 +111,7 @@ def _analysis_with_claims(run_dir: Path, claims: Any) -> None:
     from kit.freshness import SEAL_KEY, inputs_digest, seal
     from kit.studies import resolve_hooks
 
-    a = {k: v for k, v in analyze_run(run_dir).items() if k != SEAL_KEY}
+    a = {k: v for k, v in analyze_run(run_dir).to_json().items() if k != SEAL_KEY}
     a["claims"] = claims
     a[SEAL_KEY] = seal(a, inputs_digest(run_dir), resolve_hooks(run_dir, RunDir.open(run_dir).manifest()).state())
     atomic_write_json(run_dir / "analysis.json", a)

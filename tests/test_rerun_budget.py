@@ -1,7 +1,7 @@
 """A re-run policy that fits a busy host (issue 39): a run-wide re-run budget, re-runs that stop when the load
 persists, a resume that counts what was spent, and a busy idle baseline that says what it will cost.
 
-The loop under test is the runner's own (kit.disturbance.rerun_disturbed, wired by kit.runner); the hog is
+The loop under test is the runner's own (kit.disturbance.rerun_disturbed, wired by kit.run.trial); the hog is
 simulated by the disturbance assessment of each attempt (a disturbed record), on a real run directory. The real
 CPU hog through `kit run` is the slow test at the end."""
 
@@ -17,14 +17,19 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from _runs import records as typed_records
 from _runs import trial as trial_record
+from _runs import write_record
 
 from kit import disturbance
 from kit.collectors.quiet import LoadReading, QuietWait, wait_for_quiet
 from kit.disturbance import KEEP_BUDGET, KEEP_PERSISTENT, RerunBudget, RerunHooks, RerunLedger, rerun_summary
 from kit.errors import SpecError
 from kit.plan import make_plan
-from kit.runner import RunEvents, RunOptions, _baseline_load, _quiet_wait, _rerun_ledger, start_run
+from kit.run import RunEvents, RunOptions, start_run
+from kit.run.context import quiet_wait as _quiet_wait
+from kit.run.context import rerun_ledger as _rerun_ledger
+from kit.run.host import baseline_load as _baseline_load
 from kit.spec import load_spec, parse_spec
 from kit.store import RunDir
 
@@ -59,7 +64,7 @@ class _Host:
         rec = trial_record(tid, t.arm, t.config_id, repetition=t.repetition, position=t.position, warmup=t.warmup,
                            disturbance=_shaken(bool(self.load(self.attempts))), started=float(self.attempts))
         if self.disk:
-            self.rd.write_trial(rec, None)
+            write_record(self.rd, rec, None)
         self.done.add(tid)
         return rec
 
@@ -72,7 +77,7 @@ class _Host:
                           wait=wait)
 
     def ctx(self) -> Any:
-        """What kit.runner._rerun_ledger reads of a run's context."""
+        """What kit.run.context.rerun_ledger reads of a run's context."""
         return cast(Any, SimpleNamespace(spec=self.spec, plan=self.plan, rd=self.rd, only=None, opts=RunOptions()))
 
     def run(self, ledger: RerunLedger, wait: Any = None, stop_after: int | None = None) -> None:
@@ -159,9 +164,10 @@ def test_resume_counts_the_reruns_already_spent_from_the_run_directory(tmp_path:
     assert [(e["budget"], e["spent"]) for e in budgets] == [(4, 0), (4, 2)]
     assert rerun_summary(host.events())["spent"] == 4
     # a failed attempt set aside by --retry-failed is not a re-run of the budget
-    assert disturbance.spent_reruns([{"status": "error", "disturbance": _shaken(True)},
-                                     {"status": "ok", "warmup": True, "disturbance": _shaken(True)},
-                                     {"status": "ok", "disturbance": _shaken(True)}]) == 1
+    attempts = typed_records([trial_record("a", "tensorflow", status="error", disturbance=_shaken(True)),
+                              trial_record("b", "tensorflow", warmup=True, disturbance=_shaken(True)),
+                              trial_record("c", "tensorflow", disturbance=_shaken(True))])
+    assert disturbance.spent_reruns(attempts) == 1
 
 
 def test_the_budget_key_is_validated_and_named() -> None:
@@ -244,7 +250,7 @@ def test_a_busy_baseline_says_its_figure_cost_and_choice_and_records_them(tmp_pa
     # --wait-for-quiet: the choice, the countdown (an injected clock: no real sleeping) and the outcome, recorded
     ctx.opts = RunOptions(wait_for_quiet_s=120)
     fake = _FakeHost(cpus=1.9, until=1000.0 + 20.0)
-    monkeypatch.setattr("kit.runner.wait_for_quiet", lambda secs, limit, tick: wait_for_quiet(
+    monkeypatch.setattr("kit.run.context.wait_for_quiet", lambda secs, limit, tick: wait_for_quiet(
         secs, limit, tick=tick, read=fake.read, sleep=fake.sleep, clock=fake.clock))
     assert _baseline_load(ctx, LoadReading(0.0, 100.0, 1.0), LoadReading(5.0, 110.0, 1.5))["choice"] == "wait_for_quiet"
     assert "Waiting up to 2 min for a quiet window" in said.lines[-1]
@@ -298,7 +304,7 @@ def test_a_real_cpu_hog_for_the_whole_run_costs_at_most_a_quarter_more_trials(tm
     assert len(rd.checked_attempts()) == summary["spent"]
     assert any(line.startswith("host busy before the first trial") for line in said.lines), said.lines
     assert rd.manifest().baseline["load"]["busy"] is True
-    records = list(rd.iter_trials())
+    records = [r.to_json() for r in rd.trial_records()]
     assert len(records) == measured and sum(disturbance.is_disturbed(r) for r in records) >= measured - 1
     from kit.analysis.analyze import analyze_run
     from kit.report.answer import answer

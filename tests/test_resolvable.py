@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kit.analysis.analyze import _hypotheses
+from kit.analysis.hypotheses import hypothesis_rows as _hypotheses
+from kit.analysis_rows import Disturbance
 
 ARMS = ["tensorflow", "pytorch"]
 
@@ -54,8 +55,8 @@ def test_a_phase_of_0_4_sampling_periods_makes_its_telemetry_hypothesis_not_test
 def test_host_telemetry_of_a_phase_that_stayed_disturbed_is_not_testable() -> None:
     values = _values({("cpu_util_pct", "train"): (50.0, 60.0), ("time_s", "train"): (1.0, 1.2)})
     durations = {(arm, "train"): 5.0 for arm in ARMS}
-    table = {"phases": [{"arm": "pytorch", "phase": "train", "config_id": "c00", "block": b, "judged": True,
-                         "disturbed": b < 2} for b in range(12)]}
+    table = Disturbance.from_json({"phases": [{"arm": "pytorch", "phase": "train", "config_id": "c00", "block": b,
+                                               "judged": True, "disturbed": b < 2} for b in range(12)]})
     spec = _spec([{"id": "H5", "metric": "cpu_util_pct", "phases": ["train"]},
                   {"id": "H1", "metric": "time_s", "phases": ["train"]}])
     rows = {r["id"]: r for r in _hypotheses(spec, values, ARMS, {"c00": {}}, 0.05, values=values,

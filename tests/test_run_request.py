@@ -1,4 +1,4 @@
-"""kit.run_request: which `kit run` flags go together, checked before anything runs (no terminal needed)."""
+"""kit.run.request: which `kit run` flags go together, checked before anything runs (no terminal needed)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kit.errors import KitError
-from kit.run_request import image_overrides, run_request
+from kit.run.request import image_overrides, run_request
 from tests.conftest import SPEC
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from kit.cli import app
 from kit.plan import make_plan
-from kit.runner import RunOptions, resume_run, start_run
+from kit.run import RunOptions, resume_run, start_run
 from kit.spec import load_spec
 from kit.store import RunDir
 
@@ -35,7 +35,7 @@ def test_smoke_run_writes_every_trial(tmp_path: Path, spec_path: Path) -> None:
     plan = make_plan(spec)
     assert man.status == "complete" and man.plan_digest == plan.digest() and man.plan == plan
     assert rd.finished_ids() == {t.trial_id for t in plan.trials}
-    for rec in rd.iter_trials():
+    for rec in (r.to_json() for r in rd.trial_records()):
         assert rec["status"] == "ok", rec.get("error")
         assert set(rec["phases"]) == {"warmup", "train", "infer"}
         assert rec["phases"]["train"]["duration_s"] == rec["results"]["train_time_s"]
@@ -97,7 +97,7 @@ def test_kill_and_resume_loses_nothing_and_duplicates_nothing(tmp_path: Path, sp
     assert rd.manifest().status == "complete"
     events = [json.loads(x)["event"] for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert events[0] == "start" and "resume" in events and events[-1] == "end"
-    assert {r["status"] for r in RunDir.open(run_dir).iter_trials()} == {"ok"}
+    assert {r.status for r in RunDir.open(run_dir).trial_records()} == {"ok"}
 
 
 def test_relative_runs_dir_reaches_the_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,6 +106,6 @@ def test_relative_runs_dir_reaches_the_harness(tmp_path: Path, monkeypatch: pyte
     spec_file.write_text((Path(__file__).parent / "data" / "calibrated.toml").read_text().replace("repetitions = 12", "repetitions = 2"))
     monkeypatch.chdir(tmp_path)
     rd = start_run(load_spec(spec_file), RunOptions(runs_root=Path("runs"), collectors=("cpu",)))
-    trials = list(rd.iter_trials())
+    trials = rd.trial_records()
     assert rd.manifest().status == "complete" and len(trials) == 6
-    assert {t["status"] for t in trials} == {"ok"}, [t.get("error") for t in trials]
+    assert {t.status for t in trials} == {"ok"}, [t.error for t in trials]

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kit.analysis.sequential import decide, obf_spent, run_looks, schedule, schedule_of, simulate
+from kit.analysis.sequential_record import schedule, schedule_of
 from kit.errors import KitError
-from kit.runner import RunOptions
+from kit.run import RunOptions
 from kit.sequential_run import UntilConclusive, parse_budget, run_until_conclusive
 from kit.spec import load_spec
+from kit.stats.sequential import decide, obf_spent, run_looks, simulate
 
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 
@@ -104,7 +105,7 @@ def test_a_real_run_stops_at_the_first_conclusive_look(tmp_path: Path) -> None:
     assert len(done) == 2 * 21  # ... and ran to the look that decided
     from kit.analysis.analyze import analyze_run
 
-    seq = analyze_run(rd.path, write=False)["sequential"]
+    seq = analyze_run(rd.path, write=False).sequential
     assert seq["stopped_at"] == 20 and seq["decided"] and seq["stop_reason"] == "conclusive"
     assert {d["status"] for d in seq["decisions"]} == {"rejected"}  # tensorflow 10 % slower in both phases
     # the first 10 repetitions are exactly the spec's own plan: the run extended it, it did not re-draw it

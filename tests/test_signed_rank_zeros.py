@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 
-from kit.analysis import stats as S
+from kit import stats as S
 
 # Integer temperatures (deg C) of two arms in 12 blocks: d = a - b holds two zeros and many ties.
 TIE_A = [101, 104, 98, 100, 103, 102, 106, 99, 105, 102, 107, 101]
@@ -206,6 +206,7 @@ def test_the_report_marks_an_open_end_of_the_interval(tmp_path) -> None:
     from pathlib import Path
 
     from kit.analysis.analyze import analyze_run
+    from kit.analysis_record import Analysis
     from kit.report.context import build_context
     from kit.report.html import render_html
     from kit.report.latex import render_latex
@@ -213,17 +214,18 @@ def test_the_report_marks_an_open_end_of_the_interval(tmp_path) -> None:
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "data" / "golden" / "run", run)
-    analysis = json.loads(json.dumps(analyze_run(run)))
+    analysis = json.loads(json.dumps(analyze_run(run).to_json()))
     h = next(h for h in analysis["hypotheses"] if h.get("tested") and h["comparison"].get("shift"))
     shift = h["comparison"]["shift"]
     shift.update(low=0.0, high=0.25, low_open=True, high_open=False)
-    ctx = build_context(RunDir.open(run).manifest(), analysis, run)
+    ctx = build_context(RunDir.open(run).manifest(), Analysis.from_json(analysis, "analysis.json"), run)
     html = render_html(ctx, tmp_path / "html").read_text(encoding="utf-8")
     assert "(0, 0.25]" in html and "round bracket marks an open end" in html
     render_latex(ctx, tmp_path / "report")
     tex = (tmp_path / "report" / "latex" / "tables" / "hypotheses.tex").read_text(encoding="utf-8")
     assert "(0, 0.25]" in tex
     shift.update(low_open=False)  # closed again: square brackets
-    html = render_html(build_context(RunDir.open(run).manifest(), analysis, run), tmp_path / "html2").read_text(
+    html = render_html(build_context(RunDir.open(run).manifest(), Analysis.from_json(analysis, "analysis.json"), run),
+                       tmp_path / "html2").read_text(
         encoding="utf-8")
     assert "[0, 0.25]" in html and "(0, 0.25]" not in html

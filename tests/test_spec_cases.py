@@ -9,7 +9,7 @@ import pytest
 
 from kit.errors import SpecError
 from kit.plan import make_plan
-from kit.runner import trial_request
+from kit.run.prepare import trial_request
 from kit.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Tests of kit.analysis.stats against independently computed reference values.
+"""Tests of kit.stats against independently computed reference values.
 
 Sources, named at each literal:
 - published worked examples: Hollander & Wolfe (1973), pp. 29f. and 69f. (the examples of
@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kit.analysis import stats as S
-from kit.analysis.effects import _exact_rank, _rank_sum_pmf, _signed_rank_pmf
+from kit import stats as S
 from kit.errors import AnalysisError
+from kit.stats.ranks import exact_rank as _exact_rank
+from kit.stats.ranks import rank_sum_pmf as _rank_sum_pmf
+from kit.stats.ranks import signed_rank_pmf as _signed_rank_pmf
 
 # Hollander & Wolfe (1973), p. 29f.: Hamilton depression scale factor IV, first (x) and
 # second (y) visit, 9 patients. Published: V = 40, one-sided p = 0.01953 (R ?wilcox.test).

@@ -10,14 +10,14 @@ import pytest
 from kit.collectors.base import Row
 from kit.errors import StoreError
 from kit.store import SCHEMA_VERSION, RunDir
-from tests._runs import bare_manifest_json
+from tests._runs import bare_manifest_json, trial, write_record
 
 
 def test_create_write_read_roundtrip(tmp_path: Path) -> None:
     rd = RunDir.create(tmp_path, "exp", bare_manifest_json(experiment="exp"))
     assert rd.path.name.endswith("-exp") and (rd.path / "trials").is_dir()
     rows = [Row(1.0, "cpu", "total", "util_pct", 50.0, "%"), Row(1.1, "cpu", "total", "util_pct", 60.0, "%")]
-    rd.write_trial({"trial_id": "r000-c00-a", "position": 0}, rows)
+    write_record(rd, trial("r000-c00-a", "a"), rows)
     assert rd.finished_ids() == {"r000-c00-a"}
     df = rd.read_samples("r000-c00-a")
     assert list(df["value"]) == [50.0, 60.0] and list(df.columns) == ["t", "source", "device", "metric", "value", "unit"]
@@ -27,9 +27,9 @@ def test_create_write_read_roundtrip(tmp_path: Path) -> None:
 
 def test_append_only(tmp_path: Path) -> None:
     rd = RunDir.create(tmp_path, "exp", bare_manifest_json())
-    rd.write_trial({"trial_id": "t1"}, [])
+    write_record(rd, trial("t1", "a"), [])
     with pytest.raises(StoreError, match="append-only"):
-        rd.write_trial({"trial_id": "t1"}, [])
+        write_record(rd, trial("t1", "a"), [])
 
 
 def test_schema_version_checked(tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_schema_version_checked(tmp_path: Path) -> None:
 
 def test_empty_samples_are_typed(tmp_path: Path) -> None:
     rd = RunDir.create(tmp_path, "exp", bare_manifest_json())
-    rd.write_trial({"trial_id": "t"}, None)
+    write_record(rd, trial("t", "a"), None)
     assert rd.read_samples("t").empty
     assert rd.read_samples("never-written").empty
 

@@ -32,8 +32,8 @@ from tests._runs import bare_manifest
 ROOT = Path(__file__).resolve().parents[1]
 MNIST = ROOT / "data" / "mnist-t10k"
 # The generic layers: nothing study-specific may be imported by them (the registries name study modules as strings).
-GENERIC = ("kit.spec", "kit.plan", "kit.runner", "kit.harness", "kit.store", "kit.studies", "kit.backends",
-           "kit.collectors", "kit.executors", "kit.analysis.stats", "kit.analysis.analyze", "kit.analysis.validity",
+GENERIC = ("kit.spec", "kit.plan", "kit.run", "kit.harness", "kit.store", "kit.studies", "kit.backends",
+           "kit.collectors", "kit.executors", "kit.stats", "kit.analysis.analyze", "kit.analysis.validity",
            "kit.report.html", "kit.report.latex", "kit.report.context", "kit.pack", "kit.compare")
 # What used to be study code inside the kit: now each study folder's analysis.py and report.py.
 STUDY_SPECIFIC = ("kit.analysis.zoo", "kit.analysis.dai", "kit.analysis.zoo_dist", "kit.analysis.germino",

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kit.analysis.analyze import analyze_run
+from kit.analysis_record import Analysis
 from kit.collectors.base import Row
 from kit.collectors.rapl import RaplCollector
 from kit.plan import make_plan
@@ -22,7 +23,7 @@ from kit.report import write_report
 from kit.spec import load_spec
 from kit.store import RunDir
 from kit.workloads.study_import import import_study_module
-from tests._runs import manifest_of, record_of
+from tests._runs import manifest_of, record_of, write_record
 from tests._sysfs import rapl_zone, set_energy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,12 +80,12 @@ def test_germino_tables_with_rapl_energy_per_training_run(tmp_path: Path) -> Non
                 rows += [r._replace(t=at) for r in rapl.read()]
             energy_uj += int(watts * (train_s + 2) * 1e6)
             acc = {"knn": 0.9688, "mlp": 0.975, "cnn": 0.985}[models[t.config_id]]
-            rd.write_trial(_record(t, start, train_s, {"test_accuracy": acc, "train_loss": 0.1,
+            write_record(rd, _record(t, start, train_s, {"test_accuracy": acc, "train_loss": 0.1,
                                                        "param_count": 1}), rows)
     finally:
         rapl._close()
     analysis = analyze_run(rd.path)
-    g = analysis["extras"]["germino"]
+    g = analysis.extras["germino"]
     energy = {(r["model"], r["arm"]): r["cpu_energy_j"] for r in g["energy_train"]}
     # joules of a training run = 30 W x its training time
     assert energy[("cnn", "pytorch")]["mean"] == pytest.approx(30 * 20.0 * 1.01, rel=1e-3)
@@ -125,7 +126,7 @@ def test_germino_says_why_cpu_energy_is_missing(tmp_path: Path) -> None:
                             "fix": "load the driver"}])
     rd = RunDir.create(tmp_path / "runs", spec.experiment.id, man)
     for t in make_plan(spec).trials:
-        rd.write_trial(_record(t, 1.0e9 + 10 * t.position, 2.0, {"test_accuracy": 0.9}), [])
+        write_record(rd, _record(t, 1.0e9 + 10 * t.position, 2.0, {"test_accuracy": 0.9}), [])
     text = _html_text(write_report(rd.path, analyze_run(rd.path))[0])
     assert "CPU (RAPL) energy could not be measured on this host: no RAPL zone under /sys/class/powercap" in text
 
@@ -145,11 +146,11 @@ def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> No
         fast = t.framework == "pytorch"
         epochs = spec.workload_for(t.config).epochs
         curve = [min(0.99, 0.5 + 0.1 * e + (0.05 if fast else 0.0) + 0.001 * t.repetition) for e in range(epochs)]
-        rd.write_trial(_record(t, 1.0e9 + 10 * t.position, 10.0 + 0.3 * t.repetition if fast else 20.0 + 0.7 * t.repetition,
+        write_record(rd, _record(t, 1.0e9 + 10 * t.position, 10.0 + 0.3 * t.repetition if fast else 20.0 + 0.7 * t.repetition,
                                {"test_accuracy": curve[-1], "epoch_test_accuracy": curve,
                                 "epoch_train_s": [1.0] * epochs}), [])
     analysis = analyze_run(rd.path)
-    d = analysis["extras"]["dlbench"]
+    d = analysis.extras["dlbench"]
     conv = {(c["case"], c["arm"]): c for c in d["convergence"]}
     assert len(conv[("mnist", "pytorch")]["mean"]) == 15 and len(conv[("cifar100", "tensorflow")]["mean"]) == 200
     assert conv[("mnist", "pytorch")]["mean"][0] == pytest.approx(0.552)  # 0.5 + 0.05 + mean(0..4) x 0.001
@@ -166,9 +167,9 @@ def test_dlbench_convergence_wilcoxon_and_synthetic_labels(tmp_path: Path) -> No
     assert all(x["p_holm"] >= x["p"] and x["significant"] == (x["p_holm"] < 0.05) for x in tested)
     assert d["wilcoxon_design"]["reach"]["reaches_alpha"] is False
     assert d["synthetic_cases"] == ["imdb"]
-    hyp = [h for h in analysis["hypotheses"] if h["metric"] == "time_s"]
-    assert hyp and all(not h["tested"] and "fewer than 10" in h["reason"] for h in hyp)
-    assert any(t["rule"] == "synthetic_data" and "imdb" in t["title"] for t in analysis["validity"])
+    hyp = [h for h in analysis.hypotheses if h.metric == "time_s"]
+    assert hyp and all(not h.tested and "fewer than 10" in (h.reason or "") for h in hyp)
+    assert any(t.rule == "synthetic_data" and "imdb" in t.title for t in analysis.validity)
 
     text = _html_text(write_report(rd.path, analysis)[0])
     assert "SYNTHETIC DATA: the numbers of imdb" in text and "imdb (SYNTHETIC)" in text
@@ -212,7 +213,7 @@ def test_dlbench_text_follows_n_and_the_holm_family() -> None:
     assert [r["significant"] for r in rows] == [True, False, False]
 
 
-def _check_latex_sections(run: Path, analysis: dict[str, Any]) -> None:
+def _check_latex_sections(run: Path, analysis: Analysis) -> None:
     """Study sections appear in the LaTeX article: their tables as fragments, their figures as PDFs;
     with TeX installed the article compiles."""
     import shutil

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kit import doctor
-from kit.doctor import TORCH_CPU_INDEX, Pins, cpu_torch_choice, pip_offers_cpu, probe_cpu_index, torch_pins
+from kit.doctor import setup_cli, torch_cpu
+from kit.doctor.torch_cpu import TORCH_CPU_INDEX, Pins, cpu_torch_choice, pip_offers_cpu, probe_cpu_index, torch_pins
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_PAIR = "torch==2.13.0 torchvision==0.28.0"
@@ -179,9 +179,9 @@ def test_the_makefile_cpu_pair_is_the_cpu_image_rows_torch() -> None:
 
 
 def test_torchvision_pairs_with_the_installed_torch() -> None:
-    assert doctor.torchvision_pin("2.13.0+cpu") == "torchvision==0.28.0+cpu"
-    assert doctor.torchvision_pin("2.14.1") == "torchvision==0.29.1"
-    assert doctor.torchvision_pin("3.0.0") == "torchvision"  # unknown pairing: pip decides
+    assert torch_cpu.torchvision_pin("2.13.0+cpu") == "torchvision==0.28.0+cpu"
+    assert torch_cpu.torchvision_pin("2.14.1") == "torchvision==0.29.1"
+    assert torch_cpu.torchvision_pin("3.0.0") == "torchvision"  # unknown pairing: pip decides
 
 
 def test_the_cpu_extra_cannot_pull_the_cuda_torch_back() -> None:
@@ -195,23 +195,23 @@ def test_the_cpu_extra_cannot_pull_the_cuda_torch_back() -> None:
 
 def test_the_helper_prints_pip_arguments_and_the_line(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(doctor, "probe_cpu_index", Probe(False, "PyTorch's CPU index is unreachable (x)"))
-    monkeypatch.setattr(doctor, "pip_offers_cpu", Probe(False, "pip has none"))
+    monkeypatch.setattr(torch_cpu, "probe_cpu_index", Probe(False, "PyTorch's CPU index is unreachable (x)"))
+    monkeypatch.setattr(torch_cpu, "pip_offers_cpu", Probe(False, "pip has none"))
     monkeypatch.setattr("platform.system", lambda: "Linux")
-    monkeypatch.setattr(doctor, "kept_pair", lambda *a: None)  # a fresh venv: nothing to keep
-    assert doctor._main(["torch-index", "--cpu", CPU_PAIR, "--default", DEFAULT_PAIR]) == 0
+    monkeypatch.setattr(setup_cli, "kept_pair", lambda *a: None)  # a fresh venv: nothing to keep
+    assert setup_cli.main(["torch-index", "--cpu", CPU_PAIR, "--default", DEFAULT_PAIR]) == 0
     out, err = capsys.readouterr()
     assert out.strip() == DEFAULT_PAIR
     assert all(line.startswith("kit: ") for line in err.strip().splitlines()) and "GB to download" in err
-    assert doctor._main(["torch-index", "--cpu", "torch>=2"]) == 2
-    assert doctor._main(["torch-index", "--cpu"]) == 2
+    assert setup_cli.main(["torch-index", "--cpu", "torch>=2"]) == 2
+    assert setup_cli.main(["torch-index", "--cpu"]) == 2
     capsys.readouterr()
 
 
 def test_a_venv_that_has_one_of_the_pairs_keeps_it_when_setup_runs_again() -> None:
     """`make setup` re-runs when pyproject.toml changes: a venv set up with PyPI's pair must not get the +cpu torch
     alone pinned over it (its torchvision would then belong to another torch); a lean venv is chosen for again."""
-    from kit.doctor import kept_pair
+    from kit.doctor.torch_cpu import kept_pair
 
     cpu, default = "torch==2.13.0 torchvision==0.28.0", "torch==2.14.1 torchvision==0.29.1"
     kept = kept_pair(cpu, default, {"torch": "2.14.1", "torchvision": "0.29.1"})

@@ -93,7 +93,7 @@ def test_cpuset_auto_separates_the_trial_from_the_collectors() -> None:
 def test_a_pinned_local_trial_runs_on_its_cpus(tmp_path: Path) -> None:
     import os
 
-    from kit.runner import RunOptions, start_run
+    from kit.run import RunOptions, start_run
     from kit.spec import load_spec
 
     cpus = sorted(os.sched_getaffinity(0))
@@ -103,7 +103,7 @@ def test_a_pinned_local_trial_runs_on_its_cpus(tmp_path: Path) -> None:
     spec_file = tmp_path / "pin.toml"
     spec_file.write_text(src.replace("repetitions = 12", "repetitions = 2") + '\n[container]\ncpuset = "auto"\n')
     rd = start_run(load_spec(spec_file), RunOptions(runs_root=tmp_path / "runs"))
-    for t in rd.iter_trials():
+    for t in (r.to_json() for r in rd.trial_records()):
         start = next(m for m in t["markers"] if m["event"] == "harness_start")
         assert start["cpus"] == cpus[1:], start  # what the kernel let the harness use
         assert t["pinning"]["trial_cpus"] == cpus[1:] and t["pinning"]["kit_cpus"] == cpus[:1]

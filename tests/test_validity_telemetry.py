@@ -18,11 +18,12 @@ from kit.analysis.validity_telemetry import (
     throttling,
     trial_facts,
 )
+from kit.analysis_record import AnalysisSoFar
 from kit.collectors.base import Row, TrialTarget
 from kit.collectors.nvml import NvmlCollector
 from kit.store import rows_to_frame
 from tests._fake_nvml import FakeGpu, FakeNvml, install
-from tests._runs import bare_manifest
+from tests._runs import bare_manifest, records_of
 
 ARMS = ("tensorflow", "pytorch")
 
@@ -52,7 +53,8 @@ def record(i: int, arm: str, t0: float, start_temps: dict[str, float] | None = N
 def ctx(trials: list[dict], facts: list[dict] | None = None, baseline: dict | None = None,
         collectors: list[dict] | None = None) -> Ctx:
     manifest = {"host": {"cpu_logical": 4}, "collectors": collectors or []}
-    return Ctx(bare_manifest(**manifest), trials, pd.DataFrame(), {"trial_telemetry": facts or [], "baseline": baseline or {}})
+    return Ctx(bare_manifest(**manifest), records_of(trials), pd.DataFrame(), {"trial_telemetry": facts or [],
+                                                                            "baseline": baseline or {}})
 
 
 def test_reason_bits_are_named() -> None:
@@ -68,7 +70,7 @@ def test_thermal_throttling_and_unlocked_clocks_from_nvml(monkeypatch: pytest.Mo
         rows = nvml_rows(monkeypatch, states, [t0 + 1, t0 + 4, t0 + 8, t0 + 11])
         rec = record(i, arm, t0)
         trials.append(rec)
-        facts.append(trial_facts(rec, rows_to_frame(rows)))
+        facts.append(trial_facts(records_of([rec])[0], rows_to_frame(rows)))
     assert facts[1]["throttle_frac_limited"] == 1.0 and facts[0]["throttle_frac_limited"] == 0.0
     assert facts[1]["sm_clock_min_mhz"] == 1400 and facts[0]["sm_clock_median_mhz"] == 1980
     assert facts[0]["foreign_procs_max"] == 0
@@ -88,7 +90,7 @@ def test_quiet_gpu_with_locked_clocks_is_mitigated(monkeypatch: pytest.MonkeyPat
         t0 = 1000.0 + 100 * i
         rows = nvml_rows(monkeypatch, [FakeGpu(reasons=0x2, sm_mhz=1500)] * 3, [t0 + 1, t0 + 5, t0 + 11])
         trials.append(record(i, arm, t0))
-        facts.append(trial_facts(trials[-1], rows_to_frame(rows)))
+        facts.append(trial_facts(records_of(trials[-1:])[0], rows_to_frame(rows)))
     assert [t.status for t in throttling(ctx(trials, facts))] == ["mitigated"]
     assert [t.status for t in gpu_clocks(ctx(trials, facts))] == ["mitigated"]
 
@@ -97,7 +99,7 @@ def test_foreign_gpu_processes_are_a_threat(monkeypatch: pytest.MonkeyPatch) -> 
     t0 = 1000.0
     rows = nvml_rows(monkeypatch, [FakeGpu(procs=[(2**22 + 5, 2**30)])] * 2, [t0 + 1, t0 + 9])
     rec = record(0, "pytorch", t0)
-    facts = [trial_facts(rec, rows_to_frame(rows))]
+    facts = [trial_facts(records_of([rec])[0], rows_to_frame(rows))]
     assert facts[0]["foreign_procs_max"] == 1
     gpu = [t for t in foreign_load(ctx([rec], facts, {"recorded": False})) if t.rule == "foreign_gpu"]
     assert gpu and gpu[0].severity == "high" and gpu[0].numbers["trial_ids"] == ["t0"]
@@ -148,7 +150,7 @@ def test_assess_runs_the_telemetry_rules() -> None:
     manifest = {"host": {"cpu_logical": 2}, "collectors": [], "plan": {"blocking": "interleaved", "seed": 1, "configs": {"c": {}}},
                 "spec": {"design": {"warmup_repetitions": 1}, "workload": {}, "hypotheses": []}, "profile": "paper"}
     values = pd.DataFrame(columns=["metric", "phase", "arm", "position", "value", "warmup", "status"])
-    found = assess(bare_manifest(**manifest), [], values, {"baseline": {"recorded": False}})
+    found = assess(bare_manifest(**manifest), [], values, AnalysisSoFar(baseline={"recorded": False}))
     assert "foreign_cpu" in {t["rule"] for t in found}
 
 

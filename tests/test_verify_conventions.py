@@ -33,7 +33,7 @@ def _kit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real bundle of a calibrated run too short to test its hypothesis (3 repetitions): every claim untested."""
     from kit.pack import pack
-    from kit.runner import RunOptions, start_run
+    from kit.run import RunOptions, start_run
     from kit.spec import load_spec
 
     tmp = tmp_path_factory.mktemp("verify")

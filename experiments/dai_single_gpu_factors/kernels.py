@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kit.errors import AnalysisError
 from kit.workloads import kernel_profile as kp
@@ -31,6 +31,9 @@ MAX_SECONDS = 1e7  # no profile of a few steps spends more than this in one name
 MAX_CALLS = 10**9
 MAX_STEPS = 1000
 TOP_N = 10  # rows per framework in the report's side-by-side table
+if TYPE_CHECKING:
+    from kit.study_api import RunView
+
 FIX = "re-run the profile trial (kit run --resume re-runs a missing trial); a table the kit wrote passes"
 
 
@@ -142,31 +145,93 @@ def read_profile(results: Mapping[str, Any], trial: str) -> dict[str, Table]:
     return out
 
 
-def _table_json(tab: Table) -> dict[str, Any]:
+class KernelRowJson(TypedDict):
+    name: str
+    op_type: str
+    self_s: float
+    calls: int
+    share: float
+
+
+class TableJson(TypedDict):
+    """A validated :class:`Table` as analysis.json keeps it."""
+
+    domain: str
+    source: str
+    steps: int
+    total_s: float
+    n_names: int
+    other_s: float
+    by_type_s: dict[str, float]
+    rows: list[KernelRowJson]
+
+
+OpTypeRow = dict[str, str | float]  # op_type, label, then "<arm>_s_per_step" and "<arm>_share" per arm, diff_s_per_step
+
+
+class OpTypes(TypedDict):
+    """Per op type each framework's time per step and share, and their difference (:func:`compare`)."""
+
+    rows: list[OpTypeRow]
+    totals_s_per_step: dict[str, float]
+
+
+class KernelArm(TypedDict):
+    trial_id: str
+    table: NotRequired[TableJson]
+
+
+class KernelEntry(TypedDict):
+    """The kernel view of one profile configuration (:func:`kernel_view`)."""
+
+    config_id: str
+    model: str | None
+    problems: list[str]
+    arms: dict[str, KernelArm]
+    domain: NotRequired[str]
+    by_type: NotRequired[OpTypes]
+
+
+class ProfileConfig(TypedDict):
+    """A profile configuration (mode = "profile", one per network): its case and network."""
+
+    config_id: str
+    case: str
+    model: str | None
+
+
+def _table_json(tab: Table) -> TableJson:
     return {"domain": tab.domain, "source": tab.source, "steps": tab.steps, "total_s": tab.total_s,
             "n_names": tab.n_names, "other_s": tab.other_s, "by_type_s": dict(tab.by_type_s),
             "rows": [{"name": r.name, "op_type": r.op_type, "self_s": r.self_s, "calls": r.calls, "share": r.share}
                      for r in tab.rows]}
 
 
-def compare(tables: Mapping[str, Table], arms: list[str]) -> dict[str, Any]:
+def _float(row: OpTypeRow, key: str) -> float:
+    v = row[key]
+    assert not isinstance(v, str)  # the numeric columns of compare()'s rows
+    return v
+
+
+def compare(tables: Mapping[str, Table], arms: list[str]) -> OpTypes:
     """Per op type: each arm's time per step and share, and the difference (first arm - last arm) per step:
     TF - PT with the study's arms (tensorflow, pytorch), the direction of its TF/PT ratio."""
     rows = []
     for kind, label in kp.OP_TYPES.items():
-        row: dict[str, Any] = {"op_type": kind, "label": label}
+        row: OpTypeRow = {"op_type": kind, "label": label}
+        per_step = {arm: tables[arm].by_type_s[kind] / tables[arm].steps for arm in arms}
         for arm in arms:
             tab = tables[arm]
-            row[f"{arm}_s_per_step"] = tab.by_type_s[kind] / tab.steps
+            row[f"{arm}_s_per_step"] = per_step[arm]
             row[f"{arm}_share"] = tab.by_type_s[kind] / tab.total_s if tab.total_s > 0 else 0.0
-        row["diff_s_per_step"] = row[f"{arms[0]}_s_per_step"] - row[f"{arms[-1]}_s_per_step"]
-        if any(row[f"{a}_s_per_step"] > 0 for a in arms):
+        row["diff_s_per_step"] = per_step[arms[0]] - per_step[arms[-1]]
+        if any(per_step[a] > 0 for a in arms):
             rows.append(row)
-    rows.sort(key=lambda r: -abs(r["diff_s_per_step"]))
+    rows.sort(key=lambda r: -abs(_float(r, "diff_s_per_step")))
     return {"rows": rows, "totals_s_per_step": {a: tables[a].total_s / tables[a].steps for a in arms}}
 
 
-def kernel_view(run: Any, configs: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def kernel_view(run: RunView, configs: Mapping[str, ProfileConfig]) -> list[KernelEntry]:
     """Per profile configuration (network): each framework's validated table of one domain, and the op-type
     comparison. The domain is "gpu" (device kernels) where every framework has one, else "cpu" (host ops).
     The profile is the ok trial of the lowest repetition (only repetition 0 profiles; warm-ups count: the
@@ -174,7 +239,7 @@ def kernel_view(run: Any, configs: Mapping[str, Mapping[str, Any]]) -> list[dict
     arms = list(run.arms)
     out = []
     for cid, cfg in configs.items():
-        entry: dict[str, Any] = {"config_id": cid, "model": cfg.get("model"), "problems": [], "arms": {}}
+        entry = KernelEntry(config_id=cid, model=cfg.get("model"), problems=[], arms={})
         found: dict[str, dict[str, Table]] = {}
         for arm in arms:
             ok = sorted((t for t in run.finished(arm=arm, config=cid) if t.status == "ok"),

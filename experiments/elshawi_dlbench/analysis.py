@@ -1,6 +1,6 @@
 """Elshawi et al., DLBench (seed 003): per-dataset results, convergence and the paper's Wilcoxon tests.
 
-Pure: the run (kit.study_api.RunView, STUDY_API 2) in, plain data out
+Pure: the run (kit.study_api.RunView, STUDY_API 3) in, a :class:`DlbenchExtras` record out
 (``analysis["extras"]["dlbench"]``). Per dataset (one ``[cases]`` entry
 each) and framework: accuracy, training time, CPU utilisation (host-wide, 1 s
 samples, the paper's measure; and the trial's own, from its markers), mean resident memory and GPU utilisation of the training phase; the test
@@ -29,20 +29,23 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, NotRequired, TypedDict
 
 import numpy as np
 
-from kit.analysis import stats
-from kit.analysis.effects import _signed_rank_pmf
+from kit import stats
 from kit.records import TrialRecord
-from kit.study_api import RunView
+from kit.stats.ranks import signed_rank_pmf as _signed_rank_pmf
+from kit.study_api import ExtrasRecord, RunView
 
-from .epoch_correlation import Curve, Refused, curve_of, epoch_accuracy
+from .epoch_correlation import Curve, EpochAccuracy, Refused, curve_of, epoch_accuracy
 
-STUDY_API = 2
+STUDY_API = 3
 
-PER_DATASET = (  # (metric, phase, label, unit): the paper's measures, described and tested (its Wilcoxon tests)
+MetricName = Literal["accuracy", "time_s", "cpu_util_pct", "trial_rss_mean_bytes", "gpu_util_pct",
+                     "trial_cpu_util_pct"]
+PER_DATASET: tuple[tuple[MetricName, str, str, str], ...] = (  # (metric, phase, label, unit): the paper's measures, described and tested (its Wilcoxon tests)
     ("accuracy", "infer", "test accuracy", "fraction"),
     ("time_s", "train", "training time", "s"),
     ("cpu_util_pct", "train", "CPU utilisation, host-wide (the paper's Eq. 1)", "%"),
@@ -52,7 +55,7 @@ PER_DATASET = (  # (metric, phase, label, unit): the paper's measures, described
 # Described beside them, not added to the paper's family of tests: the trial's own CPU utilisation (its process
 # and waited-for children, from the CPU times in its phase markers; % of one CPU), which other processes on
 # the host never enter, where the paper's host-wide figure counts them.
-DESCRIBED_ONLY = (
+DESCRIBED_ONLY: tuple[tuple[MetricName, str, str, str], ...] = (
     ("trial_cpu_util_pct", "train", "CPU utilisation of the trial's process (% of one CPU)", "%"),
 )
 # The paper's models, one per dataset: keyed by the bundled [cases] id (also the dataset's name), with where
@@ -65,7 +68,7 @@ _CNN = {"accuracy": "Figs. 4a (CPU), 12a (GPU)", "time_s": "Figs. 5a (CPU), 13a 
 _LSTM = {"accuracy": "Figs. 4b (CPU), 12b (GPU)", "time_s": "Figs. 5b (CPU), 13b (GPU)",
          "cpu_util_pct": "Figs. 6b (CPU), 15b (GPU)", "trial_rss_mean_bytes": "Figs. 8b (CPU), 17b (GPU)",
          "gpu_util_pct": "Fig. 14b"}
-PAPER_MODELS: dict[str, dict[str, Any]] = {
+PAPER_MODELS: dict[str, dict[str, str | int]] = {
     "mnist": {"model": "CNN on MNIST", "architecture": "Fig. 2a", "epochs": 15, **_CNN,
               "convergence": "Figs. 9 (CPU), 18a (GPU)"},
     "cifar10": {"model": "CNN on CIFAR-10", "architecture": "Fig. 2b", "epochs": 100, **_CNN,
@@ -104,6 +107,172 @@ ACCURACY_ALIASES = {"map50": "mAP@0.5", "map@0.5": "mAP@0.5", "map_50": "mAP@0.5
 MAX_LABEL_CHARS = 80
 
 
+class Measure(TypedDict):
+    metric: MetricName
+    phase: str
+    label: str
+    unit: str
+
+
+class Reach(TypedDict):
+    """What n untied pairs can show in a Holm family of m signed-rank tests (:func:`reach`)."""
+
+    n: int
+    m: int
+    alpha: float
+    first_threshold: float
+    min_exact_p: float
+    reaches_alpha: bool
+    reaches_family: bool
+    pairs_for_alpha: int
+    pairs_for_family: int
+    max_minority_rank_sum: int | None
+
+
+class HolmFamily(TypedDict):
+    method: str
+    size: int
+    alpha: float
+    first_threshold: float | None
+    members: str
+    rejected: int
+
+
+class WilcoxonDesign(TypedDict):
+    """What the run's repetitions allow the paper's Wilcoxon tests to show."""
+
+    repetitions: int
+    min_attainable_p: float
+    min_pairs_to_reject: int
+    reach: Reach
+    planned_tests: int
+    kit_rule: str
+    kit_min_n: int
+
+
+class Convergence(TypedDict):
+    """Mean and sd over runs of the test accuracy after each epoch, and its peak (:func:`_convergence`)."""
+
+    epochs: list[int]
+    mean: list[float]
+    sd: list[float]
+    runs: list[dict[str, str | list[float | None]]]
+    peak_epoch: int | None
+    peak_accuracy: float | None
+    final_accuracy: float
+
+
+class AccuracyLabel(TypedDict):
+    """What a case's accuracy is (:func:`accuracy_label`)."""
+
+    label: str
+    source: str
+    consistent: bool
+    ignored: int
+
+
+class CaseInfo(TypedDict):
+    """A configuration's case and dataset (:func:`cases_of`), with its accuracy's name and paper model (analyse)."""
+
+    case: str
+    title: str
+    dataset: str | None
+    source: str | None
+    train_size: int | None
+    test_size: int | None
+    synthetic: bool
+    origin: str | None
+    epochs: int
+    accuracy_label: NotRequired[AccuracyLabel]
+    paper_key: NotRequired[str | None]
+
+
+class Described(TypedDict):
+    """One measure of a configuration and arm over its runs."""
+
+    n: int
+    mean: float
+    sd: float
+    median: float
+    trial_ids: list[str]
+
+
+class PerDataset(CaseInfo):
+    """One configuration and arm: its case, then each measure's summary (None: not measured)."""
+
+    config_id: str
+    arm: str
+    accuracy: NotRequired[Described | None]
+    time_s: NotRequired[Described | None]
+    cpu_util_pct: NotRequired[Described | None]
+    trial_rss_mean_bytes: NotRequired[Described | None]
+    gpu_util_pct: NotRequired[Described | None]
+    trial_cpu_util_pct: NotRequired[Described | None]
+
+
+class ConvergenceRow(Convergence):
+    config_id: str
+    case: str
+    dataset: str | None
+    synthetic: bool
+    arm: str
+
+
+class WilcoxonRow(TypedDict):
+    """The paper's paired test of one case and measure, and its Holm reading (:func:`holm_family`)."""
+
+    config_id: str
+    case: str
+    dataset: str | None
+    metric: MetricName
+    label: str
+    unit: str
+    phase: str
+    arm_a: str
+    arm_b: str
+    n_pairs: int
+    blocks: list[Any]  # kit.analysis.hypotheses.paired_arrays' block keys (repetitions), as it gives them
+    tested: NotRequired[bool]
+    reason: NotRequired[str]
+    statistic: NotRequired[float | None]
+    p: NotRequired[float | None]
+    exact: NotRequired[bool]
+    n_used: NotRequired[int]
+    method: NotRequired[str]
+    call: NotRequired[str]
+    note: NotRequired[str | None]
+    min_attainable_p: NotRequired[float]
+    p_unadjusted_below_alpha: NotRequired[bool]
+    median_a: NotRequired[float]
+    median_b: NotRequired[float]
+    p_holm: NotRequired[float | None]
+    significant: NotRequired[bool]
+    can_reject: NotRequired[bool]
+    reaches_first: NotRequired[bool]
+
+
+@dataclass(frozen=True)
+class DlbenchExtras(ExtrasRecord):
+    """analysis.json's ``extras.dlbench`` (fields in its key order). The report reads it back with
+    ``from_json``; the fields an older analysis may lack have defaults (the rest it always had)."""
+
+    arms: list[str]
+    alpha: float
+    cases: dict[str, CaseInfo]  # config id -> the case's dataset, model, labels (:func:`cases_of`)
+    metrics: list[Measure]
+    described_only: list[Measure] = field(default_factory=list)
+    per_dataset: list[PerDataset] = field(default_factory=list)  # per configuration and arm: each measure
+    convergence: list[ConvergenceRow] = field(default_factory=list)  # per case and arm: a Convergence
+    wilcoxon: list[WilcoxonRow] = field(default_factory=list)  # per case and measure: the test, its Holm reading
+    wilcoxon_family: HolmFamily | None = None
+    wilcoxon_design: WilcoxonDesign | None = None
+    synthetic_cases: list[str] = field(default_factory=list)
+    paper_epochs: dict[str, int] = field(default_factory=dict)
+    paper_models: dict[str, dict[str, str | int]] = field(default_factory=dict)
+    not_reproduced: list[dict[str, str]] = field(default_factory=list)
+    epoch_accuracy: EpochAccuracy | None = None  # epochs vs accuracy per case (epoch_correlation.py), and the refused curves
+
+
 def min_exact_p(n: int) -> float:
     """Smallest two-sided p-value of the exact Wilcoxon signed-rank test with n non-zero pairs: 2 / 2^n."""
     return min(1.0, 2.0 / 2**n) if n > 0 else 1.0
@@ -138,7 +307,7 @@ def max_minority_rank_sum(n: int, level: float) -> int | None:
     return int(ok[-1]) if ok.size else None
 
 
-def reach(n: int, alpha: float, m: int) -> dict[str, Any]:
+def reach(n: int, alpha: float, m: int) -> Reach:
     """What n untied pairs can show in a Holm family of m two-sided signed-rank tests at ``alpha``.
 
     Holm rejects nothing unless the family's smallest p is below alpha/m, so the family can reject
@@ -146,17 +315,17 @@ def reach(n: int, alpha: float, m: int) -> dict[str, Any]:
     only after the others. ``pairs_for_alpha`` / ``pairs_for_family``: the n each bar needs.
     """
     first = alpha / max(m, 1)
-    return {"n": n, "m": m, "alpha": alpha, "first_threshold": first, "min_exact_p": min_exact_p(n),
-            "reaches_alpha": min_exact_p(n) < alpha, "reaches_family": min_exact_p(n) < first,
-            "pairs_for_alpha": min_pairs_for(alpha), "pairs_for_family": min_pairs_for(first),
-            "max_minority_rank_sum": max_minority_rank_sum(n, first)}
+    return Reach(n=n, m=m, alpha=alpha, first_threshold=first, min_exact_p=min_exact_p(n),
+                 reaches_alpha=min_exact_p(n) < alpha, reaches_family=min_exact_p(n) < first,
+                 pairs_for_alpha=min_pairs_for(alpha), pairs_for_family=min_pairs_for(first),
+                 max_minority_rank_sum=max_minority_rank_sum(n, first))
 
 
-def cases_of(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def cases_of(manifest: Mapping[str, Any]) -> dict[str, CaseInfo]:
     """config id -> {case, dataset name, source, real/synthetic origin} from the manifest."""
     spec = manifest["spec"]
     datasets = manifest.get("datasets") or {}
-    out = {}
+    out: dict[str, CaseInfo] = {}
     for cid, cfg in manifest["plan"]["configs"].items():
         case = cfg.get("case") or cid
         c = (spec.get("cases") or {}).get(case, {})
@@ -169,7 +338,7 @@ def cases_of(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def paper_key(info: Mapping[str, Any]) -> str | None:
+def paper_key(info: CaseInfo) -> str | None:
     """The paper model a case of the run is (its case id, else its dataset's name, in PAPER_MODELS), or None."""
     for k in (info.get("case"), info.get("dataset")):
         if isinstance(k, str) and k in PAPER_MODELS:
@@ -177,14 +346,14 @@ def paper_key(info: Mapping[str, Any]) -> str | None:
     return None
 
 
-def not_reproduced(cases: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+def not_reproduced(cases: Mapping[str, CaseInfo]) -> list[dict[str, str]]:
     """The paper's models no case of this run is, each with where the paper shows it and why it is missing."""
     have = {paper_key(i) for i in cases.values()}
-    return [{"model": m["model"], "paper": f"{m['architecture']}; convergence {m['convergence']}", "why": MISSING_WHY}
+    return [{"model": str(m["model"]), "paper": f"{m['architecture']}; convergence {m['convergence']}", "why": MISSING_WHY}
             for k, m in PAPER_MODELS.items() if k not in have]
 
 
-def accuracy_label(info: Mapping[str, Any], trials: list[TrialRecord]) -> dict[str, Any]:
+def accuracy_label(info: CaseInfo, trials: list[TrialRecord]) -> AccuracyLabel:
     """What this case's accuracy is: the trials' ``results.accuracy_metric`` where they state it, else the kit's
     words for the dataset (ACCURACY_LABELS), else "test accuracy".
 
@@ -209,7 +378,7 @@ def accuracy_label(info: Mapping[str, Any], trials: list[TrialRecord]) -> dict[s
             "consistent": len(distinct) <= 1, "ignored": ignored}
 
 
-def epoch_curves(run: RunView, cases: Mapping[str, Mapping[str, Any]]) -> tuple[list[Curve], list[Refused]]:
+def epoch_curves(run: RunView, cases: Mapping[str, CaseInfo]) -> tuple[list[Curve], list[Refused]]:
     """Every measured run's per-epoch test accuracies, checked (:func:`epoch_correlation.curve_of`)."""
     curves: list[Curve] = []
     refused: list[Refused] = []
@@ -225,7 +394,7 @@ def epoch_curves(run: RunView, cases: Mapping[str, Mapping[str, Any]]) -> tuple[
     return curves, refused
 
 
-def _convergence(curves: list[Curve]) -> dict[str, Any] | None:
+def _convergence(curves: list[Curve]) -> Convergence | None:
     """Mean and sd over runs of the test accuracy after each epoch (the runs' common length), and its peak."""
     if not curves:
         return None
@@ -238,14 +407,15 @@ def _convergence(curves: list[Curve]) -> dict[str, Any] | None:
         mean = np.nanmean(mat, axis=0)
         sd = np.nanstd(mat, axis=0, ddof=1) if len(curves) > 1 else np.full(length, np.nan)
     peak = int(np.nanargmax(mean)) if np.isfinite(mean).any() else None
-    return {"epochs": list(range(1, length + 1)), "mean": mean.tolist(), "sd": sd.tolist(),
-            "runs": [{"trial_id": c.trial_id, "accuracy": [None if math.isnan(v) else v for v in c.accuracy[:length]]}
-                     for c in curves],
-            "peak_epoch": None if peak is None else peak + 1, "peak_accuracy": None if peak is None else float(mean[peak]),
-            "final_accuracy": float(mean[-1])}
+    return Convergence(
+        epochs=list(range(1, length + 1)), mean=mean.tolist(), sd=sd.tolist(),
+        runs=[{"trial_id": c.trial_id, "accuracy": [None if math.isnan(v) else v for v in c.accuracy[:length]]}
+              for c in curves],
+        peak_epoch=None if peak is None else peak + 1, peak_accuracy=None if peak is None else float(mean[peak]),
+        final_accuracy=float(mean[-1]))
 
 
-def holm_family(rows: list[dict[str, Any]], alpha: float) -> dict[str, Any]:
+def holm_family(rows: list[WilcoxonRow], alpha: float) -> HolmFamily:
     """Holm over the table's tested rows (in place: ``p_holm``, ``significant``, ``can_reject``, ``reaches_first``).
 
     The family is every dataset × metric test of the table that has pairs; ``significant`` reads the
@@ -253,32 +423,33 @@ def holm_family(rows: list[dict[str, Any]], alpha: float) -> dict[str, Any]:
     rejection); ``reaches_first``: below alpha/m, the threshold the family's first rejection must pass.
     """
     tested = [r for r in rows if r.get("tested")]
-    adjusted = stats.holm([r["p"] for r in tested])
+    adjusted = stats.holm([r.get("p") for r in tested])
     m = len(tested)
     for r, p_adj in zip(tested, adjusted, strict=True):
         r["p_holm"] = p_adj
         r["significant"] = p_adj is not None and p_adj < alpha
         r["can_reject"] = r["n_used"] > 0 and r["min_attainable_p"] < alpha
         r["reaches_first"] = r["n_used"] > 0 and r["min_attainable_p"] < alpha / m
-    return {"method": "holm", "size": m, "alpha": alpha, "first_threshold": alpha / m if m else None,
-            "members": "every dataset x metric of this table with paired values (the paper's tests)",
-            "rejected": sum(1 for r in tested if r["significant"])}
+    return HolmFamily(method="holm", size=m, alpha=alpha, first_threshold=alpha / m if m else None,
+                      members="every dataset x metric of this table with paired values (the paper's tests)",
+                      rejected=sum(1 for r in tested if r.get("significant")))
 
 
-def analyse(run: RunView) -> dict[str, Any]:
-    from kit.analysis.analyze import paired_arrays
+def analyse(run: RunView) -> DlbenchExtras:
+    from kit.analysis.hypotheses import paired_arrays
 
     arms = list(run.arms)
     alpha = float(run.spec["design"]["alpha"])
     cases = cases_of(run.manifest)
     use = run.measured_values()
     for cid, info in cases.items():
-        info.update(accuracy_label=accuracy_label(info, run.measured(config=cid)), paper_key=paper_key(info))
+        info["accuracy_label"] = accuracy_label(info, run.measured(config=cid))
+        info["paper_key"] = paper_key(info)
 
-    per_dataset = []
+    per_dataset: list[PerDataset] = []
     for cid, info in cases.items():
         for arm in arms:
-            row: dict[str, Any] = {"config_id": cid, **info, "arm": arm}
+            row: PerDataset = {"config_id": cid, **info, "arm": arm}
             for metric, phase, _, _ in (*PER_DATASET, *DESCRIBED_ONLY):
                 g = use[(use["config_id"] == cid) & (use["arm"] == arm) & (use["metric"] == metric)
                         & (use["phase"] == phase)].sort_values("position")
@@ -286,13 +457,13 @@ def analyse(run: RunView) -> dict[str, Any]:
                     row[metric] = None
                     continue
                 d = stats.describe(g["value"].to_numpy(float))
-                row[metric] = {"n": d.n, "mean": d.mean, "sd": d.sd, "median": d.median,
-                               "trial_ids": g["trial_id"].tolist()}
+                row[metric] = Described(n=d.n, mean=d.mean, sd=d.sd, median=d.median,
+                                        trial_ids=g["trial_id"].tolist())
             per_dataset.append(row)
 
     curves, refused = epoch_curves(run, cases)
-    convergence = []
-    per_case: dict[str, tuple[str, dict[str, Any]]] = {}  # each case once (its first configuration)
+    convergence: list[ConvergenceRow] = []
+    per_case: dict[str, tuple[str, CaseInfo]] = {}  # each case once (its first configuration)
     for cid, info in cases.items():
         per_case.setdefault(info["case"], (cid, info))
     for cid, info in per_case.values():
@@ -302,51 +473,50 @@ def analyse(run: RunView) -> dict[str, Any]:
                 convergence.append({"config_id": cid, "case": info["case"], "dataset": info["dataset"],
                                     "synthetic": info["synthetic"], "arm": arm, **c})
 
-    wilcoxon = []
+    wilcoxon: list[WilcoxonRow] = []
     a, b = arms[0], arms[1]
     for cid, info in cases.items():
         for metric, phase, label, unit in PER_DATASET:
             xa, xb, blocks = paired_arrays(use, cid, metric, phase, a, b)
-            row = {"config_id": cid, "case": info["case"], "dataset": info["dataset"], "metric": metric,
-                   "label": label, "unit": unit, "phase": phase, "arm_a": a, "arm_b": b, "n_pairs": len(blocks),
-                   "blocks": blocks}
+            w = WilcoxonRow(config_id=cid, case=info["case"], dataset=info["dataset"], metric=metric, label=label,
+                            unit=unit, phase=phase, arm_a=a, arm_b=b, n_pairs=len(blocks), blocks=blocks)
             if len(blocks) == 0:
-                row.update(tested=False, reason=f"no paired values of {label}")
+                w["tested"], w["reason"] = False, f"no paired values of {label}"
             else:
                 t = stats.wilcoxon_paired(xa, xb)
                 d = np.asarray(xa, float) - np.asarray(xb, float)
-                row.update(tested=True, statistic=t.statistic, p=t.p, exact=t.exact, n_used=t.n_used,
-                           method=t.method_detail, call=t.call, note=t.note, min_attainable_p=min_attainable_p(d),
-                           p_unadjusted_below_alpha=t.p < alpha, median_a=float(np.median(xa)),
-                           median_b=float(np.median(xb)))
-            wilcoxon.append(row)
+                w["tested"], w["statistic"], w["p"], w["exact"], w["n_used"] = True, t.statistic, t.p, t.exact, t.n_used
+                w["method"], w["call"], w["note"] = t.method_detail, t.call, t.note
+                w["min_attainable_p"], w["p_unadjusted_below_alpha"] = min_attainable_p(d), t.p < alpha
+                w["median_a"], w["median_b"] = float(np.median(xa)), float(np.median(xb))
+            wilcoxon.append(w)
     family = holm_family(wilcoxon, alpha)
 
     reps = int(run.spec["design"]["repetitions"])
     planned = len(cases) * len(PER_DATASET)
-    return {
-        "arms": arms,
-        "alpha": alpha,
-        "cases": cases,
-        "metrics": [{"metric": m, "phase": p, "label": lab, "unit": u} for m, p, lab, u in PER_DATASET],
-        "described_only": [{"metric": m, "phase": p, "label": lab, "unit": u} for m, p, lab, u in DESCRIBED_ONLY],
-        "per_dataset": per_dataset,
-        "convergence": convergence,
-        "wilcoxon": wilcoxon,
-        "wilcoxon_family": family,
-        "wilcoxon_design": {
-            "repetitions": reps,
-            "min_attainable_p": min_exact_p(reps),
-            "min_pairs_to_reject": min_pairs_for(alpha),
-            "reach": reach(reps, alpha, family["size"] or planned),
-            "planned_tests": planned,
-            "kit_rule": stats.NO_TEST_REASON,
-            "kit_min_n": stats.MIN_N_FOR_TESTS,
-        },
-        "synthetic_cases": sorted(i["case"] for i in cases.values() if i["synthetic"]),
-        "paper_epochs": PAPER_EPOCHS,
-        "paper_models": PAPER_MODELS,
-        "not_reproduced": not_reproduced(cases),
-        "epoch_accuracy": {**epoch_accuracy(curves, {i["case"]: str(i["dataset"]) for i in cases.values()}),
-                           "refused": [{"trial_id": r.trial_id, "reason": r.reason} for r in refused]},
-    }
+    return DlbenchExtras(
+        arms=arms,
+        alpha=alpha,
+        cases=cases,
+        metrics=[Measure(metric=m, phase=p, label=lab, unit=u) for m, p, lab, u in PER_DATASET],
+        described_only=[Measure(metric=m, phase=p, label=lab, unit=u) for m, p, lab, u in DESCRIBED_ONLY],
+        per_dataset=per_dataset,
+        convergence=convergence,
+        wilcoxon=wilcoxon,
+        wilcoxon_family=family,
+        wilcoxon_design=WilcoxonDesign(
+            repetitions=reps,
+            min_attainable_p=min_exact_p(reps),
+            min_pairs_to_reject=min_pairs_for(alpha),
+            reach=reach(reps, alpha, family["size"] or planned),
+            planned_tests=planned,
+            kit_rule=stats.NO_TEST_REASON,
+            kit_min_n=stats.MIN_N_FOR_TESTS,
+        ),
+        synthetic_cases=sorted(i["case"] for i in cases.values() if i["synthetic"]),
+        paper_epochs=PAPER_EPOCHS,
+        paper_models=PAPER_MODELS,
+        not_reproduced=not_reproduced(cases),
+        epoch_accuracy={**epoch_accuracy(curves, {i["case"]: str(i["dataset"]) for i in cases.values()}),
+                        "refused": [{"trial_id": r.trial_id, "reason": r.reason} for r in refused]},
+    )

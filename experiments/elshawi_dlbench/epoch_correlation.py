@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -36,6 +36,51 @@ BOOTSTRAP_SEED = 20210405  # fixed: the same run gives the same interval (the ex
 MIN_CLUSTERS = 5  # runs per dataset and framework below which a bootstrap over runs means little
 MAX_EPOCHS = 10_000  # a longer per-epoch list is not a training run's: the curve is refused
 MAX_ACCURACY_POINTS = 5_000_000  # every curve together; beyond it the analysis refuses to pool
+
+
+class CorrelationJson(TypedDict):
+    """A :class:`Correlation` as analysis.json keeps it."""
+
+    pooled: str
+    n_points: int
+    n_runs: int
+    r: float | None
+    reason: str
+    fisher_ci: list[float] | None
+    bootstrap_ci: list[float] | None
+    bootstrap_reason: str
+    bootstrap_resamples: int
+    bootstrap_undefined: int
+
+
+class CaseArmCorrelation(CorrelationJson):
+    case: str
+    arm: str
+
+
+class Bootstrap(TypedDict):
+    resamples: int
+    seed: int
+    min_runs: int
+    unit: str
+    strata: str
+
+
+class RefusedJson(TypedDict):
+    trial_id: str
+    reason: str
+
+
+class EpochAccuracy(TypedDict):
+    """Epochs vs accuracy (:func:`epoch_accuracy`): pooled as the paper did, per dataset and framework; the
+    analysis adds the refused curves."""
+
+    paper_r: float
+    level: float
+    overall: CorrelationJson
+    per_case_arm: list[CaseArmCorrelation]
+    bootstrap: Bootstrap
+    refused: NotRequired[list[RefusedJson]]
 
 
 @dataclass(frozen=True)
@@ -76,7 +121,7 @@ class Correlation:
     bootstrap_resamples: int
     bootstrap_undefined: int  # resamples whose r was undefined (left out of the percentiles)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> CorrelationJson:
         return {"pooled": self.pooled, "n_points": self.n_points, "n_runs": self.n_runs, "r": self.r,
                 "reason": self.reason, "fisher_ci": None if self.fisher_ci is None else list(self.fisher_ci),
                 "bootstrap_ci": None if self.bootstrap_ci is None else list(self.bootstrap_ci),
@@ -230,7 +275,7 @@ def correlate(curves: Sequence[Curve], pooled: str, *, resamples: int = BOOTSTRA
                        bootstrap_undefined=undefined)
 
 
-def epoch_accuracy(curves: Sequence[Curve], labels: Mapping[str, str]) -> dict[str, Any]:
+def epoch_accuracy(curves: Sequence[Curve], labels: Mapping[str, str]) -> EpochAccuracy:
     """The paper's pooled coefficient over every curve, and one per dataset and framework (``labels``: case ->
     dataset name, for the words of ``pooled``)."""
     n_points = sum(len(c.accuracy) for c in curves)
@@ -241,7 +286,7 @@ def epoch_accuracy(curves: Sequence[Curve], labels: Mapping[str, str]) -> dict[s
     overall = correlate(curves, "every (epoch number, accuracy after that epoch) point of every run's curve (each "
                                 "dataset's own accuracy measure), "
                                 f"all {len(cases)} datasets and {len(arms)} frameworks together")
-    per = []
+    per: list[CaseArmCorrelation] = []
     for case in cases:
         for arm in arms:
             group = [c for c in curves if c.case == case and c.arm == arm]

@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from kit.analysis_record import Analysis
 from kit.report.figures import arm_color, to_svg
+from kit.study_api import Cell, Figure, RunView, Section, Table
+
+from .analysis import CaseInfo, ConvergenceRow, Described, DlbenchExtras, Measure, PerDataset, Reach
+from .epoch_correlation import CorrelationJson
 
 SCALE = {"trial_rss_mean_bytes": (1 / 2**20, "MiB"), "accuracy": (100.0, "%")}
 
+STUDY_API = 3  # sections(run, analysis) -> list[Section] (kit.study_api)
 
-def _label(info: dict[str, Any]) -> str:
+
+def _label(info: CaseInfo) -> str:
     return f"{info['dataset']} (SYNTHETIC)" if info.get("synthetic") else str(info["dataset"])
 
 
-def _fmt(d: dict[str, Any] | None, metric: str) -> str:
+def _fmt(d: Described | None, metric: str) -> str:
     if not d or not d.get("n"):
         return "–"
     k, _ = SCALE.get(metric, (1.0, ""))
@@ -36,11 +42,11 @@ def _fmt(d: dict[str, Any] | None, metric: str) -> str:
     return f"{d['mean'] * k:.4g} ± {sd_txt}"
 
 
-def _unit(m: dict[str, Any]) -> str:
+def _unit(m: Measure) -> str:
     return SCALE.get(m["metric"], (1.0, m["unit"]))[1]
 
 
-def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[str, str], arms: list[str],
+def convergence_plot(conv: list[ConvergenceRow], cases: list[str], labels: dict[str, str], arms: list[str],
                      ylabel: str = "test accuracy") -> str:
     """Test accuracy after each epoch, mean over runs with a ±1 sd band, one panel per dataset."""
     present = [c for c in cases if any(x["case"] == c for x in conv)]
@@ -69,10 +75,10 @@ def convergence_plot(conv: list[dict[str, Any]], cases: list[str], labels: dict[
     return to_svg(fig)
 
 
-def panels(rows: list[dict[str, Any]], arms: list[str], metrics: list[dict[str, Any]], acc_label: str) -> str | None:
+def panels(rows: list[PerDataset], arms: list[str], metrics: list[Measure], acc_label: str) -> str | None:
     """One case's measures side by side, a small panel each (mean of the runs per framework, whiskers ±1 sd);
     only the measures this run has values of. None when it has none."""
-    shown = [m for m in metrics if any((r.get(m["metric"]) or {}).get("n") for r in rows)]
+    shown = [m for m in metrics if any((d := r.get(m["metric"])) and d.get("n") for r in rows)]
     if not shown:
         return None
     cols = len(shown) if len(shown) <= 3 else math.ceil(len(shown) / 2)  # two rows from four panels on
@@ -117,14 +123,14 @@ def _ci(ci: list[float] | None) -> str:
     return f"{ci[0]:.4f} to {ci[1]:.4f}" if ci else "–"
 
 
-def pearson_row(first: str, c: dict[str, Any]) -> list[Any]:
+def pearson_row(first: str, c: CorrelationJson) -> list[Cell]:
     """One table row of a Pearson result: what, runs, points, r, Fisher's interval, the cluster bootstrap's
     (why a value is missing goes below the table, :func:`pearson_notes`, so that the columns stay narrow)."""
     r = _r(c["r"]) if c["r"] is not None else "undefined"
     return [first, c["n_runs"], c["n_points"], r, _ci(c["fisher_ci"]), _ci(c["bootstrap_ci"])]
 
 
-def pearson_notes(results: list[dict[str, Any]]) -> list[str]:
+def pearson_notes(results: list[CorrelationJson]) -> list[str]:
     """Why r or an interval is missing, each reason once: r undefined; no Fisher interval (n < 4); no bootstrap."""
     notes: list[str] = []
     for c in results:
@@ -149,7 +155,7 @@ def _p(p: float | None) -> str:
     return "–" if p is None else f"{p:.3g}"
 
 
-def reach_text(r: dict[str, Any], kit_min_n: int) -> list[str]:
+def reach_text(r: Reach, kit_min_n: int) -> list[str]:
     """What this run's n can and cannot show in the table's Holm family, in words (from ``analysis.reach``)."""
     n, m, alpha, first = r["n"], r["m"], r["alpha"], r["first_threshold"]
     head = (f"This run has n = {n} runs per arm, so the smallest two-sided p of an exact signed-rank test is "
@@ -182,60 +188,60 @@ def reach_text(r: dict[str, Any], kit_min_n: int) -> list[str]:
     return [head, can, kit + advice]
 
 
-def wilcoxon_section(d: dict[str, Any], labels: dict[str, str], arms: list[str],
-                     acc_labels: dict[str, str] | None = None) -> dict[str, Any]:
+def wilcoxon_section(d: DlbenchExtras, labels: dict[str, str], arms: list[str],
+                     acc_labels: dict[str, str] | None = None) -> Section:
     """The paper's paired Wilcoxon tests, Holm over the table's family, and what this n can reach."""
-    wd, fam = d["wilcoxon_design"], d.get("wilcoxon_family") or {}
+    wd, fam = d.wilcoxon_design, d.wilcoxon_family
+    assert wd is not None  # every analysis of this study has written it
     acc = acc_labels or {}
-    w_rows = []
-    for w in d["wilcoxon"]:
+    w_rows: list[list[Cell]] = []
+    for w in d.wilcoxon:
         what = acc.get(w["case"], w["label"]) if w["metric"] == "accuracy" else w["label"]
         if not w.get("tested"):
             w_rows.append([labels[w["case"]], what, w["n_pairs"], "–", "–", "–", "–", w.get("reason", "")])
             continue
         verdict = "rejected (Holm p < α)" if w.get("significant") else "not rejected (Holm p ≥ α)"
-        if not w["can_reject"]:
+        if not w.get("can_reject"):
             verdict += " (cannot reach α with these pairs)"
         elif not w.get("reaches_first", True):
             verdict += " (cannot reach α/m: only after other rows are rejected)"
-        w_rows.append([labels[w["case"]], what, w["n_pairs"], w["statistic"], _p(w["p"]), _p(w.get("p_holm")),
-                       _p(w["min_attainable_p"]) + ("" if w["exact"] else " (asymptotic)"), verdict])
+        w_rows.append([labels[w["case"]], what, w["n_pairs"], w.get("statistic"), _p(w.get("p")), _p(w.get("p_holm")),
+                       _p(w.get("min_attainable_p")) + ("" if w.get("exact") else " (asymptotic)"), verdict])
     reach = wd.get("reach")  # None: an analysis written before the Holm column (re-analyse the run)
-    m = fam.get("size") or (reach or {}).get("m", "?")
+    m = (fam["size"] if fam else None) or (reach["m"] if reach else "?")
     paras = [
         "The paper ran 5 runs per framework and dataset and reports Wilcoxon signed-rank tests \"with more than "
         "95 % confidence\". With n pairs, the exact two-sided signed-rank test cannot give a p-value below "
         f"2/2^n: 0.0625 for the paper's n = 5, so its five pairs can never reject at α = 0.05; at least "
-        f"{wd['min_pairs_to_reject']} pairs without ties are needed at this run's α = {d['alpha']} before any "
+        f"{wd['min_pairs_to_reject']} pairs without ties are needed at this run's α = {d.alpha} before any "
         "correction for the number of tests. The table below computes the paper's test (paired by block, exact "
         "when there are no ties or zeros, as R's wilcox.test does) so the reader can see what it can and cannot "
         "show.",
         *(reach_text(reach, wd["kit_min_n"]) if reach else []),
     ]
-    return {
-        "id": "dlbench-wilcoxon",
-        "title": "DLBench: the paper's Wilcoxon signed-rank tests between the frameworks",
-        "paragraphs": paras,
-        "tables": [{"caption": f"Paired Wilcoxon signed-rank, {arms[0]} vs {arms[1]} (two-sided); Holm over the "
+    return Section(id="dlbench-wilcoxon",
+                   title="DLBench: the paper's Wilcoxon signed-rank tests between the frameworks",
+                   paragraphs=paras,
+                   tables=[Table(caption=f"Paired Wilcoxon signed-rank, {arms[0]} vs {arms[1]} (two-sided); Holm over the "
                                f"family of the m = {m} tests of this table (every dataset × metric with pairs)",
-                    "columns": ["dataset", "metric", "pairs", "statistic", "p (unadjusted)", f"Holm p (m = {m})",
+                         columns=["dataset", "metric", "pairs", "statistic", "p (unadjusted)", f"Holm p (m = {m})",
                                 "smallest possible p", "decision (Holm)"],
-                    "rows": w_rows}],
-    }
+                         rows=w_rows)])
 
 
-def _acc_label(info: dict[str, Any]) -> str:
-    return str((info.get("accuracy_label") or {}).get("label") or "test accuracy")
+def _acc_label(info: CaseInfo) -> str:
+    acc = info.get("accuracy_label")
+    return str((acc["label"] if acc else None) or "test accuracy")
 
 
-def case_section(case: str, info: dict[str, Any], label: str, d: dict[str, Any], metric_cols: list[dict[str, Any]],
-                 arms: list[str]) -> dict[str, Any]:
+def case_section(case: str, info: CaseInfo, label: str, d: DlbenchExtras, metric_cols: list[Measure],
+                 arms: list[str]) -> Section:
     """One model of the run: the paper's figures for it, its measures, convergence and epochs-vs-accuracy r."""
-    paper = (d.get("paper_models") or {}).get(info.get("paper_key") or "")
-    acc = info.get("accuracy_label") or {}
+    paper = (d.paper_models or {}).get(info.get("paper_key") or "")
+    acc = info.get("accuracy_label")
     acc_label = _acc_label(info)
-    rows = [r for r in d["per_dataset"] if r["case"] == case]
-    conv = [c for c in d["convergence"] if c["case"] == case]
+    rows = [r for r in d.per_dataset if r["case"] == case]
+    conv = [c for c in d.convergence if c["case"] == case]
     if paper:
         where = "; ".join(f"{what} {paper[key]}" for key, what in (
             ("accuracy", "accuracy"), ("time_s", "training time"), ("cpu_util_pct", "CPU"),
@@ -243,44 +249,54 @@ def case_section(case: str, info: dict[str, Any], label: str, d: dict[str, Any],
         head = f"The paper's {paper['model']} ({paper['architecture']}, {paper['epochs']} epochs). In the paper: {where}."
     else:
         head = f"Case {case} is not one of the paper's models: no figure of the paper to compare with."
-    note = (f"Accuracy here is {acc_label} (from {acc.get('source', 'the kit')})"
-            + ("" if acc.get("consistent", True) else ": the runs name different measures, so their values are not "
+    note = (f"Accuracy here is {acc_label} (from {acc['source'] if acc else 'the kit'})"
+            + ("" if not acc or acc["consistent"] else ": the runs name different measures, so their values are not "
                "one quantity") + (f"; {acc['ignored']} run(s) gave an accuracy_metric that is not a short text, "
-                                  "ignored" if acc.get("ignored") else "") + ".")
-    measures = [[r["arm"], *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]] for r in rows]
+                                  "ignored" if acc and acc["ignored"] else "") + ".")
+    measures: list[list[Cell]] = [[r["arm"], *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]] for r in rows]
     cols = ["framework", *[f"{acc_label if m['metric'] == 'accuracy' else m['label']} ({_unit(m)})"
                            for m in metric_cols]]
-    peak = [[c["arm"], len(c["runs"]), c["peak_epoch"], c["peak_accuracy"], c["final_accuracy"]] for c in conv]
-    ea = d.get("epoch_accuracy") or {}
-    pear = [pearson_row(p["arm"], p) for p in ea.get("per_case_arm", []) if p["case"] == case]
-    tables = [{"caption": f"{label}: mean ± sd over the runs", "columns": cols, "rows": measures}]
+    peak: list[list[Cell]] = [[c["arm"], len(c["runs"]), c["peak_epoch"], c["peak_accuracy"], c["final_accuracy"]]
+                              for c in conv]
+    ea = d.epoch_accuracy
+    per_case_arm = ea["per_case_arm"] if ea else []
+    pear = [pearson_row(p["arm"], p) for p in per_case_arm if p["case"] == case]
+    tables = [Table(caption=f"{label}: mean ± sd over the runs", columns=cols, rows=measures)]
     if peak:
-        tables.append({"caption": f"{label}: peak of the mean curve ({acc_label})",
-                       "columns": ["framework", "runs", "peak epoch", "peak (fraction)", "final (fraction)"],
-                       "rows": peak})
+        tables.append(Table(caption=f"{label}: peak of the mean curve ({acc_label})",
+                            columns=["framework", "runs", "peak epoch", "peak (fraction)", "final (fraction)"],
+                            rows=peak))
     if pear:
-        tables.append({"caption": f"{label}: Pearson r between epoch number and {acc_label}, per framework (the "
-                                  f"paper printed one pooled value, {ea.get('paper_r')}; Fisher's interval assumes independent "
+        tables.append(Table(caption=f"{label}: Pearson r between epoch number and {acc_label}, per framework (the "
+                                  f"paper printed one pooled value, {ea['paper_r'] if ea else None}; Fisher's interval assumes independent "
                                   "pairs and is too narrow for a curve's points, the cluster bootstrap resamples "
                                   "whole runs: see the pooled section)",
-                       "columns": ["framework", *PEARSON_COLUMNS[1:]], "rows": pear})
+                            columns=["framework", *PEARSON_COLUMNS[1:]],
+                            rows=pear))
     figs = []
     svg = panels(rows, arms, metric_cols, acc_label)
     if svg is not None:
-        figs.append({"id": f"{_section_id(case)}-panels", "title": f"{label}: accuracy, training time, CPU, memory "
-                     "and GPU per framework (mean of the runs, whiskers ±1 sd; only what was measured)", "svg": svg})
+        figs.append(Figure(id=f"{_section_id(case)}-panels",
+                           title=f"{label}: accuracy, training time, CPU, memory "
+                     "and GPU per framework (mean of the runs, whiskers ±1 sd; only what was measured)",
+                           svg=svg))
     if conv:
-        figs.append({"id": f"{_section_id(case)}-convergence", "title": f"{label}: {acc_label} after each epoch "
-                     "(mean ± sd over runs)", "svg": convergence_plot(conv, [case], {case: label}, arms, acc_label)})
+        figs.append(Figure(id=f"{_section_id(case)}-convergence",
+                           title=f"{label}: {acc_label} after each epoch "
+                     "(mean ± sd over runs)",
+                           svg=convergence_plot(conv, [case], {case: label}, arms, acc_label)))
     title = f"DLBench: {label}" + (f" ({paper['model']}; paper {paper['architecture']})" if paper else "")
-    pear_notes = pearson_notes([p for p in ea.get("per_case_arm", []) if p["case"] == case])
-    return {"id": _section_id(case), "title": title, "paragraphs": [head, note, *pear_notes], "tables": tables,
-            "figures": figs}
+    pear_notes = pearson_notes([p for p in per_case_arm if p["case"] == case])
+    return Section(id=_section_id(case),
+                   title=title,
+                   paragraphs=[head, note, *pear_notes],
+                   tables=tables,
+                   figures=figs)
 
 
-def pearson_section(d: dict[str, Any]) -> dict[str, Any] | None:
+def pearson_section(d: DlbenchExtras) -> Section | None:
     """The paper's pooled Pearson coefficient of epochs and accuracy beside the run's, with what it pools."""
-    ea = d.get("epoch_accuracy")
+    ea = d.epoch_accuracy
     if not ea:
         return None
     o, paper_r = ea["overall"], ea["paper_r"]
@@ -309,31 +325,36 @@ def pearson_section(d: dict[str, Any]) -> dict[str, Any] | None:
         f"{boot['min_runs']} runs per dataset and framework." + inside,
     ]
     paras += pearson_notes([o])
-    if ea.get("refused"):
+    if refused := ea.get("refused"):
         paras.append("Left out, their per-epoch accuracies unusable: " + "; ".join(
-            f"{x['trial_id']} ({x['reason']})" for x in ea["refused"][:20])
-            + (f"; and {len(ea['refused']) - 20} more" if len(ea["refused"]) > 20 else "") + ".")
+            f"{x['trial_id']} ({x['reason']})" for x in refused[:20])
+            + (f"; and {len(refused) - 20} more" if len(refused) > 20 else "") + ".")
     rows = [[*pearson_row("every curve of the run", o), str(paper_r)]]
-    return {"id": "dlbench-epochs-accuracy", "title": "DLBench: Pearson correlation of epochs and accuracy "
-            "(Sec. 5.5.4)", "paragraphs": paras,
-            "tables": [{"caption": "Pearson r between epoch number and accuracy, pooled as the paper did, beside the "
-                                   "paper's value", "columns": [*PEARSON_COLUMNS, "paper"], "rows": rows}],
-            "figures": []}
+    return Section(id="dlbench-epochs-accuracy",
+                   title="DLBench: Pearson correlation of epochs and accuracy "
+            "(Sec. 5.5.4)",
+                   paragraphs=paras,
+                   tables=[Table(caption="Pearson r between epoch number and accuracy, pooled as the paper did, beside the "
+                                   "paper's value",
+                             columns=[*PEARSON_COLUMNS, "paper"],
+                             rows=rows)],
+                   figures=[])
 
 
-def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    d = analysis.get("extras", {}).get("dlbench")
-    if not d:
+def sections(run: RunView, analysis: Analysis) -> list[Section]:
+    raw = analysis.extras.get("dlbench")
+    if not isinstance(raw, dict) or not raw:
         return []
-    arms, rows = d["arms"], d["per_dataset"]
-    infos = {i["case"]: i for i in d["cases"].values()}
-    cases = list(dict.fromkeys(i["case"] for i in d["cases"].values()))
+    d = DlbenchExtras.from_json(raw)  # the study's record (analysis.py), read back from analysis.json
+    arms, rows = d.arms, d.per_dataset
+    infos = {i["case"]: i for i in d.cases.values()}
+    cases = list(dict.fromkeys(i["case"] for i in d.cases.values()))
     labels = {c: _label(infos[c]) for c in cases}
-    out: list[dict[str, Any]] = []
+    out: list[Section] = []
 
-    synth = d["synthetic_cases"]
-    epochs = d["paper_epochs"]
-    data_rows = [[c, infos[c]["dataset"], infos[c]["source"], infos[c].get("train_size") or "all",
+    synth = d.synthetic_cases
+    epochs = d.paper_epochs
+    data_rows: list[list[Cell]] = [[c, infos[c]["dataset"], infos[c]["source"], infos[c].get("train_size") or "all",
                   infos[c].get("test_size") or "all", infos[c]["epochs"],
                   epochs.get(infos[c].get("paper_key") or "", epochs.get(str(infos[c]["dataset"]), "–")),
                   "SYNTHETIC stand-in (not the real data)" if infos[c]["synthetic"] else (infos[c].get("origin") or "real")]
@@ -347,19 +368,21 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                      "in every table and figure below.")
     else:
         paras.append("Every dataset is the publisher's file, verified against its pinned SHA-256.")
-    out.append({"id": "dlbench-data", "title": "DLBench: datasets of this run", "paragraphs": paras,
-                "tables": [{"caption": "Datasets, sizes and epochs (paper: the epochs of Section 4)",
-                            "columns": ["case", "dataset", "source", "train examples", "test examples", "epochs",
-                                        "paper epochs", "data"], "rows": data_rows}]})
+    out.append(Section(id="dlbench-data",
+                       title="DLBench: datasets of this run",
+                       paragraphs=paras,
+                       tables=[Table(caption="Datasets, sizes and epochs (paper: the epochs of Section 4)",
+                                 columns=["case", "dataset", "source", "train examples", "test examples", "epochs",
+                                        "paper epochs", "data"],
+                                 rows=data_rows)]))
 
-    metric_cols = [*d["metrics"], *d.get("described_only", [])]
-    table_rows = [[f"{labels[r['case']]}: {_acc_label(infos[r['case']])}", r["arm"],
+    metric_cols = [*d.metrics, *d.described_only]
+    table_rows: list[list[Cell]] = [[f"{labels[r['case']]}: {_acc_label(infos[r['case']])}", r["arm"],
                    *[_fmt(r.get(m["metric"]), m["metric"]) for m in metric_cols]] for r in rows]
     unmeasured = [m["label"] for m in metric_cols if not any(r.get(m["metric"]) for r in rows)]
-    out.append({
-        "id": "dlbench-results",
-        "title": "DLBench: accuracy, training time, CPU, memory and GPU, every model (Figs. 4-8, 12-17)",
-        "paragraphs": [
+    out.append(Section(id="dlbench-results",
+                       title="DLBench: accuracy, training time, CPU, memory and GPU, every model (Figs. 4-8, 12-17)",
+                       paragraphs=[
             "Training time is the sum of the epochs' training; the test evaluation after each epoch (for the "
             "convergence curves) is timed separately and excluded (the paper's Keras code included it via "
             "validation_data). CPU utilisation, host-wide, is the mean over all cores of the host's 1 s readings "
@@ -372,13 +395,12 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
             "the translation model. Each model's section below has its panels and convergence curve.",
             "Not measured on this host: " + (", ".join(unmeasured) if unmeasured else "nothing") + ".",
         ],
-        "tables": [{"caption": "Mean ± sd over the runs, per dataset and framework",
-                    "columns": ["dataset: accuracy measure", "framework",
+                       tables=[Table(caption="Mean ± sd over the runs, per dataset and framework",
+                         columns=["dataset: accuracy measure", "framework",
                                 *[f"{'accuracy' if m['metric'] == 'accuracy' else m['label']} ({_unit(m)})"
                                   for m in metric_cols]],
-                    "rows": table_rows}],
-        "figures": [],
-    })
+                         rows=table_rows)],
+                       figures=[]))
 
     out.extend(case_section(c, infos[c], labels[c], d, metric_cols, arms) for c in cases)
     pear = pearson_section(d)
@@ -388,17 +410,16 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     acc_labels = {c: _acc_label(infos[c]) for c in cases}
     out.append(wilcoxon_section(d, labels, arms, acc_labels))
 
-    missing = d["not_reproduced"]
-    out.append({
-        "id": "dlbench-not-reproduced",
-        "title": "DLBench: the paper's models not in this run",
-        "paragraphs": [("The paper also benchmarks models this run does not include; they are listed here so the "
+    missing = d.not_reproduced
+    out.append(Section(id="dlbench-not-reproduced",
+                       title="DLBench: the paper's models not in this run",
+                       paragraphs=[("The paper also benchmarks models this run does not include; they are listed here so the "
                         "report does not suggest full coverage." if missing else
                         "Every one of the paper's eight models is in this run.")
                        + " The paper's other four frameworks (MXNet, Theano, Chainer, and Keras as separate from "
                        "TensorFlow) are out of scope: the kit compares TensorFlow (through Keras, its high-level "
                        "API) and PyTorch."],
-        "tables": [{"caption": "Models of the paper not in this run", "columns": ["model", "in the paper", "status"],
-                    "rows": [[x["model"], x["paper"], x["why"]] for x in missing]}] if missing else [],
-    })
+                       tables=[Table(caption="Models of the paper not in this run",
+                         columns=["model", "in the paper", "status"],
+                         rows=[[x["model"], x["paper"], x["why"]] for x in missing])] if missing else []))
     return out

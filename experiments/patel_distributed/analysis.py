@@ -15,16 +15,17 @@ by the framework comparison of the hypotheses table.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from scipy import stats as sps
 
-from kit.analysis import stats
+from kit import stats
 from kit.records import TrialRecord
-from kit.study_api import RunView
+from kit.study_api import ExtrasRecord, RunView
 
-STUDY_API = 2
+STUDY_API = 3
 
 Q1 = "Q1: Does DistributedDataParallel scale better than DataParallel, and near-linearly?"
 # The paper calls DDP's speed-ups "near-linear" without a figure; the kit reads near-linear as a
@@ -33,7 +34,176 @@ NEAR_LINEAR_EFFICIENCY = 0.9
 PAPER_DEVICES = 2  # one node with two RTX 2080 Ti (Section IV): Q1's DDP-vs-DataParallel test is asked there
 
 
-def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> dict[str, Any]:
+class RatioCI(TypedDict):
+    """A ratio of means with its interval and p (:func:`ratio_of_means`); ``reason`` where there is none."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    reason: str | None
+
+
+class EfficiencyCI(TypedDict):
+    """Scaling efficiency with its interval and verdict against the near-linear threshold (:func:`efficiency_ci`)."""
+
+    devices: int
+    efficiency: float | None
+    low: float | None
+    high: float | None
+    conf: float
+    n_single: int
+    n_multi: int
+    speedup: float | None
+    method: str
+    verdict: str
+    reason: str | None
+
+
+class Scaling(TypedDict):
+    """Speed-up over one device and efficiency (:func:`scaling`); the trial ratios' spread where measured."""
+
+    speedup: float | None
+    efficiency: float | None
+    speedup_min: NotRequired[float]
+    speedup_max: NotRequired[float]
+
+
+class Row(TypedDict):
+    """One configuration and arm: its setting, status, trial throughputs, then (added) speed-up and efficiency."""
+
+    config_id: str
+    case: str
+    arm: str
+    model: str | None
+    strategy: str
+    devices: int
+    batch_size: int
+    status: str
+    reason: str | None
+    ips: list[float]
+    device_kind: str | None
+    dist_backend: str | None
+    ips_mean: NotRequired[float | None]
+    speedup: NotRequired[float | None]
+    efficiency: NotRequired[float | None]
+    speedup_min: NotRequired[float]
+    speedup_max: NotRequired[float]
+
+
+class ScalingRow(EfficiencyCI):
+    """A row of the scaling-efficiency table: the configuration's setting, then its :class:`EfficiencyCI`."""
+
+    case: str
+    arm: str
+    strategy: str
+    status: str
+    device_kind: str | None
+
+
+class Winner(TypedDict):
+    """Which framework trained faster at one strategy and device count (:func:`framework_winners`)."""
+
+    strategy: str
+    devices: int
+    model: str | None
+    tf_arm: str
+    pt_arm: str
+    ratio_tf_over_pt: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    reason: str | None
+    conf: float
+    n_tf: int
+    n_pt: int
+    p_holm: NotRequired[float | None]
+    decided: NotRequired[bool]
+    leader: NotRequired[str]
+    faster: NotRequired[str | None]
+    factor: NotRequired[float]
+
+
+class Paired(TypedDict):
+    """Throughputs paired by repetition (:func:`_paired`): the geometric-mean ratio with its paired t interval."""
+
+    n_pairs: int
+    repetitions: list[int]
+    ratio: float | None
+    low: float | None
+    high: float | None
+    p: float | None
+    reason: str | None
+
+
+class DdpVsDp(TypedDict):
+    """Q1, first half (:func:`ddp_vs_dp`)."""
+
+    question: str
+    arm: str
+    ddp_speedup: float | None
+    dp_speedup: float | None
+    ratio_ddp_over_dp: float | None
+    low: float | None
+    high: float | None
+    conf: float
+    p: float | None
+    n_pairs: int
+    paired_by: str
+    repetitions: list[int]
+    method: str
+    tested: bool
+    verdict: str
+    ddp_better: bool
+    reason: str | None
+
+
+class DdpScaling(TypedDict):
+    """Q1, second half (:func:`ddp_scaling`)."""
+
+    question: str
+    arm: str
+    devices: int
+    device_kind: str | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    efficiency: float | None
+    efficiency_low: float | None
+    efficiency_high: float | None
+    conf: float
+    n_pairs: int
+    paired_by: str
+    near_linear_threshold: float
+    tested: bool
+    verdict: str
+    reason: str | None
+
+
+class Skipped(TypedDict):
+    case: str
+    arm: str
+    strategy: str
+    status: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class DistributedExtras(ExtrasRecord):
+    """analysis.json's ``extras.zoo_distributed`` (fields in its key order). The report reads it back with
+    ``from_json``; the fields an older analysis may lack have defaults."""
+
+    arms: list[str]
+    rows: list[Row]  # per configuration and arm: its setting, throughputs, speed-up and efficiency
+    ddp_vs_dp: DdpVsDp | None = None
+    scaling_efficiency: list[ScalingRow] = field(default_factory=list)
+    near_linear_threshold: float = NEAR_LINEAR_EFFICIENCY
+    framework_winners: list[Winner] = field(default_factory=list)
+    ddp_scaling: DdpScaling | None = None
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> Scaling:
     """Speed-up and efficiency from per-trial throughputs (means), with the spread of the trial ratios."""
     if not single_ips or not multi_ips or devices < 1:
         return {"speedup": None, "efficiency": None}
@@ -42,7 +212,7 @@ def scaling(single_ips: list[float], multi_ips: list[float], devices: int) -> di
     return {"speedup": s, "efficiency": s / devices, "speedup_min": min(ratios), "speedup_max": max(ratios)}
 
 
-def ratio_of_means(a_vals: list[float], b_vals: list[float], conf: float) -> dict[str, Any]:
+def ratio_of_means(a_vals: list[float], b_vals: list[float], conf: float) -> RatioCI:
     """mean(a) / mean(b) of independent trials with the delta-method interval on its log and the dual p.
 
     Var(log R) = s_a^2 / (n_a m_a^2) + s_b^2 / (n_b m_b^2); t quantile and p at Welch-Satterthwaite
@@ -50,7 +220,7 @@ def ratio_of_means(a_vals: list[float], b_vals: list[float], conf: float) -> dic
     below two trials on either side.
     """
     a, b = np.asarray(a_vals, float), np.asarray(b_vals, float)
-    out: dict[str, Any] = {"ratio": None, "low": None, "high": None, "p": None, "reason": None}
+    out: RatioCI = {"ratio": None, "low": None, "high": None, "p": None, "reason": None}
     if a.size == 0 or b.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()) \
             or a.mean() <= 0 or b.mean() <= 0:
         return {**out, "reason": "no finished trial with a positive throughput on one side"}
@@ -67,7 +237,7 @@ def ratio_of_means(a_vals: list[float], b_vals: list[float], conf: float) -> dic
             "p": float(2 * sps.t.sf(abs(math.log(r)) / se, df))}
 
 
-def efficiency_ci(single_ips: list[float], multi_ips: list[float], devices: int, conf: float) -> dict[str, Any]:
+def efficiency_ci(single_ips: list[float], multi_ips: list[float], devices: int, conf: float) -> EfficiencyCI:
     """Scaling efficiency throughput(N) / (N x throughput(1)) as a ratio of trial means, with a delta-method CI.
 
     The trials of the two strategies are independent processes (not paired: a profile may run one
@@ -77,30 +247,31 @@ def efficiency_ci(single_ips: list[float], multi_ips: list[float], devices: int,
     Below two trials on either side there is no interval and ``reason`` says so. The verdict reads the
     interval against the kit's near-linear threshold (NEAR_LINEAR_EFFICIENCY).
     """
-    out: dict[str, Any] = {"devices": devices, "efficiency": None, "low": None, "high": None, "conf": conf,
-                           "n_single": len(single_ips), "n_multi": len(multi_ips), "speedup": None,
-                           "method": "ratio of trial means; delta-method CI on its log (Welch df)",
-                           "verdict": "not testable", "reason": None}
+    out: EfficiencyCI = {"devices": devices, "efficiency": None, "low": None, "high": None, "conf": conf,
+                         "n_single": len(single_ips), "n_multi": len(multi_ips), "speedup": None,
+                         "method": "ratio of trial means; delta-method CI on its log (Welch df)",
+                         "verdict": "not testable", "reason": None}
     r = ratio_of_means(multi_ips, single_ips, conf)
-    if devices < 1 or r["ratio"] is None:
+    ratio, low, high = r["ratio"], r["low"], r["high"]
+    if devices < 1 or ratio is None:
         return {**out, "reason": r["reason"] or "no device"}
-    out.update(speedup=r["ratio"], efficiency=r["ratio"] / devices, reason=r["reason"])
-    if r["low"] is None:
+    out.update({"speedup": ratio, "efficiency": ratio / devices, "reason": r["reason"]})
+    if low is None or high is None:
         return out
-    lo, hi = r["low"] / devices, r["high"] / devices
+    lo, hi = low / devices, high / devices
     verdict = ("near-linear" if lo >= NEAR_LINEAR_EFFICIENCY else "below near-linear" if hi < NEAR_LINEAR_EFFICIENCY
                else "undecided")
     return {**out, "low": lo, "high": hi, "verdict": verdict}
 
 
-def framework_winners(rows: list[dict[str, Any]], alpha: float) -> list[dict[str, Any]]:
+def framework_winners(rows: list[Row], alpha: float) -> list[Winner]:
     """Per strategy and device count run by both frameworks: which trained faster, by how much, decided or not.
 
     TF/PT training throughput as a ratio of trial means with its delta-method interval at 1 - alpha
     (:func:`ratio_of_means`); decided when the p, Holm-adjusted over these rows, is below alpha.
     DataParallel pairs with MirroredStrategy (both ``dp``: one process, a replica per device).
     """
-    out = []
+    out: list[Winner] = []
     for r in rows:
         if r["arm"].split("@")[0] != "tensorflow" or not r["ips"]:
             continue
@@ -116,21 +287,22 @@ def framework_winners(rows: list[dict[str, Any]], alpha: float) -> list[dict[str
                     "n_pt": len(pt["ips"])})
     for w, p_adj in zip(out, stats.holm([w["p"] for w in out]), strict=True):
         ratio = w["ratio_tf_over_pt"]
+        assert ratio is not None  # both sides have throughputs: ratio_of_means gives a ratio
         leader = "tensorflow" if ratio >= 1 else "pytorch"  # a throughput ratio: above 1, TensorFlow faster
         decided = p_adj is not None and p_adj < alpha and ratio != 1
-        w.update(p_holm=p_adj, decided=decided, leader=leader, faster=leader if decided else None,
-                 factor=ratio if ratio >= 1 else 1 / ratio)
+        w["p_holm"], w["decided"], w["leader"] = p_adj, decided, leader
+        w["faster"], w["factor"] = leader if decided else None, ratio if ratio >= 1 else 1 / ratio
     return out
 
 
-def scaling_table(rows: list[dict[str, Any]], conf: float) -> list[dict[str, Any]]:
+def scaling_table(rows: list[Row], conf: float) -> list[ScalingRow]:
     """Per framework, strategy and device count (the one-device baseline left out): efficiency with its CI.
 
     Throughput(1) is the same framework's ``single`` strategy (one device, no wrapper) at the same model
     and per-device batch; a DDP run on one device (case ddp_x1) thus shows the wrapper's own cost.
     Strategies that did not run (skipped: too few devices) are listed with their status and reason.
     """
-    out = []
+    out: list[ScalingRow] = []
     for r in rows:
         if r["strategy"] == "single":
             continue
@@ -142,11 +314,11 @@ def scaling_table(rows: list[dict[str, Any]], conf: float) -> list[dict[str, Any
         elif base is None or not base["ips"]:
             e["reason"] = "no one-device baseline of this framework finished"
         out.append({"case": r["case"], "arm": r["arm"], "strategy": r["strategy"], "status": r["status"],
-                    "device_kind": r.get("device_kind"), **e})
+                    "device_kind": r["device_kind"], **e})
     return sorted(out, key=lambda e: (e["arm"], e["strategy"], e["devices"]))
 
 
-def _paper_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _paper_first(rows: list[Row]) -> list[Row]:
     """The rows with the paper's two devices first (Q1 is asked of its node); the scaling steps after them."""
     return sorted(rows, key=lambda r: r["devices"] != PAPER_DEVICES)
 
@@ -157,23 +329,29 @@ def _per_repetition(trials: tuple[TrialRecord, ...], cids: set[str], arm: str) -
             if t.config_id in cids and t.arm == arm and t.counts and t.results.get("train_throughput_ips")}
 
 
-def _paired(a: dict[int, float], b: dict[int, float], conf: float) -> dict[str, Any]:
+def _paired(a: dict[int, float], b: dict[int, float], conf: float) -> Paired:
     reps = sorted(set(a) & set(b))
     if not reps:
         return {"n_pairs": 0, "repetitions": [], "ratio": None, "low": None, "high": None, "p": None,
                 "reason": "no repetition has a finished trial of both"}
-    r = stats.paired_log_ratio([a[k] for k in reps], [b[k] for k in reps], conf=conf).as_dict()
-    return {**r, "repetitions": reps}
+    r = stats.paired_log_ratio([a[k] for k in reps], [b[k] for k in reps], conf=conf)
+    return {"n_pairs": r.n_pairs, "repetitions": reps, "ratio": _finite(r.ratio), "low": _finite(r.low),
+            "high": _finite(r.high), "p": _finite(r.p), "reason": r.reason}
 
 
-def ddp_vs_dp(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alpha: float) -> dict[str, Any] | None:
+def _finite(x: float) -> float | None:
+    """The value as analysis.json keeps it: a float, or None for NaN (kit.stats.common.plain)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def ddp_vs_dp(trials: tuple[TrialRecord, ...], rows: list[Row], alpha: float) -> DdpVsDp | None:
     """Q1, first half, within PyTorch: DDP throughput / DataParallel throughput, paired by repetition.
 
     Both run on the same devices in the same process count budget, so the ratio of their
     throughputs is the ratio of their speed-ups over one device (the same baseline). The plan runs
     every configuration once per repetition in shuffled order, so a repetition pairs a DDP trial
     with a DataParallel trial run close in time; the interval is the paired t interval on the log
-    ratios (:func:`kit.analysis.stats.paired_log_ratio`) at 1 − alpha and the test its dual:
+    ratios (:func:`kit.stats.paired_log_ratio`) at 1 − alpha and the test its dual:
     ``ddp_better`` only when the whole interval lies above 1. None when either strategy has no
     finished trial (DataParallel needs two CUDA devices).
     """
@@ -188,19 +366,22 @@ def ddp_vs_dp(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alpha
     arm = dp["arm"]
     res = _paired(_per_repetition(trials, {ddp["config_id"]}, arm), _per_repetition(trials, {dp["config_id"]}, arm),
                   1.0 - alpha)
-    lo, hi = res.get("low"), res.get("high")
+    lo, hi = res["low"], res["high"]
     decided = lo is not None and hi is not None
-    verdict = ("not testable: " + (res.get("reason") or "too few pairs") if not decided else
-               "DDP faster than DataParallel" if lo > 1 else "DataParallel faster than DDP" if hi < 1 else
-               "no difference shown")
-    return {"question": Q1, "arm": arm, "ddp_speedup": ddp["speedup"], "dp_speedup": dp["speedup"],
-            "ratio_ddp_over_dp": res.get("ratio"), "low": lo, "high": hi, "conf": 1.0 - alpha, "p": res.get("p"),
+    if lo is None or hi is None:
+        verdict = "not testable: " + (res["reason"] or "too few pairs")
+    else:
+        verdict = ("DDP faster than DataParallel" if lo > 1 else "DataParallel faster than DDP" if hi < 1 else
+                   "no difference shown")
+    return {"question": Q1, "arm": arm, "ddp_speedup": ddp.get("speedup"), "dp_speedup": dp.get("speedup"),
+            "ratio_ddp_over_dp": res["ratio"], "low": lo, "high": hi, "conf": 1.0 - alpha, "p": res["p"],
             "n_pairs": res["n_pairs"], "paired_by": "repetition", "repetitions": res["repetitions"],
             "method": "paired t on log(DDP/DataParallel throughput) per repetition; CI of the geometric-mean ratio",
-            "tested": decided, "verdict": verdict, "ddp_better": bool(decided and lo > 1), "reason": res.get("reason")}
+            "tested": decided, "verdict": verdict, "ddp_better": bool(lo is not None and hi is not None and lo > 1),
+            "reason": res["reason"]}
 
 
-def ddp_scaling(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alpha: float) -> dict[str, Any] | None:
+def ddp_scaling(trials: tuple[TrialRecord, ...], rows: list[Row], alpha: float) -> DdpScaling | None:
     """Q1, second half: is DDP's scaling efficiency near-linear (>= NEAR_LINEAR_EFFICIENCY)? Paired by repetition.
 
     Efficiency = (DDP throughput / one-device throughput) / devices, per repetition; its interval
@@ -217,24 +398,26 @@ def ddp_scaling(trials: tuple[TrialRecord, ...], rows: list[dict[str, Any]], alp
     n_dev = int(ddp["devices"])
     res = _paired(_per_repetition(trials, {ddp["config_id"]}, ddp["arm"]),
                   _per_repetition(trials, {single["config_id"]}, ddp["arm"]), 1.0 - alpha)
-    eff = {k: (res[k] / n_dev if res.get(k) is not None else None) for k in ("ratio", "low", "high")}
-    decided = eff["low"] is not None and eff["high"] is not None
-    verdict = ("not testable: " + (res.get("reason") or "too few pairs") if not decided else
-               "near-linear" if eff["low"] >= NEAR_LINEAR_EFFICIENCY else
-               "below near-linear" if eff["high"] < NEAR_LINEAR_EFFICIENCY else "undecided")
-    return {"question": Q1, "arm": ddp["arm"], "devices": n_dev, "device_kind": ddp.get("device_kind"),
-            "speedup": res.get("ratio"), "speedup_low": res.get("low"), "speedup_high": res.get("high"),
-            "efficiency": eff["ratio"], "efficiency_low": eff["low"], "efficiency_high": eff["high"],
+    ratio, low, high = (None if x is None else x / n_dev for x in (res["ratio"], res["low"], res["high"]))
+    decided = low is not None and high is not None
+    if low is None or high is None:
+        verdict = "not testable: " + (res["reason"] or "too few pairs")
+    else:
+        verdict = ("near-linear" if low >= NEAR_LINEAR_EFFICIENCY else
+                   "below near-linear" if high < NEAR_LINEAR_EFFICIENCY else "undecided")
+    return {"question": Q1, "arm": ddp["arm"], "devices": n_dev, "device_kind": ddp["device_kind"],
+            "speedup": res["ratio"], "speedup_low": res["low"], "speedup_high": res["high"],
+            "efficiency": ratio, "efficiency_low": low, "efficiency_high": high,
             "conf": 1.0 - alpha, "n_pairs": res["n_pairs"], "paired_by": "repetition",
             "near_linear_threshold": NEAR_LINEAR_EFFICIENCY, "tested": decided, "verdict": verdict,
-            "reason": res.get("reason")}
+            "reason": res["reason"]}
 
 
-def analyse(run: RunView) -> dict[str, Any]:
+def analyse(run: RunView) -> DistributedExtras:
     arms = list(run.arms)
     spec = run.spec
     wl = {**spec["workload"], **(spec["workload"].get("params") or {})}
-    rows = []
+    rows: list[Row] = []
     for cid, cfg in run.configs.items():
         case = cfg.get("case") or cid
         over = ((spec.get("cases") or {}).get(case) or {}).get("workload") or {}
@@ -244,7 +427,7 @@ def analyse(run: RunView) -> dict[str, Any]:
             ok = [t for t in ts if t.counts]
             statuses = sorted({t.status for t in ts})
             rows.append({"config_id": cid, "case": case, "arm": arm, "model": m.get("model"),
-                         "strategy": m.get("strategy"), "devices": int(ok[0].results["devices"]) if ok else
+                         "strategy": str(m.get("strategy", "single")), "devices": int(ok[0].results["devices"]) if ok else
                          (1 if m.get("strategy") == "single" else int(m.get("devices", 1))),
                          "batch_size": int(m["batch_size"]), "status": "ok" if ok else "/".join(statuses) or "missing",
                          "reason": next((t.error for t in ts if t.status != "ok"), None),
@@ -255,12 +438,16 @@ def analyse(run: RunView) -> dict[str, Any]:
         r["ips_mean"] = float(np.mean(r["ips"])) if r["ips"] else None
         base = next((b for b in rows if b["arm"] == r["arm"] and b["strategy"] == "single" and b["model"] == r["model"]
                      and b["batch_size"] == r["batch_size"] and b["ips"]), None)
-        r.update(scaling(base["ips"] if base else [], r["ips"], r["devices"]) if r["strategy"] != "single"
-                 else {"speedup": 1.0 if r["ips"] else None, "efficiency": 1.0 if r["ips"] else None})
+        sc = (scaling(base["ips"] if base else [], r["ips"], r["devices"]) if r["strategy"] != "single"
+              else Scaling(speedup=1.0 if r["ips"] else None, efficiency=1.0 if r["ips"] else None))
+        r["speedup"], r["efficiency"] = sc["speedup"], sc["efficiency"]
+        if "speedup_min" in sc and "speedup_max" in sc:
+            r["speedup_min"], r["speedup_max"] = sc["speedup_min"], sc["speedup_max"]
     alpha = float(spec["design"]["alpha"])
-    return {"arms": arms, "rows": rows, "ddp_vs_dp": ddp_vs_dp(run.trials, rows, alpha),
-            "scaling_efficiency": scaling_table(rows, 1.0 - alpha), "near_linear_threshold": NEAR_LINEAR_EFFICIENCY,
-            "framework_winners": framework_winners(rows, alpha),
-            "ddp_scaling": ddp_scaling(run.trials, rows, alpha),
-            "skipped": [{k: r[k] for k in ("case", "arm", "strategy", "status", "reason")} for r in rows
-                        if r["status"] != "ok"]}
+    return DistributedExtras(
+        arms=arms, rows=rows, ddp_vs_dp=ddp_vs_dp(run.trials, rows, alpha),
+        scaling_efficiency=scaling_table(rows, 1.0 - alpha), near_linear_threshold=NEAR_LINEAR_EFFICIENCY,
+        framework_winners=framework_winners(rows, alpha),
+        ddp_scaling=ddp_scaling(run.trials, rows, alpha),
+        skipped=[Skipped(case=r["case"], arm=r["arm"], strategy=r["strategy"], status=r["status"], reason=r["reason"])
+                 for r in rows if r["status"] != "ok"])

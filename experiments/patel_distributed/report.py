@@ -6,8 +6,14 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from kit.analysis_record import Analysis
 from kit.fmt import fmt_num
 from kit.report.figures import arm_color, to_svg
+from kit.study_api import Cell, Figure, RunView, Section, Table
+
+from .analysis import DistributedExtras, Row, ScalingRow, Winner
+
+STUDY_API = 3  # sections(run, analysis) -> list[Section] (kit.study_api)
 
 
 def _g(x: Any, fmt: str = ".3g", scale: float = 1.0) -> str:
@@ -18,7 +24,7 @@ def _g(x: Any, fmt: str = ".3g", scale: float = 1.0) -> str:
 STRATEGY = {"single": "one device", "dp": "DataParallel / MirroredStrategy", "ddp": "DistributedDataParallel"}
 
 
-def speedup_figure(rows: list[dict[str, Any]]) -> str | None:
+def speedup_figure(rows: list[Row]) -> str | None:
     """Speed-up over one device per framework and strategy; the ideal (linear) speed-up as a line."""
     rs = [r for r in rows if r["strategy"] != "single"]
     if not any(r.get("speedup") for r in rs):
@@ -26,8 +32,8 @@ def speedup_figure(rows: list[dict[str, Any]]) -> str | None:
     fig, ax = plt.subplots(figsize=(5.6, 3.0))
     for i, r in enumerate(rs):
         label = f"{r['arm']}\n{r['strategy']} ×{r['devices']}"
-        if r.get("speedup"):
-            ax.bar(i, r["speedup"], 0.6, color=arm_color(r["arm"], i),
+        if speedup := r.get("speedup"):
+            ax.bar(i, speedup, 0.6, color=arm_color(r["arm"], i),
                    alpha=0.85)
             ax.hlines(r["devices"], i - 0.35, i + 0.35, colors="k", linestyles="--", lw=0.8)
         else:
@@ -47,9 +53,9 @@ def strategy_name(arm: str, strategy: str) -> str:
     return STRATEGY.get(strategy, strategy)
 
 
-def efficiency_figure(effs: list[dict[str, Any]], threshold: float) -> str | None:
+def efficiency_figure(effs: list[ScalingRow], threshold: float) -> str | None:
     """Scaling efficiency against the device count, one line per framework and strategy, with the CI as whiskers."""
-    lines: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    lines: dict[tuple[str, str], list[ScalingRow]] = {}
     for e in effs:
         if e.get("efficiency") is not None:
             lines.setdefault((e["arm"], e["strategy"]), []).append(e)
@@ -58,9 +64,10 @@ def efficiency_figure(effs: list[dict[str, Any]], threshold: float) -> str | Non
     fig, ax = plt.subplots(figsize=(5.6, 3.2))
     for j, ((arm, strategy), es) in enumerate(sorted(lines.items())):
         es = sorted(es, key=lambda e: e["devices"])
-        xs, ys = [e["devices"] for e in es], [e["efficiency"] for e in es]
-        err = [[y - (e["low"] if e.get("low") is not None else y) for y, e in zip(ys, es, strict=True)],
-               [(e["high"] if e.get("high") is not None else y) - y for y, e in zip(ys, es, strict=True)]]
+        pts = [(e["devices"], y, e["low"], e["high"]) for e in es if (y := e["efficiency"]) is not None]
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        err = [[y - (lo if lo is not None else y) for _, y, lo, _ in pts],
+               [(hi if hi is not None else y) - y for _, y, _, hi in pts]]
         ax.errorbar(xs, ys, yerr=err, marker="o", ms=4, lw=1, capsize=3, color=arm_color(arm, j),
                     linestyle="-" if strategy == "ddp" else "--", label=f"{arm} {strategy_name(arm, strategy)}")
     ax.axhline(1.0, color="k", lw=0.8)
@@ -73,24 +80,25 @@ def efficiency_figure(effs: list[dict[str, Any]], threshold: float) -> str | Non
     return to_svg(fig)
 
 
-def scaling_section(d: dict[str, Any]) -> dict[str, Any] | None:
+def scaling_section(d: DistributedExtras) -> Section | None:
     """The scaling-efficiency table and figure: every framework, strategy and device count the run planned."""
-    effs = d.get("scaling_efficiency") or []
+    effs = d.scaling_efficiency
     if not effs:
         return None
-    thr = float(d.get("near_linear_threshold") or 0.9)
+    thr = float(d.near_linear_threshold or 0.9)
     conf = effs[0].get("conf") or 0.95
-    rows = [[e["arm"], strategy_name(e["arm"], e["strategy"]), e["devices"], e.get("device_kind") or "–",
+    rows: list[list[Cell]] = [[e["arm"], strategy_name(e["arm"], e["strategy"]), e["devices"], e.get("device_kind") or "–",
              e["status"], f"{e['n_multi']}/{e['n_single']}", _g(e.get("speedup"), ".3f"), _g(e.get("efficiency"), ".3f"),
              f"[{_g(e.get('low'), '.3f')}, {_g(e.get('high'), '.3f')}]", e["verdict"], e.get("reason") or ""]
             for e in effs]
-    def named(es: list[dict[str, Any]]) -> str:
+    def named(es: list[ScalingRow]) -> str:
         return ", ".join(f"{e['arm']} {strategy_name(e['arm'], e['strategy'])} on {e['devices']}" for e in es)
 
     measured = [e for e in effs if e.get("efficiency") is not None]
     missing = [e for e in effs if e.get("efficiency") is None]
-    return {"id": "zoo-dist-scaling", "title": "Scaling efficiency per framework, strategy and device count",
-            "paragraphs": [
+    return Section(id="zoo-dist-scaling",
+                   title="Scaling efficiency per framework, strategy and device count",
+                   paragraphs=[
                 "Scaling efficiency = throughput(N) / (N × throughput(1)): the ratio of the mean training throughput "
                 "of the N-device trials to the mean of the same framework's one-device trials, divided by N "
                 f"(1 = linear). Interval: {conf * 100:.0f} % delta-method CI on the log of the ratio of means (trials as "
@@ -101,29 +109,32 @@ def scaling_section(d: dict[str, Any]) -> dict[str, Any] | None:
                  "No strategy beyond one device was measured here.")
                 + (" Not measured (skipped or failed, the reason in the table): " + named(missing) + "."
                    if missing else "")],
-            "tables": [{"caption": "Scaling efficiency (trials N-device / one-device)", "columns": [
+                   tables=[Table(caption="Scaling efficiency (trials N-device / one-device)",
+                             columns=[
                 "framework", "strategy", "devices", "device", "status", "trials", "speed-up", "efficiency",
-                f"{conf * 100:.0f} % CI", "verdict", "why"], "rows": rows}],
-            "figures": [f for f in ({"id": "zoo-dist-efficiency", "title": "Scaling efficiency against the device "
+                f"{conf * 100:.0f} % CI", "verdict", "why"],
+                             rows=rows)],
+                   figures=[f for f in (Figure(id="zoo-dist-efficiency",
+                                           title="Scaling efficiency against the device "
                                      "count (dotted: the near-linear threshold; whiskers: CI)",
-                                     "svg": efficiency_figure(effs, thr)},) if f["svg"]]}
+                                           svg=efficiency_figure(effs, thr)),) if f.svg])
 
 
 NAME = {"tensorflow": "TensorFlow", "pytorch": "PyTorch"}
 
 
-def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
+def winners_section(d: DistributedExtras) -> Section | None:
     """Which framework trained faster per strategy and device count (the strategies both frameworks run)."""
-    ws = d.get("framework_winners") or []
+    ws = d.framework_winners
     if not ws:
         return None
 
-    def setting(w: dict[str, Any]) -> str:
+    def setting(w: Winner) -> str:
         if w["strategy"] == "single":
             return "on one device"
         return f"with DataParallel vs MirroredStrategy on {w['devices']} devices"
 
-    def sentence(w: dict[str, Any]) -> str:
+    def sentence(w: Winner) -> str:
         other = "pytorch" if w["leader"] == "tensorflow" else "tensorflow"
         lo, hi = w.get("low"), w.get("high")
         f_lo, f_hi = ((lo, hi) if w["leader"] == "tensorflow" else (1 / hi, 1 / lo)) if lo and hi else (None, None)
@@ -134,38 +145,42 @@ def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
         return (f"{lead} {setting(w)} {ci} {tail}." if w["decided"] else
                 f"{setting(w).capitalize()}: no winner (undecided); as measured {lead} {ci} {tail}.")
 
-    rows = [[STRATEGY.get(w["strategy"], w["strategy"]), w["devices"], w["model"],
+    rows: list[list[Cell]] = [[STRATEGY.get(w["strategy"], w["strategy"]), w["devices"], w["model"],
              NAME.get(w["faster"] or "", "no winner (undecided)"), _g(w["ratio_tf_over_pt"], ".3f"),
              f"[{_g(w.get('low'), '.3f')}, {_g(w.get('high'), '.3f')}]", f"{w['n_tf']}/{w['n_pt']}",
              _g(w.get("p_holm"))] for w in ws]
-    return {"id": "zoo-dist-winners", "title": "Which framework trained faster, per strategy and device count",
-            "paragraphs": [" ".join(sentence(w) for w in ws),
+    return Section(id="zoo-dist-winners",
+                   title="Which framework trained faster, per strategy and device count",
+                   paragraphs=[" ".join(sentence(w) for w in ws),
                            "TensorFlow/PyTorch training throughput (global images per second) as a ratio of trial "
                            "means with a delta-method interval on its log (Welch degrees of freedom); a winner only "
                            "when its p, Holm-adjusted over these rows, is below α. DataParallel (PyTorch) is paired "
                            "with MirroredStrategy (TensorFlow): both are one process with a replica per device. "
                            "DistributedDataParallel has no TensorFlow counterpart here."],
-            "tables": [{"caption": "Framework winner per strategy and device count (throughput TF/PT > 1: TensorFlow "
-                                   "faster)", "columns": ["strategy", "devices", "model", "winner", "TF/PT",
+                   tables=[Table(caption="Framework winner per strategy and device count (throughput TF/PT > 1: TensorFlow "
+                                   "faster)",
+                             columns=["strategy", "devices", "model", "winner", "TF/PT",
                                                           f"{ws[0]['conf'] * 100:.0f} % CI", "trials TF/PT",
-                                                          "p (Holm)"], "rows": rows}]}
+                                                          "p (Holm)"],
+                             rows=rows)])
 
 
-def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    d = analysis.get("extras", {}).get("zoo_distributed")
-    if not d:
+def sections(run: RunView, analysis: Analysis) -> list[Section]:
+    raw = analysis.extras.get("zoo_distributed")
+    if not isinstance(raw, dict) or not raw:
         return []
-    rows = [[r["case"], r["arm"], STRATEGY.get(r["strategy"], r["strategy"]), r["devices"], r.get("device_kind") or "–",
+    d = DistributedExtras.from_json(raw)  # the study's record (analysis.py), read back from analysis.json
+    rows: list[list[Cell]] = [[r["case"], r["arm"], STRATEGY.get(r["strategy"], r["strategy"]), r["devices"], r.get("device_kind") or "–",
              r.get("dist_backend") or "–", r["batch_size"], r["status"], _g(r.get("ips_mean"), ".4g"),
-             _g(r.get("speedup"), ".2f"), _g(r.get("efficiency"), ".2f")] for r in d["rows"]]
-    claim = d.get("ddp_vs_dp")
+             _g(r.get("speedup"), ".2f"), _g(r.get("efficiency"), ".2f")] for r in d.rows]
+    claim = d.ddp_vs_dp
     paras = ["Weak scaling: each device trains on batch_size images per step; throughput is global images per "
              "second over the timed steps (mean over trials); speed-up is over the same framework on one device, "
              "scaling efficiency = speed-up ÷ devices (1 = linear). DataParallel is one process replicating the "
              "model over CUDA devices; DistributedDataParallel runs one process per device (torchrun; NCCL on GPUs, "
              "gloo on CPUs); TensorFlow's MirroredStrategy is one process with a replica per device (logical CPU "
              "devices on a CPU host). On a CPU host one device is one core."]
-    scaling = d.get("ddp_scaling")
+    scaling = d.ddp_scaling
     if claim:
         ci = (f"{claim['ratio_ddp_over_dp']:.3f} [{claim['low']:.3f}, {claim['high']:.3f}] ({claim['conf']:.0%} CI, "
               f"{claim['n_pairs']} repetitions paired)" if claim.get("tested") else "not estimated")
@@ -184,19 +199,26 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                      "run (see the skipped strategies and their reasons below).")
     win = winners_section(d)
     out = [win] if win else []
-    out += [{"id": "zoo-dist", "title": "Distributed training: DataParallel vs DistributedDataParallel vs "
-            "MirroredStrategy (Section VI-E)", "paragraphs": paras,
-            "tables": [{"caption": "Throughput, speed-up and scaling efficiency", "columns": [
+    out += [Section(id="zoo-dist",
+                    title="Distributed training: DataParallel vs DistributedDataParallel vs "
+            "MirroredStrategy (Section VI-E)",
+                    paragraphs=paras,
+                    tables=[Table(caption="Throughput, speed-up and scaling efficiency",
+                             columns=[
                 "case", "framework", "strategy", "devices", "device", "collective", "batch/device", "status",
-                "images/s", "speed-up", "efficiency"], "rows": rows}],
-            "figures": [f for f in ({"id": "zoo-dist-speedup", "title": "Speed-up over one device (dashed: linear)",
-                                     "svg": speedup_figure(d["rows"])},) if f["svg"]]}]
+                "images/s", "speed-up", "efficiency"],
+                             rows=rows)],
+                    figures=[f for f in (Figure(id="zoo-dist-speedup",
+                                           title="Speed-up over one device (dashed: linear)",
+                                           svg=speedup_figure(d.rows)),) if f.svg])]
     sc = scaling_section(d)
     if sc:
         out.append(sc)
-    if d["skipped"]:
-        out.append({"id": "zoo-dist-skipped", "title": "Distributed training: strategies not run here",
-                    "tables": [{"caption": "Skipped or failed, with the reason", "columns": [
+    if d.skipped:
+        out.append(Section(id="zoo-dist-skipped",
+                           title="Distributed training: strategies not run here",
+                           tables=[Table(caption="Skipped or failed, with the reason",
+                                     columns=[
                         "case", "framework", "strategy", "status", "reason"],
-                        "rows": [[s["case"], s["arm"], s["strategy"], s["status"], s["reason"]] for s in d["skipped"]]}]})
+                                     rows=[[s["case"], s["arm"], s["strategy"], s["status"], s["reason"]] for s in d.skipped])]))
     return out

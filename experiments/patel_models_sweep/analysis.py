@@ -1,6 +1,6 @@
 """Patel et al. (seed 001): model x batch x shape sweep, TF/PT ratios, batch curves, power, MFU.
 
-Pure: the run (kit.study_api.RunView, STUDY_API 2) in, plain data
+Pure: the run (kit.study_api.RunView, STUDY_API 3) in, a ModelsSweepExtras record
 out (``analysis["extras"]["zoo"]``). Per configuration (case x batch size x
 input side) and framework: status (``oom`` and ``skipped`` configurations
 are kept and drawn as missing points), step times, throughput, FLOPs and
@@ -14,8 +14,8 @@ against batch size (Kruskal-Wallis across batch sizes per curve, R's kruskal.tes
 Holm over the curves: the paper found no effect), and the paper's Q4 itself, "does
 batch size affect GPU power?", per framework and phase: a stratified Jonckheere-Terpstra trend test on trial-level
 phase power (:func:`power_trend`), whose non-rejection is worded with the trend
-it would have detected (:func:`kit.analysis.ordered.trend_mde`). Every test goes
-through the kit's R-matching functions (kit.analysis.stats, kit.analysis.ordered).
+it would have detected (:func:`kit.stats.ordered.trend_mde`). Every test goes
+through the kit's R-matching functions (kit.stats, kit.stats.ordered).
 """
 
 from __future__ import annotations
@@ -23,22 +23,59 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from kit.analysis import ordered, stats
+from kit import stats
 from kit.analysis.cells import cell_stats
 from kit.records import counted
-from kit.study_api import RunView
+from kit.stats import ordered
+from kit.study_api import ExtrasRecord, RunView
 
-STUDY_API = 2
+STUDY_API = 3
 
 PARAM_DIFF_PCT = 1.0  # a pair whose counts differ by more than this is flagged as differently defined
 PLATEAU_REL = 0.05  # a neighbouring decrease smaller than this is "levelled off" even when significant
 Q4 = "Q4: Does batch size affect GPU power?"
+
+
+# one neighbouring pair of batch sizes in a latency-vs-batch test ("from" is a keyword: the functional form)
+Step = TypedDict("Step", {"from": int, "to": int, "p": "float | None", "rel_decrease": float, "n_from": int,
+                          "n_to": int, "n_curves": int, "p_holm": "float | None", "falls": bool}, total=False)
+
+
+class Decrease(TypedDict, total=False):
+    """The verdict of "per-image inference time decreases with batch size up to a limit" (one curve or across)."""
+
+    verdict: str
+    steps: list[Step]
+    limit: int | None
+    unit: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ModelsSweepExtras(ExtrasRecord):
+    """analysis.json's ``extras.zoo`` (fields in its key order)."""
+
+    arms: list[str]
+    alpha: float
+    winners: list[dict[str, Any]]
+    cells: list[dict[str, Any]]  # per configuration and arm: kit.analysis.cells.cell_stats, the setting, MFU
+    ratios: list[dict[str, Any]]
+    param_pairs: list[dict[str, Any]]
+    curves: list[dict[str, Any]]  # per case, input side and arm: the latency curve and its Decrease test
+    missing: list[dict[str, Any]]
+    power_measured: bool
+    decrease_summary: dict[str, int]
+    decrease_across_curves: dict[str, Decrease]
+    power_metric: str
+    power_source: str
+    power_trend: list[dict[str, Any]]
 
 
 def config_info(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -109,7 +146,7 @@ def _min_p_mannwhitney(n0: int, n1: int) -> float:
     return 1.0 / math.comb(n0 + n1, n1)
 
 
-def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> dict[str, Any]:
+def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> Decrease:
     """Test "per-image inference time decreases with batch size up to a limit" on one curve.
 
     ``curve``: (batch size, per-image latency of each TRIAL) in increasing batch order, missing (oom)
@@ -123,37 +160,38 @@ def decreasing_to_limit(curve: list[tuple[int, list[float]]], alpha: float) -> d
     """
     pts = [(b, np.asarray(s, float)) for b, s in curve if len(s) >= 2]
     if len(pts) < 2:
-        return {"verdict": "too few points", "steps": [], "limit": None, "unit": "trial"}
+        return Decrease(verdict="too few points", steps=[], limit=None, unit="trial")
     pairs = list(itertools.pairwise(pts))
     best = max(_min_p_mannwhitney(len(s0), len(s1)) for (_, s0), (_, s1) in pairs)
     if best >= alpha / len(pairs):
         n = sorted({len(s) for _, s in pts})
-        return {"verdict": "not testable", "steps": [], "limit": None, "unit": "trial",
-                "reason": f"{'/'.join(map(str, n))} trials per batch size: the smallest attainable one-sided "
-                          f"Mann-Whitney p is {best:.3g}, not below alpha/{len(pairs)} = {alpha / len(pairs):.3g}; "
-                          "see the test across curves"}
-    raw = []
+        return Decrease(verdict="not testable", steps=[], limit=None, unit="trial",
+                        reason=f"{'/'.join(map(str, n))} trials per batch size: the smallest attainable one-sided "
+                               f"Mann-Whitney p is {best:.3g}, not below alpha/{len(pairs)} = "
+                               f"{alpha / len(pairs):.3g}; see the test across curves")
+    raw: list[Step] = []
     for (b0, s0), (b1, s1) in pairs:
         p = stats.mann_whitney(s1, s0, alternative="less").p  # R's wilcox.test rule: exact below 50, no ties
         rel = float(1 - np.median(s1) / np.median(s0))
         raw.append({"from": b0, "to": b1, "p": p, "rel_decrease": rel, "n_from": len(s0), "n_to": len(s1)})
     for s, p_adj in zip(raw, stats.holm([s["p"] for s in raw]), strict=True):
         s["p_holm"] = p_adj
-        s["falls"] = p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
-    return {**_verdict(raw, pts[0][0]), "unit": "trial"}
+        s["falls"] = p_adj is not None and p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
+    out: Decrease = {**_verdict(raw, pts[0][0]), "unit": "trial"}
+    return out
 
 
-def _verdict(raw: list[dict[str, Any]], first_batch: int) -> dict[str, Any]:
+def _verdict(raw: list[Step], first_batch: int) -> Decrease:
     falls = [s["falls"] for s in raw]
     if not falls[0]:
-        return {"verdict": "not supported", "steps": raw, "limit": first_batch}
+        return Decrease(verdict="not supported", steps=raw, limit=first_batch)
     first_flat = next((i for i, f in enumerate(falls) if not f), None)
     if first_flat is None:
-        return {"verdict": "no limit reached", "steps": raw, "limit": None}
-    return {"verdict": "supported", "steps": raw, "limit": raw[first_flat]["from"]}
+        return Decrease(verdict="no limit reached", steps=raw, limit=None)
+    return Decrease(verdict="supported", steps=raw, limit=raw[first_flat]["from"])
 
 
-def decreasing_across_curves(curves: list[list[tuple[int, list[float]]]], alpha: float) -> dict[str, Any]:
+def decreasing_across_curves(curves: list[list[tuple[int, list[float]]]], alpha: float) -> Decrease:
     """The same claim tested across curves (models x input sides) of one framework: the unit is the curve.
 
     For each neighbouring pair of batch sizes, every curve that measured both gives one value, the log
@@ -168,7 +206,7 @@ def decreasing_across_curves(curves: list[list[tuple[int, list[float]]]], alpha:
             if m0 > 0 and m1 > 0:
                 by_pair.setdefault((b0, b1), []).append(math.log(m1 / m0))
     shift = math.log(1 - PLATEAU_REL)
-    raw = []
+    raw: list[Step] = []
     for (b0, b1), logs in sorted(by_pair.items()):
         d = np.asarray(logs) - shift
         n = int(np.count_nonzero(d))
@@ -178,12 +216,14 @@ def decreasing_across_curves(curves: list[list[tuple[int, list[float]]]], alpha:
                     "rel_decrease": float(1 - math.exp(float(np.median(logs))))})
     tested = [s for s in raw if s["p"] is not None]
     if not tested:
-        return {"verdict": "not testable", "steps": raw, "limit": None, "unit": "curve",
-                "reason": f"fewer than {stats.MIN_N_FOR_TESTS} curves measured each pair of neighbouring batch sizes"}
+        return Decrease(verdict="not testable", steps=raw, limit=None, unit="curve",
+                        reason=f"fewer than {stats.MIN_N_FOR_TESTS} curves measured each pair of neighbouring batch "
+                               "sizes")
     for s, p_adj in zip(tested, stats.holm([s["p"] for s in tested]), strict=True):
         s["p_holm"] = p_adj
-        s["falls"] = p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
-    return {**_verdict(tested, tested[0]["from"]), "unit": "curve"}
+        s["falls"] = p_adj is not None and p_adj < alpha and s["rel_decrease"] > PLATEAU_REL
+    out: Decrease = {**_verdict(tested, tested[0]["from"]), "unit": "curve"}
+    return out
 
 
 def _telemetry(values: pd.DataFrame, cid: str, arm: str, metric: str, phase: str) -> list[float]:
@@ -204,7 +244,7 @@ def power_trend(values: pd.DataFrame, infos: dict[str, dict[str, Any]], arms: li
     together, and comparing only within strata removes the models' different power levels and any
     drift between repetitions hours apart. Batch size is ordered and the question is whether power
     moves with it, so an ordered-alternative test rather than Kruskal-Wallis (which ignores the
-    order): the stratified Jonckheere-Terpstra test (:func:`kit.analysis.stats.stratified_trend`),
+    order): the stratified Jonckheere-Terpstra test (:func:`kit.stats.stratified_trend`),
     two-sided, Holm-corrected over the frameworks and phases tested here (a family of its own, the
     hypotheses' Holm family being the framework comparisons). Out-of-memory batch sizes are missing
     from their strata; a phase where some trials got no power reading is not tested (the trials
@@ -344,7 +384,7 @@ def winner_table(cells: list[dict[str, Any]], alpha: float,
     return rows
 
 
-def analyse(run: RunView) -> dict[str, Any]:
+def analyse(run: RunView) -> ModelsSweepExtras:
     arms = list(run.arms)
     alpha = float(run.spec["design"]["alpha"])
     infos = config_info(run.manifest)
@@ -356,7 +396,7 @@ def analyse(run: RunView) -> dict[str, Any]:
     for cid, info in infos.items():
         for arm in arms:
             done = run.finished(arm=arm, config=cid)
-            c = cell_stats([t.to_json() for t in done])
+            c = cell_stats(done)
             c.update(info, arm=arm)
             ok = [t for t in done if t.counts]
             kinds = sorted({t.device for t in ok if t.device})
@@ -429,11 +469,11 @@ def analyse(run: RunView) -> dict[str, Any]:
     verdicts = [c["decrease_test"]["verdict"] for c in curves]
     winners = winner_table(cells, alpha, paper_winners(run.spec, infos)) if {"tensorflow", "pytorch"} <= set(arms) \
         else []
-    return {"arms": arms, "alpha": alpha, "winners": winners, "cells": slim, "ratios": ratios,
-            "param_pairs": param_pairs(cells, arms),
-            "curves": curves, "missing": missing, "power_measured": any(c.get("train_gpu_power_w") or
-                                                                       c.get("infer_gpu_power_w") for c in cells),
-            "decrease_summary": {v: verdicts.count(v) for v in sorted(set(verdicts))},
-            "decrease_across_curves": {arm: decreasing_across_curves(cs, alpha) for arm, cs in by_arm_samples.items()},
-            "power_metric": power_metric, "power_source": METRICS[power_metric].label,
-            "power_trend": power_trend(values, infos, arms, power_metric, alpha) if not values.empty else []}
+    return ModelsSweepExtras(
+        arms=arms, alpha=alpha, winners=winners, cells=slim, ratios=ratios, param_pairs=param_pairs(cells, arms),
+        curves=curves, missing=missing,
+        power_measured=any(c.get("train_gpu_power_w") or c.get("infer_gpu_power_w") for c in cells),
+        decrease_summary={v: verdicts.count(v) for v in sorted(set(verdicts))},
+        decrease_across_curves={arm: decreasing_across_curves(cs, alpha) for arm, cs in by_arm_samples.items()},
+        power_metric=power_metric, power_source=METRICS[power_metric].label,
+        power_trend=power_trend(values, infos, arms, power_metric, alpha) if not values.empty else [])

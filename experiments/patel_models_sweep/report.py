@@ -7,8 +7,12 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kit.analysis_record import Analysis
 from kit.fmt import fmt_num
 from kit.report.figures import PALETTE, arm_color, finish_lines, to_svg
+from kit.study_api import Figure, RunView, Section, Table
+
+STUDY_API = 3  # sections(run, analysis) -> list[Section] (kit.study_api)
 
 
 def _g(x: Any, fmt: str = ".3g", scale: float = 1.0) -> str:
@@ -92,7 +96,7 @@ def winner_sentence(w: dict[str, Any]) -> str:
     return f"{what}: no winner (undecided); as measured {lead} {ci} ({tail}){paper}{why}."
 
 
-def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
+def winners_section(d: dict[str, Any]) -> Section | None:
     """The per-model winner table, first in the study's report: who was faster, by how much, decided or not."""
     ws = d.get("winners") or []
     if not ws:
@@ -117,18 +121,22 @@ def winners_section(d: dict[str, Any]) -> dict[str, Any] | None:
             f"{','.join(map(str, cpus))} with {intra} intra-op / {inter} inter-op thread(s)" for cpus, intra, inter
             in pins) + " (every thread's affinity and the framework's thread counts read back and checked in each "
             "trial; kit.workloads.zoo_pin).")
-    return {"id": "zoo-winners", "title": "Which framework was faster, per model and phase",
-            "paragraphs": paras,
-            "tables": [{"caption": "Per-model winner (TF/PT geometric mean over configurations; decided at alpha "
-                                   "after Holm)", "columns": [
+    return Section(id="zoo-winners",
+                   title="Which framework was faster, per model and phase",
+                   paragraphs=paras,
+                   tables=[Table(caption="Per-model winner (TF/PT geometric mean over configurations; decided at alpha "
+                                   "after Holm)",
+                             columns=[
                 "model", "phase", "winner", "faster by", f"{(1 - alpha) * 100:.0f} % CI", "leader as measured",
-                "configurations", "p (Holm)", "paper"], "rows": rows}]}
+                "configurations", "p (Holm)", "paper"],
+                             rows=rows)])
 
 
-def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    d = analysis.get("extras", {}).get("zoo")
-    if not d:
+def sections(run: RunView, analysis: Analysis) -> list[Section]:
+    raw = analysis.extras.get("zoo")
+    if not isinstance(raw, dict) or not raw:
         return []
+    d: dict[str, Any] = raw  # the JSON of the study's extras record (analysis.py), read by key
     arms, out = d["arms"], []
     win = winners_section(d)
     if win:
@@ -137,17 +145,19 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     pair_rows = [[p["model"], p.get("image_size") or "–", *[_g(p["counts"].get(a), ",.0f") for a in arms], _g(p["diff_pct"], ".2f"),
                   "DIFFERENT definitions" if p["differ"] else "same"] for p in d["param_pairs"]]
     differ = sorted({f"{p['model']} ({p.get('image_size')} px)" for p in d["param_pairs"] if p["differ"]})
-    out.append({"id": "zoo-params", "title": "Model pairs: parameter counts per framework",
-                "paragraphs": ["Trainable parameters of each model as built by torchvision.models and "
+    out.append(Section(id="zoo-params",
+                       title="Model pairs: parameter counts per framework",
+                       paragraphs=["Trainable parameters of each model as built by torchvision.models and "
                                "keras.applications with random weights and the same number of classes (Keras' "
                                "batch-norm moving statistics are not parameters in either library). keras.applications "
                                "has no ResNet18: the kit builds it from Keras layers as torchvision defines it.",
                                ("The libraries' definitions differ (> 1 % in parameters) for: " + ", ".join(differ)
                                 + "; their time ratios compare different networks as much as frameworks.")
                                if differ else "Every pair has the same parameter count (within 1 %)."],
-                "tables": [{"caption": "Parameter counts", "columns": ["model", "side (px)", *arms, "difference (%)",
+                       tables=[Table(caption="Parameter counts",
+                                 columns=["model", "side (px)", *arms, "difference (%)",
                                                                    "definitions"],
-                            "rows": pair_rows}]})
+                                 rows=pair_rows)]))
 
     figs = []
     for phase, where, title in (("train", "train_infer", "training step"), ("infer", "train_infer", "GPU/default-"
@@ -155,29 +165,37 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
         rs = [r for r in d["ratios"] if r["phase"] == phase and r["mode"] == where]
         svg = ratio_figure(rs, f"Relative {title} time TF/PT (> 1: PyTorch faster)")
         if svg:
-            figs.append({"id": f"zoo-ratio-{phase}-{where}", "title": f"Relative {title} time, TF/PT, per model, "
-                         "batch size and input side (Figs. 1–3); whiskers: 95 % interval over trials", "svg": svg})
+            figs.append(Figure(id=f"zoo-ratio-{phase}-{where}",
+                               title=f"Relative {title} time, TF/PT, per model, "
+                         "batch size and input side (Figs. 1–3); whiskers: 95 % interval over trials",
+                               svg=svg))
     rows = [[r["case"], r["batch_size"], r["image_size"], r["phase"], _g(r["ratio"]),
              f"[{_g(r.get('lo'))}, {_g(r.get('hi'))}]", _g(r.get("p")), "/".join(f"{k}:{v}" for k, v in
                                                                                    r["status"].items())]
             for r in d["ratios"]]
-    out.append({"id": "zoo-ratios", "title": "Relative time TensorFlow / PyTorch per configuration (Figs. 1–3)",
-                "paragraphs": ["Ratio of the mean step time over trials (each trial: the mean of its timed steps), "
+    out.append(Section(id="zoo-ratios",
+                       title="Relative time TensorFlow / PyTorch per configuration (Figs. 1–3)",
+                       paragraphs=["Ratio of the mean step time over trials (each trial: the mean of its timed steps), "
                                "TensorFlow over PyTorch; the interval and p are Welch's on log step times over trials. "
                                "Configurations that ran out of memory (or were skipped) have no ratio."],
-                "tables": [{"caption": "TF/PT time ratios", "columns": ["case", "batch", "side (px)", "phase",
+                       tables=[Table(caption="TF/PT time ratios",
+                                 columns=["case", "batch", "side (px)", "phase",
                                                                        "TF/PT", "95 % interval", "p", "status"],
-                            "rows": rows}], "figures": figs})
+                                 rows=rows)],
+                       figures=figs))
 
     curves = d["curves"]
     figs = [f for f in (
-        {"id": "zoo-batch-time", "title": "Inference time per batch against batch size (Fig. 4)",
-         "svg": batch_figure(curves, "infer_step_s", "inference time per batch (s)", "Inference time vs batch size")},
-        {"id": "zoo-batch-latency", "title": "Per-image inference latency against batch size",
-         "svg": batch_figure(curves, "latency_per_image_s", "latency per image (s)", "Per-image latency vs batch")},
-        {"id": "zoo-batch-throughput", "title": "Inference throughput against batch size",
-         "svg": batch_figure(curves, "throughput_ips", "images/s", "Throughput vs batch size")},
-    ) if f["svg"]]
+        Figure(id="zoo-batch-time",
+               title="Inference time per batch against batch size (Fig. 4)",
+               svg=batch_figure(curves, "infer_step_s", "inference time per batch (s)", "Inference time vs batch size")),
+        Figure(id="zoo-batch-latency",
+               title="Per-image inference latency against batch size",
+               svg=batch_figure(curves, "latency_per_image_s", "latency per image (s)", "Per-image latency vs batch")),
+        Figure(id="zoo-batch-throughput",
+               title="Inference throughput against batch size",
+               svg=batch_figure(curves, "throughput_ips", "images/s", "Throughput vs batch size")),
+    ) if f.svg]
     def step_text(t: dict[str, Any]) -> str:
         return "; ".join(f"{s['from']}→{s['to']}: −{s['rel_decrease'] * 100:.0f} % p={_g(s.get('p_holm'))}"
                          for s in t["steps"]) or t.get("reason") or "–"
@@ -187,8 +205,9 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
     across = d.get("decrease_across_curves") or {}
     across_rows = [[arm, t["verdict"], _g(t.get("limit")), step_text(t)] for arm, t in sorted(across.items())]
     summary = ", ".join(f"{k}: {v}" for k, v in d["decrease_summary"].items())
-    out.append({"id": "zoo-batch", "title": "Inference time against batch size: \"decreases up to a limit\" (Fig. 4)",
-                "paragraphs": [
+    out.append(Section(id="zoo-batch",
+                       title="Inference time against batch size: \"decreases up to a limit\" (Fig. 4)",
+                       paragraphs=[
                     "The paper: \"as the batch size increases, the inference time decreases up to a limit ... verified "
                     "statistically\". The unit is the trial (a process): the timed steps inside a trial are summarised "
                     "into its mean before any test, because steps of one process are not independent. Per curve: "
@@ -202,11 +221,15 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                     "falls over the whole grid; 'not supported': no significant fall at the smallest batch sizes.",
                     f"Verdicts over {len(curves)} curves: {summary or 'none'}. Out-of-memory points are missing "
                     "(marked × on the axis)."],
-                "tables": [{"caption": "Decrease-to-a-limit test across curves (unit: curve)", "columns": [
-                    "framework", "verdict", "limit (batch)", "neighbouring batch sizes"], "rows": across_rows},
-                           {"caption": "Decrease-to-a-limit test per curve (unit: trial)", "columns": [
+                       tables=[Table(caption="Decrease-to-a-limit test across curves (unit: curve)",
+                                 columns=[
+                    "framework", "verdict", "limit (batch)", "neighbouring batch sizes"],
+                                 rows=across_rows),
+                           Table(caption="Decrease-to-a-limit test per curve (unit: trial)",
+                                 columns=[
                     "case", "side (px)", "framework", "verdict", "limit (batch)", "neighbouring steps"],
-                    "rows": test_rows}], "figures": figs})
+                                 rows=test_rows)],
+                       figures=figs))
 
     power_rows = [[c["case"], c["image_size"], c["arm"], *[_g(p.get("power_w"), ".1f") for p in c["points"]],
                    _g(c.get("power_kruskal_p")), _g(c.get("power_kruskal_p_holm"))]
@@ -218,8 +241,9 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                    t.get("decision") or "–", t.get("reason") or ""] for t in d.get("power_trend") or []]
     pfig = batch_figure(curves, "power_w", "mean GPU power (W)", "GPU power vs batch size", logy=False)
     efig = batch_figure(curves, "energy_j", "GPU energy of the training phase (J)", "GPU energy vs batch size")
-    out.append({"id": "zoo-power", "title": "GPU power and energy against batch size (Fig. 5)",
-                "paragraphs": [f"GPU power over the training phase (inference phase for inference-only cases), "
+    out.append(Section(id="zoo-power",
+                       title="GPU power and energy against batch size (Fig. 5)",
+                       paragraphs=[f"GPU power over the training phase (inference phase for inference-only cases), "
                                f"{d.get('power_source') or 'NVML 1-s moving average'}, "
                                "and the GPU energy counter of the training phase. The paper found that batch size "
                                "did not significantly affect power; the Kruskal-Wallis test across batch sizes "
@@ -231,39 +255,45 @@ def sections(manifest: dict[str, Any], analysis: dict[str, Any]) -> list[dict[st
                                "effect below that size." if d["power_measured"] else
                                "NOT MEASURED on this host: no NVIDIA GPU/NVML, so power and energy against batch "
                                "size (the paper's Fig. 5) are absent from this run."],
-                "tables": ([{"caption": "Q4: does GPU power change with batch size? Stratified "
+                       tables=([Table(caption="Q4: does GPU power change with batch size? Stratified "
                              "Jonckheere-Terpstra trend test per framework and phase (unit: trial; strata: model, "
-                             "input side, repetition; Holm over the rows)", "columns": [
+                             "input side, repetition; Holm over the rows)",
+                                  columns=[
                     "framework", "phase", "trials", "strata", "concordance", "p", "p (Holm)", "decision", "why"],
-                    "rows": trend_rows}] if trend_rows else []) + ([{
-                    "caption": "Mean GPU power (W) per batch size", "columns": [
+                                  rows=trend_rows)] if trend_rows else []) + ([Table(caption="Mean GPU power (W) per batch size",
+                                                                          columns=[
                     "case", "side (px)", "framework", *[f"b{b}" for b in batches], "Kruskal-Wallis p",
                     "p (Holm over the curves)"],
-                    "rows": power_rows}] if power_rows else []),
-                "figures": [f for f in ({"id": "zoo-power-fig", "title": "GPU power vs batch size", "svg": pfig},
-                                        {"id": "zoo-energy-fig", "title": "GPU energy vs batch size", "svg": efig})
-                            if f["svg"]]})
+                                                                          rows=power_rows)] if power_rows else []),
+                       figures=[f for f in (Figure(id="zoo-power-fig", title="GPU power vs batch size", svg=pfig),
+                                        Figure(id="zoo-energy-fig", title="GPU energy vs batch size", svg=efig))
+                            if f.svg]))
 
     peak_src = sorted({c.get("peak_source") for c in d["cells"] if c.get("peak_source")})
     mfu_rows = [[c["case"], c["batch_size"], c["image_size"], c["arm"], c["status"],
                  _g(c.get("flops_per_example_fwd"), ".3g", 1e-9), _g(c.get("train_throughput_ips"), ".4g"),
                  _pct(c.get("mfu_train")), _g(c.get("infer_throughput_ips"), ".4g"), _pct(c.get("mfu_infer"))]
                 for c in d["cells"]]
-    out.append({"id": "zoo-mfu", "title": "Throughput and model FLOP utilisation per configuration",
-                "paragraphs": ["FLOPs per image: the forward pass counted by torch.utils.flop_counter on the PyTorch "
+    out.append(Section(id="zoo-mfu",
+                       title="Throughput and model FLOP utilisation per configuration",
+                       paragraphs=["FLOPs per image: the forward pass counted by torch.utils.flop_counter on the PyTorch "
                                "model for the input side (the same count serves the TensorFlow twin); a training step "
                                "counts 3× forward. MFU = achieved FLOP/s ÷ the device's peak; n/a where the peak is "
                                "unknown. Peaks used: " + ("; ".join(peak_src) or "none") + "."],
-                "tables": [{"caption": "Throughput and MFU", "columns": [
+                       tables=[Table(caption="Throughput and MFU",
+                                 columns=[
                     "case", "batch", "side (px)", "framework", "status", "GFLOP/image (fwd)", "train images/s",
-                    "train MFU", "infer images/s", "infer MFU"], "rows": mfu_rows}]})
+                    "train MFU", "infer images/s", "infer MFU"],
+                                 rows=mfu_rows)]))
 
     if d["missing"]:
-        out.append({"id": "zoo-missing", "title": "Configurations without a measurement (out of memory, skipped, failed)",
-                    "paragraphs": ["These configurations are recorded with their status and drawn as missing "
+        out.append(Section(id="zoo-missing",
+                           title="Configurations without a measurement (out of memory, skipped, failed)",
+                           paragraphs=["These configurations are recorded with their status and drawn as missing "
                                    "points; they did not stop the run."],
-                    "tables": [{"caption": "Missing points", "columns": ["case", "batch", "side (px)", "framework",
+                           tables=[Table(caption="Missing points",
+                                     columns=["case", "batch", "side (px)", "framework",
                                                                          "status", "reason"],
-                                "rows": [[m["case"], m["batch_size"], m["image_size"], m["arm"], m["status"],
-                                          m["reason"]] for m in d["missing"]]}]})
+                                     rows=[[m["case"], m["batch_size"], m["image_size"], m["arm"], m["status"],
+                                          m["reason"]] for m in d["missing"]])]))
     return out

@@ -34,17 +34,19 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from scipy import stats as sps
 from scipy.optimize import brentq
 
-from kit.analysis.effects import _AsDict, cliffs_delta
-from kit.analysis.power import POWER
-from kit.analysis.stats import MIN_N_FOR_TESTS, TestResult, wilcoxon_paired
 from kit.analysis.threats import Threat
+from kit.analysis_rows import HypothesisResult
 from kit.errors import AnalysisError
+from kit.stats import MIN_N_FOR_TESTS, TestResult, wilcoxon_paired
+from kit.stats.common import AsDict as _AsDict
+from kit.stats.effects import cliffs_delta
+from kit.stats.power import POWER
 
 CONF = 0.95
 DEVICE_TEXT = {"cpu": "on the CPU", "gpu": "on the GPU", "auto": "on device auto (the GPU where the host has one)"}
@@ -332,7 +334,7 @@ def across_networks(ratios: Sequence[ConfigRatio], device: str, level: float, co
 
 
 def hypothesis_fields(res: AcrossNetworks, a: str, b: str, alpha: float) -> dict[str, Any]:
-    """The fields of one hypothesis row tested across configurations (``analyze._hypotheses``).
+    """The fields of one hypothesis row tested across configurations (``hypotheses.hypothesis_rows``).
 
     The row keeps the fields every reader uses (comparison.test.p and .statistic, comparison.ratio, the
     arms' centres under comparison.a/b.median, comparison.cliffs_delta): ``a.median`` and ``b.median`` hold
@@ -424,7 +426,24 @@ def design_rows(spec: Mapping[str, Any], configs: Mapping[str, Mapping[str, Any]
     return rows
 
 
-def design_fields(row: Mapping[str, Any], threshold: float, power: float = POWER) -> dict[str, Any]:
+class DesignFields(TypedDict):
+    """What a design row across networks adds (:func:`design_fields`): the keys ``design_table`` writes for every
+    row, with the values of the t test across networks."""
+
+    min_p: float
+    min_p_with_ties: float
+    decidable: bool
+    reason: str | None
+    ties_note: str | None
+    mde_sd: float | None
+    mde_sd_with_ties: float | None
+    mde_sd_asymptotic: float | None
+    power: float
+    cv: float | None
+    mde_ratio: float | None
+
+
+def design_fields(row: Mapping[str, Any], threshold: float, power: float = POWER) -> DesignFields:
     """Decidability of a design row across networks at Holm's first threshold: enough networks for a
     distribution-free p below it (2/2^J < alpha/m), and the t test's MDE in SDs of the networks' mean log ratios."""
     n = int(row["n"])
@@ -448,35 +467,46 @@ def design_fields(row: Mapping[str, Any], threshold: float, power: float = POWER
 # --------------------------------------------------------------------------- the threat to validity
 
 
-def network_threats(hypotheses: Sequence[Mapping[str, Any]]) -> list[Threat]:
+def network_threats(hypotheses: Sequence[HypothesisResult]) -> list[Threat]:
     """The ``few_networks`` threat (kit.analysis.validity): rows across configurations rest on a few networks.
 
     High where a row could not be tested for want of networks (only the per-network ratios answer it, as the
     ``small_n`` rule says of too few trials); medium where the t test ran on fewer than MIN_N_FOR_TESTS
     networks, whose normality it assumes and so few values cannot check.
     """
-    rows = [h for h in hypotheses if h.get("test_unit") == "configuration" and isinstance(h.get("across"), Mapping)]
+    rows = [(h, n) for h in hypotheses if h.test_unit == "configuration"
+            and (n := _networks_tested(h)) is not None]
     if not rows:
         return []
-    untested = [h for h in rows if not h.get("tested") and h.get("not_testable")]
-    few = [h for h in rows if h.get("tested") and int(h["across"].get("n_networks") or 0) < MIN_N_FOR_TESTS]
+    untested = [(h, n) for h, n in rows if not h.tested and h.not_testable]
+    few = [(h, n) for h, n in rows if h.tested and n < MIN_N_FOR_TESTS]
 
-    def name(h: Mapping[str, Any]) -> str:
-        return f"{h['id']} {h['phase']} {device_text(h.get('device'))} ({h['across'].get('n_networks')} networks)"
+    def name(h: HypothesisResult, n: int) -> str:
+        return f"{h.id} {h.phase} {device_text(h.device)} ({n} networks)"
 
-    nets = min(int(h["across"].get("n_networks") or 0) for h in rows)
+    nets = min(n for _, n in rows)
     if untested:
         return [Threat("few_networks", "conclusion", "high", "Too few networks for a test across configurations",
-                       f"{'; '.join(name(h) for h in untested)}: the configurations of one network share its gap, so "
+                       f"{'; '.join(name(h, n) for h, n in untested)}: the configurations of one network share its gap, so "
                        "the network is the unit, and so few networks cannot support a population-level p; the rows "
                        "report each network's ratio with its interval instead",
                        "read the per-network ratios; a claim about frameworks in general needs more networks (the "
                        "design table gives the number each device needs)", numbers={"min_networks": nets})]
     if few:
         return [Threat("few_networks", "conclusion", "medium", "Test across configurations on few networks",
-                       f"{'; '.join(name(h) for h in few)}: the t test across networks assumes their gaps are roughly "
+                       f"{'; '.join(name(h, n) for h, n in few)}: the t test across networks assumes their gaps are roughly "
                        "normal, which so few values cannot check; a skewed population of networks inflates its level "
                        "(docs/evidence/across-configurations-2026-11-26.md)",
                        "read the per-network ratios beside the test; more networks make the claim general",
                        numbers={"min_networks": nets})]
     return []
+
+
+def _networks_tested(h: HypothesisResult) -> int | None:
+    """The networks a row across configurations paired (its ``across`` record's n_networks, 0 when it names
+    none); None for a row without that record."""
+    across = h.more.get("across")
+    if not isinstance(across, dict):
+        return None
+    n = across.get("n_networks")
+    return int(n) if isinstance(n, (int, float, np.integer)) and not isinstance(n, bool) else 0

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from kit.analysis.threats import Ctx, Threat, rule
-from kit.records import counts
+from kit.records import TrialRecord
 from kit.spec import AMBIENT_PLAUSIBLE_C
 
 AMBIENT_DIFF_C = 1.0  # a gap in the median room temperature between frameworks above this is a threat
@@ -34,8 +34,8 @@ class TrialAmbient:
     note: str
 
     @classmethod
-    def from_record(cls, rec: Mapping[str, Any]) -> TrialAmbient | None:
-        raw = rec.get("ambient")
+    def from_record(cls, rec: TrialRecord) -> TrialAmbient | None:
+        raw = rec.ambient
         if not isinstance(raw, Mapping):
             return None
         sensor = raw.get("sensor")
@@ -51,20 +51,20 @@ def _room(v: Any) -> float | None:
     return float(v) if lo <= v <= hi else None
 
 
-def by_arm(trials: Iterable[Mapping[str, Any]]) -> tuple[dict[str, list[float]], set[float], list[str]]:
+def by_arm(trials: Iterable[TrialRecord]) -> tuple[dict[str, list[float]], set[float], list[str]]:
     """Sensor readings per arm of the counted trials, the stated values, and why readings are missing."""
     measured: dict[str, list[float]] = {}
     stated: set[float] = set()
     notes: list[str] = []
     for t in trials:
-        if not counts(t):
+        if not t.counts:
             continue
         a = TrialAmbient.from_record(t)
         if a is None:
             notes.append("the trial files record no ambient temperature (a run made before the kit recorded it)")
             continue
         if a.sensor_c is not None:
-            measured.setdefault(str(t.get("arm")), []).append(a.sensor_c)
+            measured.setdefault(t.arm, []).append(a.sensor_c)
         elif a.note:
             notes.append(a.note)
         if a.stated_c is not None:

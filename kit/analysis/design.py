@@ -6,7 +6,7 @@ smallest two-sided exact signed-rank p is 2/2^5 = 0.0625. This module says so be
 from the spec and its plan alone (pure: plain dicts in, plain dicts out), for ``kit list``, the
 analysis and the report.
 
-How the figures are computed (``analyze._hypotheses`` runs the tests they describe):
+How the figures are computed (``hypotheses.hypothesis_rows`` runs the tests they describe):
 
 * unit ``trial``: one Wilcoxon signed-rank test per configuration, phase and arm pair, paired by
   block; n = the plan's measured repetitions of the configuration.
@@ -33,38 +33,23 @@ How the figures are computed (``analyze._hypotheses`` runs the tests they descri
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from scipy.stats import norm
 
-from kit.analysis.power import TIES_STEP_SD, mde_paired_sd
-from kit.analysis.stats import EXACT_MAX_N, MIN_N_FOR_TESTS
+from kit.analysis.power_cache import mde_paired_sd
+from kit.analysis_rows import Design, HypothesisResult
+from kit.records import JsonTable
+from kit.stats.common import MIN_N_FOR_TESTS
+from kit.stats.power import TIES_STEP_SD, min_p, min_p_asymptotic
 
 UNITS = ("trial", "configuration")
 POWER = 0.8
 DEFAULT_CV = 0.05  # an assumed between-trial CV of 5 % (stated wherever the ratio is shown)
 ARE_SIGNED_RANK = 3 / math.pi
 PHASES = ("train", "infer")
-
-
-def min_p_exact(n: int) -> float:
-    """Smallest two-sided exact signed-rank p with n non-zero untied differences: 2 / 2^n (capped at 1)."""
-    return min(1.0, 2.0 / 2.0 ** n) if n > 0 else 1.0
-
-
-def min_p_asymptotic(n: int) -> float:
-    """Smallest two-sided p of the normal approximation (continuity-corrected, no ties) at R+ = 0."""
-    if n <= 0:
-        return 1.0
-    mean = n * (n + 1) / 4
-    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    return float(min(1.0, 2 * norm.sf((mean - 0.5) / sd)))
-
-
-def min_p(n: int) -> float:
-    """Smallest attainable p under the kit's rule: exact up to EXACT_MAX_N pairs, else the approximation."""
-    return min_p_exact(n) if n <= EXACT_MAX_N else min_p_asymptotic(n)
 
 
 def mde_sd(n: int, level: float, power: float = POWER, ties: bool = False,
@@ -223,25 +208,20 @@ def design_summary(row: dict[str, Any]) -> str:
     return f"{row['id']} {row['phase']}{fam}: {row['unit']} unit, {what}; {verdict}{mde}"
 
 
-def on_this_host(design: Mapping[str, Any], hypotheses: list[Mapping[str, Any]]) -> dict[str, Any]:
+def on_this_host(design: Design, hypotheses: Sequence[HypothesisResult]) -> Design:
     """The design table as this run could use it: a row the design calls decidable whose hypotheses were all
     left untested here (a metric this host cannot measure, phases the telemetry cannot resolve) reads
     decidable "no, not on this host" with the reason, so the table agrees with the findings. The profile's
-    own verdict is kept in ``by_design`` (pure: a copy; rows without a matching hypothesis are unchanged)."""
-    out = dict(design)
+    own verdict is kept in ``by_design`` (pure: a new record; rows without a matching hypothesis are unchanged)."""
     rows = []
-    for r in design.get("rows") or []:
-        row = dict(r)
-        row["by_design"] = bool(r.get("decidable"))
-        row["host_note"] = None
-        same = [h for h in hypotheses if h.get("id") == r.get("id") and h.get("phase") == r.get("phase")]
-        if r.get("decidable") and same and not any(h.get("tested") for h in same):
-            why = str(same[0].get("reason") or same[0].get("decision") or "not tested")
-            row["decidable"] = False
-            row["host_note"] = why.split(" (fix:")[0]
-            row["reason"] = f"not on this host: {row['host_note']}"
+    for r in design.rows:
+        more: JsonTable = {**r.more, "by_design": r.decidable, "host_note": None}
+        row = replace(r, more=more)
+        same = [h for h in hypotheses if h.id == r.id and h.phase == r.phase]
+        if r.decidable and same and not any(h.tested for h in same):
+            note = str(same[0].reason or same[0].decision or "not tested").split(" (fix:")[0]
+            row = replace(r, decidable=False, reason=f"not on this host: {note}", more={**more, "host_note": note})
         rows.append(row)
-    out["rows"] = rows
-    out["all_decidable"] = bool(rows) and all(r["decidable"] for r in rows)
-    out["host_limited"] = sum(1 for r in rows if r["host_note"])
-    return out
+    limited = sum(1 for r in rows if r.more.get("host_note"))
+    return replace(design, rows=tuple(rows), all_decidable=bool(rows) and all(r.decidable for r in rows),
+                   more={**design.more, "host_limited": limited})

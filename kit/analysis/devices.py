@@ -18,11 +18,11 @@ gets "not decided" with the reason), and the rules below report the evidence.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from kit.analysis.threats import Ctx, Threat, rule
-from kit.records import counts
+from kit.records import TrialRecord
 
 _GPU_PREFIXES = ("cuda", "/gpu", "/device:gpu", "gpu")
 _CPU_PREFIXES = ("cpu", "/cpu", "/device:cpu")
@@ -63,21 +63,39 @@ def trial_uuids(env: Mapping[str, Any] | None) -> list[str]:
     return [str(env["gpu_uuid"])] if env.get("gpu_uuid") else []
 
 
-def host_uuids(record: Mapping[str, Any]) -> list[str]:
-    """The UUIDs of the GPUs the host gave the trial and sampled (``record["gpus"]``), where known."""
-    return [str(g["uuid"]) for g in (record.get("gpus") or []) if isinstance(g, Mapping) and g.get("uuid")]
+def host_uuids(gpus: Iterable[Any]) -> list[str]:
+    """The UUIDs of the GPUs the host gave the trial and sampled (the trial file's ``gpus`` tables), where known."""
+    return [str(g["uuid"]) for g in gpus if isinstance(g, Mapping) and g.get("uuid")]
 
 
-def uuid_mismatch(record: Mapping[str, Any]) -> dict[str, Any] | None:
-    """None, or the evidence that the trial computed on a GPU other than the one(s) the host sampled."""
-    inside = trial_uuids(record.get("env"))
-    host = host_uuids(record)
+class UuidMismatch(TypedDict):
+    """A trial that computed on a GPU the host did not give it (``devices.trial_gpu_mismatch`` of analysis.json)."""
+
+    trial_id: str | None
+    arm: str | None
+    trial_uuids: list[str]
+    host_uuids: list[str]
+
+
+def uuid_mismatch(record: Mapping[str, Any]) -> UuidMismatch | None:
+    """None, or the evidence that the trial computed on a GPU other than the one(s) the host sampled (``record``: a
+    trial file's JSON, as kit.analysis.telemetry reads it)."""
+    return _mismatch(record.get("trial_id"), record.get("arm"), trial_uuids(record.get("env")),
+                     host_uuids(record.get("gpus") or []))
+
+
+def trial_uuid_mismatch(rec: TrialRecord) -> UuidMismatch | None:
+    """:func:`uuid_mismatch` of a typed trial record."""
+    return _mismatch(rec.trial_id, rec.arm, trial_uuids(rec.env), host_uuids(rec.gpu_tables or ()))
+
+
+def _mismatch(trial_id: str | None, arm: str | None, inside: list[str], host: list[str]) -> UuidMismatch | None:
     if not inside or not host:
         return None
     hosted = {norm_uuid(u) for u in host}
     if all(norm_uuid(u) in hosted for u in inside):
         return None
-    return {"trial_id": record.get("trial_id"), "arm": record.get("arm"), "trial_uuids": inside, "host_uuids": host}
+    return UuidMismatch(trial_id=trial_id, arm=arm, trial_uuids=inside, host_uuids=host)
 
 
 def tf32_of(env: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -97,21 +115,21 @@ def _tf32_text(t: Mapping[str, Any] | None) -> str:
     return f"{t.get('mode')} (matmul {word(t.get('matmul'))}, conv {word(t.get('conv'))})"
 
 
-def _measured(trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [t for t in trials if counts(t)]
+def _measured(trials: Sequence[TrialRecord]) -> list[TrialRecord]:
+    return [t for t in trials if t.counts]
 
 
 def _counts(values: list[Any]) -> dict[str, int]:
     return dict(sorted(Counter(str(v) for v in values if v is not None).items()))
 
 
-def _arm_facts(arm: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
-    envs = [t.get("env") or {} for t in trials]
+def _arm_facts(arm: str, trials: Sequence[TrialRecord]) -> dict[str, Any]:
+    envs = [t.env for t in trials]
     kinds = [device_kind(e) for e in envs]
     tf32 = [tf32_of(e) for e in envs]
     tf32_counts = Counter(_tf32_text(t) for t in tf32 if t is not None)
     uuids = [u for e in envs for u in trial_uuids(e)]
-    host = [g for t in trials for g in (t.get("gpus") or []) if isinstance(g, Mapping)]
+    host = [g for t in trials for g in (t.gpu_tables or ())]
     return {
         "arm": arm, "n_trials": len(trials),
         "kinds": _counts(kinds), "kind_unknown": sum(k is None for k in kinds),
@@ -123,31 +141,31 @@ def _arm_facts(arm: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _kind_of(t: dict[str, Any]) -> str | None:
-    return device_kind(t.get("env"))
+def _kind_of(t: TrialRecord) -> str | None:
+    return device_kind(t.env)
 
 
-def _uuid_key(t: dict[str, Any]) -> tuple[str, ...] | None:
-    u = tuple(sorted({x for x in (norm_uuid(v) for v in trial_uuids(t.get("env"))) if x}))
+def _uuid_key(t: TrialRecord) -> tuple[str, ...] | None:
+    u = tuple(sorted({x for x in (norm_uuid(v) for v in trial_uuids(t.env)) if x}))
     return u or None
 
 
-def _effective_precision(t: dict[str, Any]) -> tuple[Any, Any, Any]:
+def _effective_precision(t: TrialRecord) -> tuple[Any, Any, Any]:
     """(TF32 matmul, TF32 conv, precision) as the trial used them; the mode alone may differ harmlessly."""
-    env = t.get("env") or {}
+    env = t.env
     tf = tf32_of(env) or {}
     return tf.get("matmul"), tf.get("conv"), env.get("precision")
 
 
-def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:
+def device_summary(trials: Sequence[TrialRecord], arms: list[str]) -> dict[str, Any]:
     """Per-arm devices and precisions of the measured trials, and whether the arms are comparable."""
     measured = _measured(trials)
-    per_arm = [_arm_facts(a, [t for t in measured if t["arm"] == a]) for a in arms]
+    per_arm = [_arm_facts(a, [t for t in measured if t.arm == a]) for a in arms]
     all_kinds = {k for a in per_arm for k in a["kinds"]}
     # kinds: per configuration (a study may run some configurations on the CPU, in every arm)
     kinds_bad = []
-    for cid in sorted({t.get("config_id") for t in measured}, key=str):
-        by_arm = {a: sorted({k for t in measured if t.get("config_id") == cid and t["arm"] == a
+    for cid in sorted({t.config_id for t in measured}, key=str):
+        by_arm = {a: sorted({k for t in measured if t.config_id == cid and t.arm == a
                              for k in [_kind_of(t)] if k}) for a in arms}
         by_arm = {a: v for a, v in by_arm.items() if v}
         if len({k for v in by_arm.values() for k in v}) > 1:
@@ -162,8 +180,8 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
         key = _uuid_key(t)
         if key is None:
             continue
-        by_block.setdefault((t.get("config_id"), t.get("block")), {}).setdefault(t["arm"], set()).add(key)
-        uuid_sets.setdefault(t["arm"], set()).add(key)
+        by_block.setdefault((t.config_id, t.block), {}).setdefault(t.arm, set()).add(key)
+        uuid_sets.setdefault(t.arm, set()).add(key)
     blocks_bad = [{"config_id": cid, "block": b, "gpu_uuids": {a: sorted(",".join(k) for k in v) for a, v in arms_.items()}}
                   for (cid, b), arms_ in sorted(by_block.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1])))
                   if len(arms_) >= 2 and len(set().union(*arms_.values())) > 1]
@@ -183,11 +201,11 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
 
     # precision: per configuration (a study may vary precision as a factor, the same in every arm)
     precision_bad = []
-    for cid in sorted({t.get("config_id") for t in measured}, key=str):
-        of_cfg = [t for t in measured if t.get("config_id") == cid]
+    for cid in sorted({t.config_id for t in measured}, key=str):
+        of_cfg = [t for t in measured if t.config_id == cid]
         prec_by_arm: dict[str, list[tuple[Any, Any, Any]]] = {
-            a: sorted({_effective_precision(t) for t in of_cfg if t["arm"] == a
-                       and (tf32_of(t.get("env")) is not None or (t.get("env") or {}).get("precision"))}, key=str)
+            a: sorted({_effective_precision(t) for t in of_cfg if t.arm == a
+                       and (tf32_of(t.env) is not None or t.env.get("precision"))}, key=str)
             for a in arms}
         prec_by_arm = {a: v for a, v in prec_by_arm.items() if v}
         if len(prec_by_arm) >= 2 and len({tuple(v) for v in prec_by_arm.values()}) > 1:
@@ -195,7 +213,7 @@ def device_summary(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, A
                 a: [{"tf32_matmul": m, "tf32_conv": c, "precision": p} for m, c, p in v]
                 for a, v in prec_by_arm.items()}})
 
-    wrong = [w for w in (uuid_mismatch(t) for t in trials if not t.get("warmup")) if w]
+    wrong = [w for w in (trial_uuid_mismatch(t) for t in trials if not t.warmup) if w]
     return {
         "arms": per_arm,
         "kinds": sorted(all_kinds),

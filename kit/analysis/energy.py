@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from kit.analysis.effects import _AsDict
+from kit.stats.common import AsDict as _AsDict
 
 if TYPE_CHECKING:
     from kit.store import RunDir

@@ -8,9 +8,12 @@ format the matmuls and convolutions ran in. Pure: trial records in, plain data o
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from kit.records import TrialRecord
 
 # Tolerance of the cross-framework loss agreement (issue 15 item 5). The check compares the mean
 # training loss of the last epoch of the two arms of a block (same initial weights, same batches).
@@ -123,7 +126,7 @@ def loss_tolerance(env_a: dict[str, Any], env_b: dict[str, Any]) -> dict[str, An
 LOSS_MOVE_FACTOR = 10.0
 
 
-def _first_last(res: dict[str, Any], key: str) -> tuple[float | None, float | None]:
+def _first_last(res: Mapping[str, Any], key: str) -> tuple[float | None, float | None]:
     """A trial's loss before and after training by ``key``'s record, (None, None) where it has none."""
     val = res.get(key)
     if key == "train_loss_initial" and isinstance(val, (int, float)) and not isinstance(val, bool):
@@ -133,7 +136,7 @@ def _first_last(res: dict[str, Any], key: str) -> tuple[float | None, float | No
     return None, None
 
 
-def _loss_moves(trials: list[dict[str, Any]], arms: list[str], tolerance: float) -> dict[str, Any]:
+def _loss_moves(trials: Sequence[TrialRecord], arms: list[str], tolerance: float) -> dict[str, Any]:
     """Whether the training loss moved, from what the trials record, strongest evidence first.
 
     ``train_loss_initial`` (the loss of the shared initial weights on the first batch, recorded untimed by the
@@ -143,21 +146,21 @@ def _loss_moves(trials: list[dict[str, Any]], arms: list[str], tolerance: float)
     trial records a loss.
     """
     need = LOSS_MOVE_FACTOR * tolerance
-    ok = [t for t in trials if t["status"] == "ok" and t["arm"] in arms and "train_loss" in (t.get("results") or {})]
+    ok = [t for t in trials if t.status == "ok" and t.arm in arms and "train_loss" in t.results]
     if not ok:
         return {"moved": None, "basis": "no trial records a training loss", "min_rel_change": None,
                 "required_rel_change": need}
     for key, label in (("train_loss_initial", "initial loss (shared weights, first batch) to the final mean loss"),
                        ("epoch_train_loss", "first to last epoch's mean loss")):
         changes = [abs(last - first) / max(abs(first), 1e-12) for first, last in
-                   (_first_last(t["results"], key) for t in ok) if first is not None and last is not None]
+                   (_first_last(t.results, key) for t in ok) if first is not None and last is not None]
         if changes:
             low = min(changes)
             return {"moved": low > need, "basis": f"{label}, every trial that records it", "min_rel_change": low,
                     "required_rel_change": need}
     spreads = []
     for arm in arms:
-        losses = [float(t["results"]["train_loss"]) for t in ok if t["arm"] == arm]
+        losses = [float(t.results["train_loss"]) for t in ok if t.arm == arm]
         if len(losses) >= 2:
             spreads.append((max(losses) - min(losses)) / max(abs(float(np.median(losses))), 1e-12))
     if not spreads:
@@ -193,7 +196,7 @@ def cannot_detect(tolerance: float | None) -> str:
                       "compared at all"]) + " (gaps measured by benchmarks/loss_tolerance_emulation.py)"
 
 
-def check_equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str, Any]:
+def check_equivalence(trials: Sequence[TrialRecord], arms: list[str]) -> dict[str, Any]:
     """Consistent with the same model? Parameter counts, and loss agreement within blocks at a tolerance from the
     formats; applicable only to a model with parameters whose training loss moves (else the agreement is vacuous).
 
@@ -202,19 +205,19 @@ def check_equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str
     within the tolerance leaves open. ``applicable`` False with ``not_applicable`` saying why: no parameters, or
     a loss that does not move (a constant loss agrees with any model).
     """
-    params = {arm: sorted({t["results"].get("param_count") for t in trials if t["arm"] == arm and t["status"] == "ok"
-                           and t.get("results", {}).get("param_count") is not None}) for arm in arms}
+    params = {arm: sorted({n for t in trials if t.arm == arm and t.status == "ok"
+                           and (n := t.results.get("param_count")) is not None}) for arm in arms}
     by_block: dict[tuple[int, str], dict[str, tuple[float, dict[str, Any]]]] = {}
     acc: dict[str, list[float]] = {arm: [] for arm in arms}
     for t in trials:
-        if t["status"] != "ok":
+        if t.status != "ok":
             continue
-        res = t.get("results", {})
+        res = t.results
         if "train_loss" in res:
-            by_block.setdefault((t["block"], t["config_id"]), {})[t["arm"]] = (float(res["train_loss"]),
-                                                                               t.get("env") or {})
-        if "test_accuracy" in res and not t.get("warmup"):
-            acc[t["arm"]].append(float(res["test_accuracy"]))
+            by_block.setdefault((t.block, t.config_id), {})[t.arm] = (float(res["train_loss"]),
+                                                                               dict(t.env))
+        if "test_accuracy" in res and not t.warmup:
+            acc[t.arm].append(float(res["test_accuracy"]))
     checks = []
     for v in by_block.values():
         if len(v) >= 2 and arms[0] in v and arms[1] in v:
@@ -224,9 +227,9 @@ def check_equivalence(trials: list[dict[str, Any]], arms: list[str]) -> dict[str
     # per configuration: one count per arm, the same in every arm (several configurations: several models)
     by_cfg: dict[str, dict[str, set[int]]] = {}
     for t in trials:
-        n = t.get("results", {}).get("param_count") if t["status"] == "ok" else None
+        n = t.results.get("param_count") if t.status == "ok" else None
         if n is not None:
-            by_cfg.setdefault(t["config_id"], {}).setdefault(t["arm"], set()).add(int(n))
+            by_cfg.setdefault(t.config_id, {}).setdefault(t.arm, set()).add(int(n))
     same_params = bool(by_cfg) and all(
         len(counts) == len(arms) and all(len(c) == 1 for c in counts.values())
         and len(set().union(*counts.values())) == 1 for counts in by_cfg.values())

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kit import disturbance
-from kit.records import counts
+from kit.analysis_rows import Disturbance, HypothesisLoad, PhaseLoad, ThreatRow
+from kit.records import TrialRecord
 
 # Two sides ran under a different load when the share of their trials still disturbed differs by more than this,
 # or when their mean foreign CPUs differ by the disturbance limit or more (kit.disturbance.DEFAULT_FOREIGN_CPU: a
@@ -106,81 +107,82 @@ class SideState:
         return not self.disturbed and not self.busy_baseline
 
 
-def disturbance_table(trials: Iterable[Mapping[str, Any]], retried: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def disturbance_table(trials: Iterable[TrialRecord], retried: Iterable[Mapping[str, Any]]) -> Disturbance:
     """analysis.json's ``disturbance``: per counted trial and phase what ran beside it, and the re-runs."""
-    rows: list[dict[str, Any]] = []
+    rows: list[PhaseLoad] = []
     measured = 0
     for rec in trials:
-        if not counts(rec):
+        if not rec.counts:
             continue
-        d = disturbance.from_record(rec)
-        if d is None:
+        d = rec.disturbance  # as disturbance.from_record: a table whose phases are a table, else not measured
+        if d is None or not isinstance(d.get("phases"), Mapping):
             continue
         measured += 1
         for phase, p in d["phases"].items():
             if not isinstance(p, Mapping):
                 continue
-            rows.append({"trial_id": rec.get("trial_id"), "arm": rec.get("arm"), "config_id": rec.get("config_id"),
-                         "block": rec.get("block"), "phase": str(phase), "judged": p.get("judged") is True,
-                         "disturbed": p.get("disturbed") is True, "foreign_cpu": _num(p.get("foreign_cpu")),
-                         "trial_cpu": _num(p.get("trial_cpu")), "duration_s": _num(p.get("duration_s")),
-                         "causes": [str(c)[:200] for c in (p.get("causes") or []) if isinstance(c, str)][:5]})
+            rows.append(PhaseLoad(trial_id=rec.trial_id, arm=rec.arm, config_id=rec.config_id,
+                                  block=rec.block, phase=str(phase), judged=p.get("judged") is True,
+                                  disturbed=p.get("disturbed") is True, foreign_cpu=_num(p.get("foreign_cpu")),
+                                  trial_cpu=_num(p.get("trial_cpu")), duration_s=_num(p.get("duration_s")),
+                                  causes=tuple([str(c)[:200] for c in cast(Iterable[Any], p.get("causes") or [])
+                                                if isinstance(c, str)][:5])))
     reruns = [r for r in retried if r.get("disturbed")]
-    still = sorted({str(r["trial_id"]) for r in rows if r["disturbed"]})
-    return {"measured_trials": measured, "judged_phases": sum(r["judged"] for r in rows),
-            "disturbed_phases": sum(r["disturbed"] for r in rows), "still_disturbed_trials": still,
-            "reruns": len(reruns), "rerun_trials": sorted({str(r.get("trial_id")) for r in reruns}), "phases": rows}
+    still = sorted({str(r.trial_id) for r in rows if r.disturbed})
+    return Disturbance(measured_trials=measured, judged_phases=sum(r.judged for r in rows),
+                       disturbed_phases=sum(r.disturbed for r in rows), still_disturbed_trials=tuple(still),
+                       reruns=len(reruns), rerun_trials=tuple(sorted({str(r.get("trial_id")) for r in reruns})),
+                       phases=tuple(rows))
 
 
 def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def _rows(table: Mapping[str, Any] | None, arm: str, config_id: str | None, phase: str,
-          blocks: Iterable[int] | None = None) -> list[Mapping[str, Any]]:
+def _rows(table: Disturbance | None, arm: str, config_id: str | None, phase: str,
+          blocks: Iterable[int] | None = None) -> list[PhaseLoad]:
     keep = set(blocks) if blocks is not None else None
-    return [r for r in (table or {}).get("phases", []) or []
-            if isinstance(r, Mapping) and r.get("arm") == arm and r.get("phase") == phase
-            and (config_id is None or r.get("config_id") == config_id) and r.get("judged")
-            and (keep is None or r.get("block") in keep)]
+    return [r for r in (table.phases if table is not None else ())
+            if r.arm == arm and r.phase == phase and (config_id is None or r.config_id == config_id) and r.judged
+            and (keep is None or r.block in keep)]
 
 
-def side_state(table: Mapping[str, Any] | None, arm: str, config_id: str | None, phase: str,
+def side_state(table: Disturbance | None, arm: str, config_id: str | None, phase: str,
                busy_baseline: bool = False, blocks: Iterable[int] | None = None) -> SideState:
     """The state of one side from a run's ``disturbance`` table (``config_id`` None: every configuration)."""
     rows = _rows(table, arm, config_id, phase, blocks)
     cpu_s = weight_s = d_cpu_s = d_weight_s = 0.0
     timed = True
     for r in rows:
-        cpus = _num(r.get("foreign_cpu"))
+        cpus = r.foreign_cpu
         if cpus is None:
             continue
-        dur = _num(r.get("duration_s"))
+        dur = r.duration_s
         if dur is None or dur <= 0:
             timed, dur = False, 1.0
         cpu_s += cpus * dur
         weight_s += dur
-        if r.get("disturbed"):
+        if r.disturbed:
             d_cpu_s += cpus * dur
             d_weight_s += dur
-    return SideState(len(rows), sum(1 for r in rows if r.get("disturbed")), busy_baseline, cpu_s, weight_s, d_cpu_s,
+    return SideState(len(rows), sum(1 for r in rows if r.disturbed), busy_baseline, cpu_s, weight_s, d_cpu_s,
                      d_weight_s, timed)
 
 
-def disturbed_trials(table: Mapping[str, Any] | None, arm: str, config_id: str | None, phase: str) -> set[str]:
+def disturbed_trials(table: Disturbance | None, arm: str, config_id: str | None, phase: str) -> set[str]:
     """The trial ids of one side still disturbed in ``phase`` (the trials a verdict on quiet trials leaves out)."""
-    return {str(r.get("trial_id")) for r in _rows(table, arm, config_id, phase) if r.get("disturbed")}
+    return {str(r.trial_id) for r in _rows(table, arm, config_id, phase) if r.disturbed}
 
 
-def disturbed_blocks(table: Mapping[str, Any] | None, arms: Iterable[str], config_id: str | None,
+def disturbed_blocks(table: Disturbance | None, arms: Iterable[str], config_id: str | None,
                      phase: str) -> set[int]:
     """The blocks in which a trial of any of ``arms`` stayed disturbed in ``phase``: a paired design drops
     whole blocks, never one trial of a pair."""
     out: set[int] = set()
     for arm in arms:
         for r in _rows(table, arm, config_id, phase):
-            if r.get("disturbed") and isinstance(r.get("block"), int) and not isinstance(r.get("block"), bool):
-                out.add(int(r["block"]))
+            if r.disturbed and r.block is not None:
+                out.add(r.block)
     return out
 
 
@@ -203,8 +205,8 @@ def suspect_cause(a: SideState, b: SideState, who_a: str, who_b: str, phase: str
             f"{b.describe(who_b, phase)}): re-run on a quiet host before reading this as a difference")
 
 
-def row_load(table: Mapping[str, Any] | None, arms: tuple[str, str], config_ids: Iterable[str | None], phase: str,
-             blocks: Iterable[int] | None = None, kept: Iterable[int] | None = None) -> dict[str, Any] | None:
+def row_load(table: Disturbance | None, arms: tuple[str, str], config_ids: Iterable[str | None], phase: str,
+             blocks: Iterable[int] | None = None, kept: Iterable[int] | None = None) -> HypothesisLoad | None:
     """The load behind one hypothesis row, for its answer sentence (None: no trial behind it stayed disturbed).
 
     ``blocks``: the row's blocks (None: all of its configurations' trials); ``kept``: the undisturbed blocks it
@@ -264,9 +266,6 @@ def rule_on_load(a: SideState, b: SideState, who_a: str, who_b: str, phase: str,
                             "between them, but a quiet host may differ")
 
 
-def busy_baseline(threats: Iterable[Mapping[str, Any]]) -> bool:
+def busy_baseline(threats: Iterable[ThreatRow]) -> bool:
     """The run's idle baseline said the host was busy (its validity threats hold "Host busy before the trials")."""
-    for t in threats:
-        if isinstance(t, Mapping) and t.get("rule") == "foreign_cpu" and t.get("title") == "Host busy before the trials":
-            return True
-    return False
+    return any(t.rule == "foreign_cpu" and t.title == "Host busy before the trials" for t in threats)

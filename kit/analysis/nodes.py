@@ -8,7 +8,7 @@ nodes). Node hardware comes from ``nodes/<host>.json`` (written by each job).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -16,6 +16,7 @@ from scipy import stats as sps
 
 from kit.analysis.threats import Ctx, Threat, rule
 from kit.manifest import Manifest
+from kit.records import TrialRecord
 
 PROVENANCE_KEYS = ("cpu_model", "os", "kernel", "memory_total_bytes")
 
@@ -27,10 +28,10 @@ def _node_signature(p: Mapping[str, Any]) -> dict[str, Any]:
     return sig
 
 
-def node_analysis(manifest: Manifest, trials: list[dict[str, Any]], use: pd.DataFrame,
+def node_analysis(manifest: Manifest, trials: Sequence[TrialRecord], use: pd.DataFrame,
                   arms: list[str]) -> dict[str, Any]:
     """Per-node trial counts and, with several nodes, a node-effect test per hypothesis."""
-    host_of = {t["trial_id"]: t.get("host", "?") for t in trials}
+    host_of = {t.trial_id: "?" if t.host is None else t.host for t in trials}
     hosts = sorted(set(host_of.values()))
     provenance = manifest.nodes
     out: dict[str, Any] = {

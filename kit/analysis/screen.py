@@ -17,12 +17,15 @@ signal, reason, file) for ``analysis["retried_trials"]`` and the report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kit.disturbance import is_disturbed
+from kit.records import SCREENED_INVALID, JsonTable, TrialRecord
+from kit.store import AttemptRecord
 
 # Result keys with a physical, non-negative quantity (by their unit suffix or name).
 NONNEGATIVE = re.compile(r"(_s|_ms|_ips|_j|_w|_bytes|_b|_mb|_hz|_pct|_count|_passes|_steps)$|"
@@ -84,13 +87,12 @@ def metric_value_problem(key: str, value: Any, metric: str, rule: str, max_time_
     return None
 
 
-def problems(record: dict[str, Any]) -> list[str]:
+def problems(record: TrialRecord) -> list[str]:
     """Why the numbers of one finished trial are impossible ([] when they are not)."""
     out: list[str] = []
-    results = record.get("results") or {}
-    wall = record.get("wall_s")
-    max_time = (float(wall) + 1.0 if isinstance(wall, (int, float)) and not isinstance(wall, bool)
-                and math.isfinite(wall) and wall > 0 else MAX_PHASE_S)
+    results = record.results
+    wall = record.wall_s  # typed: a finite number or None
+    max_time = float(wall) + 1.0 if wall is not None and wall > 0 else MAX_PHASE_S
     for key, (metric, rule) in _result_rules().items():
         found = metric_value_problem(key, results.get(key), metric, rule, min(max_time, MAX_PHASE_S))
         if found:
@@ -100,7 +102,8 @@ def problems(record: dict[str, Any]) -> list[str]:
             out.append(f"{path} = {v!r} (not finite)")
         elif v < 0 and NONNEGATIVE.search(_leaf(path)):
             out.append(f"{path} = {v!r} (negative)")
-    for name, ph in (record.get("phases") or {}).items():
+    # the phase table as written: the typed one holds None for a non-number, which is what is screened here
+    for name, ph in (record.to_json().get("phases") or {}).items():
         if not isinstance(ph, dict):
             out.append(f"phases.{name} is not a table")
             continue
@@ -117,30 +120,34 @@ def problems(record: dict[str, Any]) -> list[str]:
     return out
 
 
-def screen_trials(trials: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(trials with impossible ones marked ``invalid``, every excluded trial with its file and reason)."""
-    screened: list[dict[str, Any]] = []
-    excluded: list[dict[str, Any]] = []
+def screen_trials(trials: Sequence[TrialRecord]) -> tuple[list[TrialRecord], list[JsonTable]]:
+    """(trials with impossible ones marked ``invalid``, every excluded trial with its file and reason).
+
+    A screened record is the trial's record with status ``invalid`` and the reason as its error, in its typed fields
+    and in what it gives back as JSON (a study's ``analyse()`` reads it so)."""
+    screened: list[TrialRecord] = []
+    excluded: list[JsonTable] = []
     for rec in trials:
-        tid = rec.get("trial_id")
-        entry = {"trial_id": tid, "file": f"trials/{tid}.json", "arm": rec.get("arm") or rec.get("framework"),
-                 "config_id": rec.get("config_id"), "block": rec.get("block"), "warmup": bool(rec.get("warmup"))}
-        status = rec.get("status")
+        tid = rec.trial_id
+        entry: JsonTable = {"trial_id": tid, "file": f"trials/{tid}.json", "arm": rec.arm or rec.framework,
+                            "config_id": rec.config_id, "block": rec.block, "warmup": rec.warmup}
+        status = rec.status
         if status == "ok":
             found = problems(rec)
             if found:
                 reason = "impossible value(s): " + "; ".join(found[:5]) + (f"; and {len(found) - 5} more"
                                                                            if len(found) > 5 else "")
-                rec = {**rec, "status": "invalid", "error": reason}
-                excluded.append({**entry, "status": "invalid", "reason": reason})
+                rec = dataclasses.replace(rec, status=SCREENED_INVALID, error=reason,
+                                          raw={**rec.to_json(), "status": SCREENED_INVALID, "error": reason})
+                excluded.append({**entry, "status": SCREENED_INVALID, "reason": reason})
         else:
-            why = str(rec.get("reason") or rec.get("error") or "").strip().splitlines()
+            why = str(rec.reason or rec.error or "").strip().splitlines()
             excluded.append({**entry, "status": status, "reason": f"{status}: {why[0][:300] if why else 'no message'}"})
         screened.append(rec)
     return screened, excluded
 
 
-def retried_trials(attempts: list[dict[str, Any]], current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def retried_trials(attempts: Sequence[AttemptRecord], current: Sequence[TrialRecord]) -> list[JsonTable]:
     """Every failed attempt a retry set aside, with its status, signal, reason, file and what replaced it.
 
     ``attempts`` come from ``RunDir.checked_attempts``, ``current`` are the
@@ -148,28 +155,29 @@ def retried_trials(attempts: list[dict[str, Any]], current: list[dict[str, Any]]
     current file is a retry killed before it removed the failed record (the
     failed record still counts, see ``RunDir.archive_trial``): not listed.
     """
-    now = {r.get("trial_id"): r for r in current}
-    out: list[dict[str, Any]] = []
+    now = {r.trial_id: r for r in current}
+    out: list[JsonTable] = []
     for a in attempts:
-        rec, tid = a["record"], a["trial_id"]
+        rec, tid = a.record, a.trial_id
         cur = now.get(tid)
         if cur is not None and _same(cur, rec):
             continue
-        status = rec.get("status")
-        why = str(rec.get("error") or "").strip().splitlines()
-        shaken = is_disturbed(rec)
+        status = rec.status
+        why = str(rec.error or "").strip().splitlines()
+        d = rec.disturbance
+        shaken = bool(d and isinstance(d.get("phases"), Mapping) and d.get("disturbed") is True)  # is_disturbed
         if shaken and status == "ok":  # re-run by the runner: its timed phase shared the host (kit.disturbance)
             status = "disturbed"
-            why = [str((rec.get("disturbance") or {}).get("cause") or "disturbed")]
-        out.append({"trial_id": tid, "attempt": a["attempt"], "file": a["file"],
-                    "arm": rec.get("arm") or rec.get("framework"), "config_id": rec.get("config_id"),
-                    "block": rec.get("block"), "position": rec.get("position"), "warmup": bool(rec.get("warmup")),
-                    "status": status, "disturbed": shaken, "signal": rec.get("signal") or (rec.get("backend") or {}).get("signal"),
+            why = [str(d.get("cause") or "disturbed") if d else "disturbed"]
+        signal = rec.signal or rec.backend.get("signal")
+        out.append({"trial_id": tid, "attempt": a.attempt, "file": a.file, "arm": rec.arm or rec.framework,
+                    "config_id": rec.config_id, "block": rec.block, "position": rec.position, "warmup": rec.warmup,
+                    "status": status, "disturbed": shaken, "signal": signal,
                     "reason": f"{status}: {why[0][:300] if why else 'no message'}",
                     "replaced_by": f"trials/{tid}.json" if cur is not None else None,
-                    "status_now": cur.get("status") if cur is not None else "missing"})
+                    "status_now": cur.status if cur is not None else "missing"})
     return out
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+def _same(a: TrialRecord, b: TrialRecord) -> bool:
+    return json.dumps(a.to_json(), sort_keys=True, default=str) == json.dumps(b.to_json(), sort_keys=True, default=str)

@@ -1,4 +1,5 @@
-"""The vocabulary of threats to validity: a finding (:class:`Threat`), what a rule sees (:class:`Ctx`), and the
+"""The vocabulary of threats to validity: a finding (:class:`Threat`; the analysis record keeps it as
+kit.analysis_rows.ThreatRow), what a rule sees (:class:`Ctx`), and the
 registry the rule modules (kit.analysis.validity, .devices, .validity_telemetry) add to with ``@rule``.
 
 Its own small module so that the rule modules and the telemetry code they read build on it without importing
@@ -7,14 +8,14 @@ kit.analysis.validity, which imports them all to run them (that used to close a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from kit.manifest import Manifest
-from kit.records import counted
+from kit.records import TrialRecord, counted
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -36,7 +37,7 @@ class Ctx:
     """What every rule reads: the manifest, the trial records, the long value table and the analysis so far."""
 
     manifest: Manifest
-    trials: list[dict[str, Any]]
+    trials: Sequence[TrialRecord]
     values: pd.DataFrame
     analysis: dict[str, Any]
 

@@ -10,21 +10,25 @@ design already took care of.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kit import stats
 from kit.analysis import accuracy_expected as _accuracy_expected  # noqa: F401  (registers its rule)
 from kit.analysis import ambient as _ambient  # noqa: F401  (registers its rule)
 from kit.analysis import devices as _devices  # noqa: F401  (registers its rules)
 from kit.analysis import nodes as _nodes  # noqa: F401  (registers its rule)
-from kit.analysis import stats
 from kit.analysis import validity_telemetry as _validity_telemetry  # noqa: F401  (registers its rules)
 from kit.analysis.threats import RULES, SEVERITIES, Ctx, Threat, rule
+from kit.analysis_record import AnalysisSoFar
+from kit.analysis_rows import HypothesisResult
 from kit.fmt import fmt_counts, fmt_num
 from kit.manifest import Manifest
+from kit.records import TrialRecord
 from kit.spec import cpuset_size
 
 # The rules of these modules join this one's: importing them registers them (kit.analysis.threats.rule).
@@ -59,7 +63,7 @@ def few_networks(c: Ctx) -> list[Threat]:
     """Rows across configurations: the network is their unit (kit.analysis.across.network_threats)."""
     from kit.analysis.across import network_threats
 
-    return network_threats(c.analysis.get("hypotheses", []))
+    return network_threats([HypothesisResult.from_json(h) for h in c.analysis.get("hypotheses", [])])
 
 
 @rule
@@ -371,13 +375,13 @@ def failed_cells(c: Ctx) -> list[Threat]:
 def trial_processes_left(c: Ctx) -> list[Threat]:
     """Processes a trial started and left running when its harness ended (the local backend's reaper ended and
     recorded them; a container's PID namespace ends them with the container)."""
-    hit = [(t["trial_id"], (t.get("backend") or {})) for t in c.trials
-           if isinstance((t.get("backend") or {}).get("leftover_count"), int) and t["backend"]["leftover_count"] > 0]
+    hit = [(t.trial_id, count, t.backend.get("leftover_processes")) for t in c.trials
+           if isinstance(count := t.backend.get("leftover_count"), int) and count > 0]
     if not hit:
         return []
-    total = sum(b["leftover_count"] for _, b in hit)
-    first_id, first = hit[0]
-    shown = "; ".join(f"{p.get('name', '?')} (pid {p.get('pid')})" for p in (first.get("leftover_processes") or [])[:3]
+    total = sum(n for _, n, _ in hit)
+    first_id, _, first = hit[0]
+    shown = "; ".join(f"{p.get('name', '?')} (pid {p.get('pid')})" for p in (first if isinstance(first, list) else [])[:3]
                       if isinstance(p, dict))
     return [Threat("trial_processes_left", "internal", "medium", "Processes outlived their trial",
                    f"{len(hit)} trial(s) left {total} process(es) running when the harness ended (first: {first_id}: "
@@ -385,12 +389,16 @@ def trial_processes_left(c: Ctx) -> list[Threat]:
                    "trials, but each such trial's own measurement ran beside them",
                    "make the workload wait for (join) every process it starts before it returns; the affected trials "
                    "are listed in their trial files (backend.leftover_processes)",
-                   numbers={"trials": [t for t, _ in hit], "processes": total})]
+                   numbers={"trials": [t for t, _, _ in hit], "processes": total})]
 
 
-def assess(manifest: Manifest, trials: list[dict[str, Any]], values: pd.DataFrame,
-           analysis: dict[str, Any]) -> list[dict[str, Any]]:
-    ctx = Ctx(manifest, trials, values, analysis)
+def assess(manifest: Manifest, trials: Sequence[TrialRecord], values: pd.DataFrame,
+           so_far: AnalysisSoFar) -> list[dict[str, Any]]:
+    """The threats every registered rule finds, high severity first, mitigated ones last.
+
+    ``so_far``: the typed tables computed before the rules (kit.analysis.analyze.compute_analysis); the rules'
+    context still indexes them as analysis.json writes them (:meth:`AnalysisSoFar.rule_tables`)."""
+    ctx = Ctx(manifest, trials, values, so_far.rule_tables())
     found: list[Threat] = []
     # this module's rules, then those of the other rule modules in _RULE_MODULES' order, each in the order written
     for r in sorted(RULES, key=lambda r: _RULE_MODULES.index(r.__module__)):

@@ -16,7 +16,7 @@ is not blamed on it; old records without ``gpus`` keep every GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from kit.analysis.telemetry import (
     trial_samples,
 )
 from kit.analysis.threats import Ctx, Threat, rule
-from kit.records import counted, counts
+from kit.records import TrialRecord, counted, counts
 
 # NVML clock-event reason bits (nvml.h, nvmlClocksEventReason*)
 REASON_NAMES = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "software power cap",
@@ -54,14 +54,15 @@ def _series(samples: pd.DataFrame, source: str, metric: str) -> pd.DataFrame:
     return samples[(samples["source"] == source) & (samples["metric"] == metric)].dropna(subset=["value"])
 
 
-def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame, tel: TrialTelemetry | None = None) -> dict[str, Any]:
+def trial_facts(record: TrialRecord, samples: pd.DataFrame, tel: TrialTelemetry | None = None) -> dict[str, Any]:
     """Throttling, foreign GPU processes and SM clocks of one trial (None where not sampled). ``tel``: the trial's
     samples already attributed to phases (shared with the metrics); built here when not given."""
-    out: dict[str, Any] = {k: record.get(k) for k in ("trial_id", "arm", "position", "warmup", "status")}
-    tel = tel if tel is not None else TrialTelemetry.of(record, samples)
+    out: dict[str, Any] = {"trial_id": record.trial_id, "arm": record.arm, "position": record.position,
+                           "warmup": record.warmup, "status": record.status}
+    tel = tel if tel is not None else TrialTelemetry.of(record.to_json(), samples)
     samples, intervals = tel.samples, tel.intervals
     span = trial_interval(intervals)
-    cool = record.get("cooldown") or {}
+    cool = record.cooldown
     out["start_temps_c"] = own_start_temps(record)
     out["cooldown_reached"] = cool.get("reached")
     out["cooldown_waited_s"] = cool.get("waited_s")
@@ -92,10 +93,10 @@ def trial_facts(record: Mapping[str, Any], samples: pd.DataFrame, tel: TrialTele
     return out
 
 
-def own_start_temps(record: Mapping[str, Any]) -> dict[str, float]:
+def own_start_temps(record: TrialRecord) -> dict[str, float]:
     """The start temperatures of the cool-down, GPU sensors ("gpu<i>") cut to the trial's GPUs."""
-    temps = dict(((record.get("cooldown") or {}).get("start_temps")) or {})
-    indices = trial_gpu_indices(record)
+    temps = dict(record.cooldown.get("start_temps") or {})
+    indices = trial_gpu_indices(record.to_json())
     if indices is None:
         return temps
     own = {f"gpu{i}" for i in indices}
@@ -139,14 +140,14 @@ def start_temperature(c: Ctx) -> list[Threat]:
     """Frameworks that start their trials at different temperatures run at different clocks."""
     by: dict[str, dict[str, list[float]]] = {}
     for t in c.trials:
-        if not counts(t):
+        if not t.counts:
             continue
         for sensor, temp in own_start_temps(t).items():
             if temp is not None:
-                by.setdefault(sensor, {}).setdefault(t["arm"], []).append(float(temp))
+                by.setdefault(sensor, {}).setdefault(t.arm, []).append(float(temp))
     if not by:
         return []
-    not_reached = sum(1 for t in c.trials if (t.get("cooldown") or {}).get("reached") is False and not t.get("warmup"))
+    not_reached = sum(1 for t in c.trials if t.cooldown.get("reached") is False and not t.warmup)
     medians = {s: {a: round(float(np.median(v)), 2) for a, v in arms.items()} for s, arms in by.items()}
     gaps = {s: round(max(m.values()) - min(m.values()), 2) for s, m in medians.items() if len(m) >= 2}
     if not gaps:
@@ -325,7 +326,7 @@ def gpu_clocks(c: Ctx) -> list[Threat]:
 def sensors(c: Ctx) -> list[Threat]:
     """Collectors that could not read on this host, beyond the hypothesis metrics `unmeasured` reports."""
     probes = [p for p in c.manifest.collectors if not p.get("ok")]
-    no_temp = sum(1 for t in c.trials if "no temperature sensor" in str((t.get("cooldown") or {}).get("note", "")))
+    no_temp = sum(1 for t in c.trials if "no temperature sensor" in str(t.cooldown.get("note", "")))
     out = []
     if probes:
         out.append(Threat("sensors", "construct", "low", "Sensors unavailable",
@@ -344,15 +345,15 @@ SHORT_PHASE_PERIODS = 10  # a phase shorter than this many sampling periods is p
 TELEMETRY_KINDS = ("telemetry", "energy", "phase_power")
 
 
-def phase_durations(trials: list[dict[str, Any]]) -> dict[tuple[str, str], list[float]]:
+def phase_durations(trials: Iterable[TrialRecord]) -> dict[tuple[str, str], list[float]]:
     """(arm, phase) -> durations (s) of the measured phases of the measured trials, from the markers."""
     out: dict[tuple[str, str], list[float]] = {}
     for t in trials:
-        if not counts(t):
+        if not t.counts:
             continue
-        for phase, (a, b) in phase_intervals(t.get("markers", [])).items():
+        for phase, (a, b) in phase_intervals(t.markers).items():
             if phase in MEASURED_PHASES:
-                out.setdefault((str(t["arm"]), phase), []).append(b - a)
+                out.setdefault((t.arm, phase), []).append(b - a)
     return out
 
 

@@ -31,10 +31,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, cast
 
 from kit.collectors.base import Probe, TrialTarget
 from kit.pinning import Pinning
+from kit.records import JsonTable
 
 STDERR_TAIL_CHARS = 4000
 RESULT_MAX_BYTES = 16 * 1024**2  # result.json: a few KiB in practice
@@ -44,14 +45,32 @@ LOG_TAIL_BYTES = 1024**2  # what the kit keeps of a trial's stdout/stderr
 HARNESS_EXIT = {0: "ok", 3: "oom", 4: "error", 5: "skipped", 1: "error", 6: "error"}  # 6: device unavailable
 
 
+class HarnessResultJson(TypedDict, total=False):
+    """``result.json`` as the harness writes it (kit.harness): the contract across the trial's process boundary.
+
+    The trial's process wrote it, so every key may be missing or of another type: only ``status`` is relied on
+    (:func:`status_from`); ``results`` and ``env`` pass into the trial record as they are.
+    """
+
+    status: str  # ok | oom | skipped | error
+    results: JsonTable
+    env: JsonTable
+    error: str
+    error_kind: str
+    reason: str
+    traceback_tail: str
+    started: float
+    ended: float
+
+
 @dataclass
 class TrialOutcome:
     """What a backend reports about one finished (or failed) trial."""
 
     status: str  # ok | oom | skipped | error | timeout
     exit_code: int | None
-    result: dict[str, Any] | None
-    markers: list[dict[str, Any]]
+    result: HarnessResultJson | None
+    markers: list[JsonTable]
     stderr_tail: str
     wall_s: float
     detail: dict[str, Any] = field(default_factory=dict)  # backend-specific: container id, oom_killed, image...
@@ -119,7 +138,7 @@ def read_trial_file(path: Path, max_bytes: int) -> bytes | None:
         raise TrialFileError(exc.cause) from None
 
 
-def read_markers(path: Path, max_bytes: int = MARKERS_MAX_BYTES) -> list[dict[str, Any]]:
+def read_markers(path: Path, max_bytes: int = MARKERS_MAX_BYTES) -> list[JsonTable]:
     """Parse markers.jsonl, skipping a torn or non-object line (a killed writer); TrialFileError as above."""
     raw = read_trial_file(path, max_bytes)
     if raw is None:
@@ -127,7 +146,7 @@ def read_markers(path: Path, max_bytes: int = MARKERS_MAX_BYTES) -> list[dict[st
     lines = raw.decode("utf-8", errors="replace").splitlines()
     if len(lines) > MARKERS_MAX_LINES:
         raise TrialFileError(f"{path.name} has {len(lines)} lines, over the {MARKERS_MAX_LINES}-marker limit; refused")
-    out = []
+    out: list[JsonTable] = []
     for line in lines:
         try:
             item = json.loads(line)
@@ -138,7 +157,7 @@ def read_markers(path: Path, max_bytes: int = MARKERS_MAX_BYTES) -> list[dict[st
     return out
 
 
-def read_result(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> dict[str, Any] | None:
+def read_result(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> HarnessResultJson | None:
     """Parse result.json (None: absent or torn, the exit code decides); TrialFileError as above."""
     raw = read_trial_file(path, max_bytes)
     if raw is None:
@@ -151,10 +170,10 @@ def read_result(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> dict[str, Any]
         raise TrialFileError(f"{path.name} is nested too deeply to parse; refused") from None
     if not isinstance(data, dict):
         raise TrialFileError(f"{path.name} is a JSON {type(data).__name__}, not an object; refused")
-    return data
+    return cast(HarnessResultJson, data)
 
 
-def read_outputs(work: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
+def read_outputs(work: Path) -> tuple[HarnessResultJson | None, list[JsonTable], str | None]:
     """(result, markers, problem) of the trial in ``work``.
 
     A refused file makes the trial an error: the result becomes
@@ -165,8 +184,8 @@ def read_outputs(work: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]
     from kit.harness import MARKERS_FILE, RESULT_FILE
 
     problems = []
-    result: dict[str, Any] | None = None
-    markers: list[dict[str, Any]] = []
+    result: HarnessResultJson | None = None
+    markers: list[JsonTable] = []
     try:
         result = read_result(work / RESULT_FILE)
     except TrialFileError as exc:
@@ -244,7 +263,7 @@ def tail(text: str, n: int = STDERR_TAIL_CHARS) -> str:
     return text[-n:]
 
 
-def status_from(exit_code: int | None, result: dict[str, Any] | None, timed_out: bool) -> str:
+def status_from(exit_code: int | None, result: HarnessResultJson | None, timed_out: bool) -> str:
     """One rule for every backend: timeout, then the result file, then the exit code."""
     if timed_out:
         return "timeout"

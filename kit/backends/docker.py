@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kit.backends.base import LOG_TAIL_BYTES, Backend, TrialOutcome, create_trial_file
 from kit.backends.container import (
@@ -60,11 +60,28 @@ from kit.engine import (
 )
 from kit.errors import BackendError, EngineError, ImageError
 from kit.plan import arm_framework
+from kit.records import JsonTable
 from kit.spec import Container
 
 PIDS_LIMIT = 4096  # processes and threads of one trial (DataLoader workers, TF thread pools fit easily)
 TMP_SIZE = "4g"  # the /tmp tmpfs (compiler caches); it counts against the memory limit only when used
 TMP_OPTIONS = f"rw,exec,nosuid,nodev,size={TMP_SIZE},mode=1777"  # exec: Triton/Inductor load .so from caches
+
+class DockerImage(TypedDict):
+    """The image an arm runs in, checked by :meth:`DockerBackend.prepare`: the manifest's ``backend.images[arm]``."""
+
+    row: str  # the matrix row (images/matrix.toml)
+    tag: str
+    id: str
+    digest: str
+    repo_digests: list[str]
+    base: str | None
+    base_pinned: bool | None
+    device: str  # cpu | cuda
+    matrix: dict[str, str]  # the versions the row promises
+    versions: JsonTable  # what the probe reported from inside the image
+    notes: list[str]
+
 
 class DockerBackend(Backend):
     """Trials in containers through the Docker Engine API (Docker or Podman)."""
@@ -79,7 +96,7 @@ class DockerBackend(Backend):
         self._engine: Engine | None = None
         self._support: GpuSupport | None = None
         self._use_gpus = False
-        self._images: dict[str, dict[str, Any]] = {}
+        self._images: dict[str, DockerImage] = {}
         self._owner: WorkOwner | None = None
 
     # -- engine ---------------------------------------------------------------
@@ -201,7 +218,7 @@ class DockerBackend(Backend):
             kwargs["device_requests"] = gpu_requests
         return kwargs
 
-    def trial_container(self, arm: str, work: Path, data_dir: Path, img: dict[str, Any],
+    def trial_container(self, arm: str, work: Path, data_dir: Path, img: DockerImage,
                         target: TrialTarget) -> TrialContainer:
         """The trial's container with the trial's GPUs; a GPU trial this backend cannot serve is an error."""
         use = self._use_gpus and img["device"] == "cuda"

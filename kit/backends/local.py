@@ -50,6 +50,7 @@ from kit.collectors.base import Probe
 from kit.errors import BackendError
 from kit.plan import arm_framework
 from kit.proctree import MAX_LISTED, TreeGuard, child_subreaper, is_stopped, oom_counters, signals_held
+from kit.records import JsonTable
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 REAPER = Path(__file__).resolve().parent / "reaper.py"
@@ -157,7 +158,7 @@ def harness_pid(fd: int, timeout_s: float = 10.0, reaper: subprocess.Popen[bytes
     return int(parts[1]) if len(parts) == 2 and parts[0] == b"harness" and parts[1].isdigit() else None
 
 
-def read_report(fd: int) -> dict[str, Any]:
+def read_report(fd: int) -> JsonTable:
     """The reaper's JSON record (``{}`` when it wrote none), read without blocking and capped."""
     import json
 
@@ -196,7 +197,7 @@ class LocalBackend(Backend):
     def available(self) -> Probe:
         return Probe(True, f"subprocesses of {self.python}")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, str]:
         return {"backend": self.name, "python": self.python, "isolation": "fresh process per trial"}
 
     def prepare(self, arms: tuple[str, ...], data_dir: Path) -> dict[str, Any]:
@@ -313,10 +314,11 @@ class LocalBackend(Backend):
         )
 
 
-def _leftovers(detail: dict[str, Any], reaped: dict[str, Any], by_kit: list[dict[str, object]]) -> None:
+def _leftovers(detail: dict[str, Any], reaped: JsonTable, by_kit: list[dict[str, object]]) -> None:
     """The processes that outlived the harness: the reaper's record plus those the kit ended itself (a reaper
     killed or stopped by the trial could not). Nothing is added for a trial that left none."""
-    listed = [p for p in (reaped.get("leftover_processes") or []) if isinstance(p, dict)]
+    found = reaped.get("leftover_processes")
+    listed = [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
     count = reaped.get("leftover_count")
     count = count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
     known = {p.get("pid") for p in listed}
@@ -338,7 +340,7 @@ def _oom_words(kills: int | None) -> str:
     return "no OOM kill was counted by the kernel during the trial"
 
 
-def _guard_note(detail: dict[str, Any], reaped: dict[str, Any], waited: ReaperWait, code: int | None,
+def _guard_note(detail: dict[str, Any], reaped: JsonTable, waited: ReaperWait, code: int | None,
                 oom_kills: int | None) -> bool:
     """Say in ``detail`` (``signal``, ``note``, ``reaper``) how the trial ended; True when the trial fought its
     guard (stopped or killed its reaper, or signalled it): then it is an error, never an out-of-memory result."""

@@ -1,6 +1,6 @@
 """Where a run's trials run: this process, or jobs of a batch system that each run a chunk of the plan.
 
-The runner (kit.runner) runs the trials it is given, under the run's lock, the same way wherever it is; it
+The runner (kit.run) runs the trials it is given, under the run's lock, the same way wherever it is; it
 never asks which executor it has. An executor decides only whether the trials run here (``hands_off`` False)
 or in jobs it submits (True), what the manifest records about that (``record``), which blocks a job's chunk
 holds (``chunk_blocks``), how missing chunks are submitted again (``resubmit``) and how to wait for jobs.
@@ -52,7 +52,7 @@ class Executor:
         """Hand every chunk of a new run to the batch system (only where ``hands_off``). ``study_digest``: the
         digest of the study code the caller checked (kit.run_code); each job runs that code or nothing."""
         raise KitError(f"the {self.name} executor runs trials in this process; it submits nothing",
-                       where="executor", fix="run the trials with kit.runner")
+                       where="executor", fix="run the trials with kit.run")
 
     def resubmit(self, rd: RunDir, plan: Plan, say: Say, study_digest: str | None = None) -> None:
         """Submit again the chunks that miss trials and have no job pending or running."""

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from kit.errors import ExecutorError, PlanError, StoreError
 from kit.executors.base import Executor, ExecutorProbe, Say
@@ -40,6 +40,29 @@ SLURM_DIR = "slurm"
 SUBMISSIONS = "submissions.jsonl"
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "STAGE_OUT"}
 KIT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class SlurmOptionsJson(TypedDict):
+    """:class:`SlurmOptions` as the manifest's executor record and each submission keep it."""
+
+    partition: str
+    account: str
+    gpus_per_trial: int
+    time_limit: str
+    blocks_per_job: int
+    exclusive: bool
+    sbatch_options: list[str]
+    python: str
+
+
+class SubmissionJson(TypedDict):
+    """One line of slurm/submissions.jsonl (:func:`submit`); a reader checks only the keys it uses."""
+
+    array_job_id: str
+    chunks: list[int]
+    t: NotRequired[float]
+    options: NotRequired[SlurmOptionsJson]
+    backend: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -55,10 +78,10 @@ class SlurmOptions:
     sbatch_options: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
 
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["sbatch_options"] = list(self.sbatch_options)
-        return d
+    def as_dict(self) -> SlurmOptionsJson:
+        return {"partition": self.partition, "account": self.account, "gpus_per_trial": self.gpus_per_trial,
+                "time_limit": self.time_limit, "blocks_per_job": self.blocks_per_job, "exclusive": self.exclusive,
+                "sbatch_options": list(self.sbatch_options), "python": self.python}
 
 
 def chunks_of(plan: Plan, blocks_per_job: int) -> list[list[int]]:
@@ -200,21 +223,21 @@ def submit(run_dir: Path, chunk_ids: Sequence[int], opts: SlurmOptions, backend:
 MAX_SUBMISSIONS_BYTES = 16 << 20
 
 
-def submissions(run_dir: Path) -> list[dict[str, Any]]:
+def submissions(run_dir: Path) -> list[SubmissionJson]:
     """The run's Slurm submissions (read like any file of a run: no link, no FIFO, capped; a torn or foreign line
     is skipped)."""
     from kit.safeio import read_capped
 
     data = read_capped(run_dir / SLURM_DIR / SUBMISSIONS, MAX_SUBMISSIONS_BYTES, "slurm/submissions.jsonl",
                        missing_ok=True)
-    out = []
+    out: list[SubmissionJson] = []
     for line in (data or b"").decode("utf-8", errors="replace").splitlines():
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):
             continue
         if isinstance(rec, dict) and isinstance(rec.get("array_job_id"), str) and isinstance(rec.get("chunks"), list):
-            out.append(rec)
+            out.append(cast(SubmissionJson, rec))
     return out
 
 

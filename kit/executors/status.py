@@ -26,8 +26,8 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     rd = RunDir.open(run_dir)
     man = rd.manifest()
     plan = man.plan
-    records = {r["trial_id"]: r for r in rd.iter_trials()}
-    attempts = Counter(a["trial_id"] for a in rd.checked_attempts())  # failed attempts set aside by --retry-failed
+    records = {r.trial_id: r for r in rd.trial_records()}
+    attempts = Counter(a.trial_id for a in rd.checked_attempts())  # failed attempts set aside by --retry-failed
     chunk_of: dict[int, int] = {}
     jobs: list[dict[str, Any]] = []
     states: dict[str, Any] = {}
@@ -47,11 +47,11 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         job = latest.get(chunk) if chunk is not None else None
         js = states.get(job) if job else None
         reason = ""
-        node = (rec or {}).get("host") or (js.node if js else "")
+        node = (rec.host if rec is not None else None) or (js.node if js else "")
         if rec is not None:
-            state = {"ok": "finished", "skipped": "skipped"}.get(rec["status"], "failed")
-            reason = "" if rec["status"] == "ok" else f"{rec['status']}: {(rec.get('error') or '')[:120]}"
-            job = (rec.get("executor") or {}).get("job_id") or job
+            state = {"ok": "finished", "skipped": "skipped"}.get(rec.status, "failed")
+            reason = "" if rec.status == "ok" else f"{rec.status}: {(rec.error or '')[:120]}"
+            job = (rec.executor or {}).get("job_id") or job
         elif js is None:
             state = "missing"
         elif js.state == "PENDING":
@@ -63,7 +63,8 @@ def run_status(run_dir: Path) -> dict[str, Any]:
             reason = f"job {job} ended {js.state}" + (f" ({js.reason})" if js.reason and js.reason != "None" else "")
         rows.append({"trial_id": t.trial_id, "position": t.position, "block": t.block, "arm": t.arm, "chunk": chunk,
                      "state": state, "job": job, "node": node, "reason": reason,
-                     "signal": (rec or {}).get("signal"), "earlier_attempts": attempts.get(t.trial_id, 0)})
+                     "signal": rec.signal if rec is not None else None,
+                     "earlier_attempts": attempts.get(t.trial_id, 0)})
     for i, j in sorted(latest.items()):
         js = states.get(j)
         in_chunk = [r for r in rows if r["chunk"] == i]

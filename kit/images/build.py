@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kit.engine import Engine, _short
 from kit.errors import ImageError, KitError
@@ -67,7 +67,22 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def image_info(engine: Engine, ref: str) -> dict[str, Any] | None:
+class ImageInfo(TypedDict, total=False):
+    """An image on the engine as the kit knows it (:func:`image_info`); :func:`find_built` adds the base it was built
+    from. The backends copy it into the manifest's ``backend.images``, and the images lock keeps part of it."""
+
+    tag: str
+    id: str
+    repo_digests: list[str]
+    digest: str
+    labels: dict[str, str]
+    size_bytes: int | None
+    created: str | None
+    base: str
+    base_pinned: bool
+
+
+def image_info(engine: Engine, ref: str) -> ImageInfo | None:
     """Tag, ID, repo digests and labels of ``ref`` on the engine; None when it is not there."""
     import docker
 
@@ -94,7 +109,7 @@ def _base_from_labels(labels: dict[str, str]) -> str | None:
     return f"{name}@{digest}" if digest else name
 
 
-def find_built(engine: Engine, row: ImageRow) -> dict[str, Any] | None:
+def find_built(engine: Engine, row: ImageRow) -> ImageInfo | None:
     """The newest image on the engine built from ``row``'s current recipe, or None."""
     import docker
 
@@ -103,7 +118,7 @@ def find_built(engine: Engine, row: ImageRow) -> dict[str, Any] | None:
     except docker.errors.DockerException as exc:
         raise ImageError(f"the engine could not list images ({_short(exc)})", where=engine.url,
                          fix="check the engine (kit doctor)") from None
-    best: tuple[str, dict[str, Any]] | None = None
+    best: tuple[str, ImageInfo] | None = None
     for img in candidates:
         labels = dict((img.attrs.get("Config") or {}).get("Labels") or img.attrs.get("Labels") or {})
         want = labels.get(f"{LABEL_PREFIX}.recipe.sha256")
@@ -223,7 +238,7 @@ def _stream_build(engine: Engine, recipe: Recipe, wheels: list[Path], nocache: b
     return image_id
 
 
-def _record_build(engine: Engine, recipe: Recipe, info: dict[str, Any], seconds: float, offline: bool,
+def _record_build(engine: Engine, recipe: Recipe, info: ImageInfo, seconds: float, offline: bool,
                   cached: bool) -> None:
     entry = {"tag": recipe.tag, "id": info["id"], "repo_digests": info["repo_digests"], "digest": info["digest"],
              "recipe_sha256": recipe.sha256, "lock_sha256": recipe.row.lock_sha256(), "base": recipe.base,

@@ -7,15 +7,15 @@ built) and the matrix, so living in the engine module closed an import circle en
 from __future__ import annotations
 
 import shutil
-from typing import Any
 
+from kit.doctor.findings import Finding
 from kit.engine import START_FIX, Engine, GpuSupport, _short, device_requests, find_engine, gpu_support, host_gpus
 from kit.errors import EngineError, KitError
 from kit.images.build import find_built
 from kit.images.matrix import load_matrix
 
 
-def _finding(check: str, ok: bool, detail: str, fix: str = "", optional: bool = True) -> dict[str, Any]:
+def _finding(check: str, ok: bool, detail: str, fix: str = "", optional: bool = True) -> Finding:
     return {"check": check, "ok": ok, "detail": detail, "fix": "" if ok else fix, "optional": optional}
 
 
@@ -35,9 +35,9 @@ def gpu_smoke(engine: Engine, support: GpuSupport, image: str) -> tuple[bool, st
     return bool(lines), "; ".join(lines) or "nvidia-smi listed no GPU"
 
 
-def doctor_engine() -> list[dict[str, Any]]:
+def doctor_engine() -> list[Finding]:
     """`kit doctor`'s engine checks: which engine, GPU support, GPUs inside a container, images, Apptainer."""
-    out: list[dict[str, Any]] = []
+    out: list[Finding] = []
     gpus = host_gpus()
     try:
         engine = find_engine()
@@ -57,13 +57,13 @@ def doctor_engine() -> list[dict[str, Any]]:
     return out
 
 
-def _image_findings(engine: Engine, gpus: list[str], support: GpuSupport) -> list[dict[str, Any]]:
+def _image_findings(engine: Engine, gpus: list[str], support: GpuSupport) -> list[Finding]:
     try:
         matrix = load_matrix()
     except KitError as err:
         return [_finding("kit images", False, err.cause, err.fix or "")]
     device = "cuda" if gpus and support.ok else "cpu"
-    out = []
+    out: list[Finding] = []
     built_tags = []
     for fw in ("pytorch", "tensorflow"):
         try:
@@ -93,7 +93,7 @@ def _image_findings(engine: Engine, gpus: list[str], support: GpuSupport) -> lis
     return out
 
 
-def _apptainer_finding() -> dict[str, Any]:
+def _apptainer_finding() -> Finding:
     exe = shutil.which("apptainer") or shutil.which("singularity")
     return _finding("apptainer (HPC sites)", exe is not None, exe or "apptainer not found",
                     "only needed for --backend apptainer: install Apptainer (https://apptainer.org/docs/admin/main/installation.html)")

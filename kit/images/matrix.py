@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import ImageError
+from kit.records import JsonTable
 
 MATRIX_SCHEMA = 1
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
@@ -171,7 +172,7 @@ def _err(path: Path, key: str, expected: str, got: Any = None) -> ImageError:
                       fix="correct the matrix (images/README.md says how to write a row)")
 
 
-def _str(raw: dict[str, Any], key: str, p: str, path: Path, required: bool = True, default: str = "") -> str:
+def _str(raw: JsonTable, key: str, p: str, path: Path, required: bool = True, default: str = "") -> str:
     if key not in raw:
         if required:
             raise _err(path, f"{p}.{key}", "a string (required)")
@@ -182,14 +183,14 @@ def _str(raw: dict[str, Any], key: str, p: str, path: Path, required: bool = Tru
     return val
 
 
-def _strs(raw: dict[str, Any], key: str, p: str, path: Path, required: bool = False) -> tuple[str, ...]:
+def _strs(raw: JsonTable, key: str, p: str, path: Path, required: bool = False) -> tuple[str, ...]:
     val = raw.get(key, [] if not required else None)
     if val is None or not isinstance(val, list) or not all(isinstance(v, str) for v in val):
         raise _err(path, f"{p}.{key}", "a list of strings" + (" (required)" if required else ""), val)
-    return tuple(val)
+    return tuple(str(v) for v in val)
 
 
-def parse_row(raw: Any, p: str, path: Path, defaults: dict[str, Any], root: Path) -> ImageRow:
+def parse_row(raw: Any, p: str, path: Path, defaults: JsonTable, root: Path) -> ImageRow:
     """Validate one ``[[image]]`` table (``defaults`` fill keys the row leaves out)."""
     if not isinstance(raw, dict):
         raise _err(path, p, "a table", raw)
@@ -259,7 +260,7 @@ def parse_row(raw: Any, p: str, path: Path, defaults: dict[str, Any], root: Path
     )
 
 
-def _check_era(raw: dict[str, Any], p: str, path: Path, python: str, base: str, paper_era: bool,
+def _check_era(raw: JsonTable, p: str, path: Path, python: str, base: str, paper_era: bool,
                papers: tuple[str, ...], default: bool, harness: bool) -> None:
     """A paper-era row says whose stack it is, with its own Python and base; it is never a default."""
     for i, pid in enumerate(papers):

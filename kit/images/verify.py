@@ -18,12 +18,13 @@ import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kit.engine import Engine, _short, wait_for_exit
 from kit.errors import ImageError
 from kit.images.build import find_built, now_iso, record
 from kit.images.matrix import ImageRow
+from kit.records import JsonTable
 
 PROBE_SOURCE = Path(__file__).with_name("probe.py")
 PROBE_TIMEOUT_S = 300
@@ -36,12 +37,24 @@ class Mismatch:
     reported: str
 
 
+class VerificationJson(TypedDict):
+    """One image's verification as `kit images verify --json` and the run's manifest give it."""
+
+    row: str
+    tag: str
+    id: str
+    ok: bool
+    reported: JsonTable
+    mismatches: list[dict[str, str]]
+    notes: list[str]
+
+
 @dataclass
 class Verification:
     row: str
     tag: str
     id: str
-    reported: dict[str, Any]
+    reported: JsonTable  # the probe's report, as the image's own Python wrote it
     mismatches: list[Mismatch] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -49,7 +62,7 @@ class Verification:
     def ok(self) -> bool:
         return not self.mismatches
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> VerificationJson:
         return {"row": self.row, "tag": self.tag, "id": self.id, "ok": self.ok, "reported": self.reported,
                 "mismatches": [m.__dict__ for m in self.mismatches], "notes": self.notes}
 
@@ -65,7 +78,13 @@ def versions_match(expected: str, reported: str) -> bool:
     return n > 0 and e[:n] == r[:n]
 
 
-def compare(row: ImageRow, reported: dict[str, Any]) -> tuple[list[Mismatch], list[str]]:
+def _gpu_ops(reported: JsonTable) -> list[JsonTable]:
+    """The probe's ``gpu_ops`` (one object per GPU operation tried); anything else in their place counts as none."""
+    ops = reported.get("gpu_ops")
+    return [op for op in ops if isinstance(op, dict)] if isinstance(ops, list) else []
+
+
+def compare(row: ImageRow, reported: JsonTable) -> tuple[list[Mismatch], list[str]]:
     """Mismatches between the row and what the image reported, and notes on partial comparisons."""
     bad: list[Mismatch] = []
     notes: list[str] = []
@@ -90,7 +109,7 @@ def compare(row: ImageRow, reported: dict[str, Any]) -> tuple[list[Mismatch], li
         gpus = reported.get("gpus") or []
         if not gpus:
             bad.append(Mismatch("gpu", "at least one GPU visible (a CUDA row)", "none: the framework sees no GPU"))
-        for op in reported.get("gpu_ops") or []:
+        for op in _gpu_ops(reported):
             if not op.get("ok"):
                 bad.append(Mismatch(f"gpu op: {op.get('op')}", "runs on the GPU", str(op.get("detail"))))
     if reported.get("cudnn_error"):
@@ -126,7 +145,7 @@ def probe_source() -> str:
 
 
 def run_probe(engine: Engine, image: str, framework: str, device_requests: list[Any] | None = None,
-              args: tuple[str, ...] = ()) -> dict[str, Any]:
+              args: tuple[str, ...] = ()) -> JsonTable:
     """Run the probe in ``image`` (no network, removed afterwards) and return its report.
 
     ``args`` are the probe's options (``--gpu-ops``, ``--selftest SECONDS``).
@@ -163,7 +182,11 @@ def run_probe(engine: Engine, image: str, framework: str, device_requests: list[
     if code != 0 or not lines:
         raise ImageError(f"the version probe failed in {image} (exit {code}): {err.strip()[-1500:] or out.strip()[-500:]}",
                          where=image, fix="rebuild the image (kit images build --no-cache)")
-    return json.loads(lines[-1])
+    report = json.loads(lines[-1])
+    if not isinstance(report, dict):
+        raise ImageError(f"the version probe in {image} reported a JSON {type(report).__name__}, not an object",
+                         where=image, fix="rebuild the image (kit images build --no-cache)")
+    return report
 
 
 def gpu_requests(engine: Engine) -> tuple[list[Any] | None, str]:
@@ -208,8 +231,9 @@ def table_rows(v: Verification, row: ImageRow) -> list[tuple[str, str, str, bool
         out.append((key, want or "none", str(got) if got not in (None, "") else "none", key not in bad))
     if row.device == "cuda":
         gpus = v.reported.get("gpus") or []
-        out.append(("gpu", "a GPU visible", ", ".join(map(str, gpus)) or "none", "gpu" not in bad))
-        for op in v.reported.get("gpu_ops") or []:
+        out.append(("gpu", "a GPU visible", ", ".join(map(str, gpus if isinstance(gpus, list) else [gpus])) or "none",
+                    "gpu" not in bad))
+        for op in _gpu_ops(v.reported):
             out.append((f"gpu op: {op.get('op')}", "runs on the GPU", str(op.get("detail")), bool(op.get("ok"))))
     for m in v.mismatches:
         if m.key not in {r[0] for r in out}:

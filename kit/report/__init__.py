@@ -1,7 +1,8 @@
 """Reports: finished analysis in, documents out (HTML, LaTeX, PDF by format).
 
-``build_context`` turns analysis.json and the manifest into everything a
-template shows, so templates only lay out numbers that already exist.
+``build_context`` turns the analysis (:class:`kit.analysis_record.Analysis`)
+and the manifest into everything a template shows, so templates only lay out
+numbers that already exist.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from kit.analysis_record import Analysis
 from kit.errors import ReportError, disk_error
 from kit.report.context import build_context
 from kit.store import REPORT, RunDir
@@ -43,7 +44,7 @@ def _styles_present(*names: str) -> bool:
     return len(out.split()) == len(names)
 
 
-def write_report(run_dir: Path, analysis: dict[str, Any], formats: tuple[str, ...] = ("html",),
+def write_report(run_dir: Path, analysis: Analysis, formats: tuple[str, ...] = ("html",),
                  trust: StudyTrust | None = None) -> list[Path]:
     """Render the requested formats into RUN_DIR/report/ and return their paths.
 

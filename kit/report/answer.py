@@ -8,18 +8,27 @@ quick profile, CPU)". Metrics on an interval scale (temperatures, accuracy) are 
 difference, not a ratio. The warnings that qualify the sentences (a busy host, a reduced profile)
 follow them, and everything this host could not test is one line with its reasons grouped.
 
-Pure functions over the analysis dict (analysis.json) and over a ``kit compare`` result: the report's
-HTML and LaTeX and the command line's summary all print these same sentences.
+Pure functions over the typed analysis (:class:`kit.analysis_record.Analysis`, its
+:class:`kit.analysis_rows.HypothesisResult` rows) and over a ``kit compare`` result
+(:class:`kit.compare_records.Comparison`): the report's HTML and LaTeX and the command line's summary all print
+these same sentences. What they return is a :class:`typing.TypedDict`: the shape the templates lay out.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypedDict
 
+from kit.analysis_record import Analysis
+from kit.analysis_rows import HypothesisResult, number_of, table_of
 from kit.fmt import fmt_bytes
 from kit.metric_catalog import METRICS
+from kit.records import JsonTable
+
+if TYPE_CHECKING:  # the comparison's records are a tool's (a higher layer): read here, never imported at run time
+    from kit.compare_records import CompareRow, Comparison
+    from kit.report.threats import RankedThreat
 
 NAMES = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX", "keras": "Keras", "mxnet": "MXNet",
          "onnxruntime": "ONNX Runtime"}
@@ -48,30 +57,32 @@ def _ci(low: float | None, high: float | None, fmt: str = "{:.2f}") -> str:
     return f" [95 % CI {fmt.format(low)}–{fmt.format(high)}]"
 
 
-def _device(analysis: Mapping[str, Any]) -> str:
-    devs = analysis.get("devices") or {}
+def _device(analysis: Analysis) -> str:
+    devs = analysis.devices
     names: list[str] = []
-    for a in devs.get("arms") or []:
-        for n in (a.get("names") or {}):
+    arms = devs.get("arms")
+    for a in arms if isinstance(arms, list) else []:
+        for n in table_of(table_of(a).get("names")):
             if n not in names:
                 names.append(n)
     if not names:
-        names = list(devs.get("kinds") or [])
+        kinds = devs.get("kinds")
+        names = [str(k) for k in kinds] if isinstance(kinds, list) else []
     return ", ".join("CPU" if n.lower() == "cpu" else n for n in names) or "device not recorded"
 
 
-def _profile(analysis: Mapping[str, Any]) -> str:
-    return f"{analysis.get('profile') or 'paper'} profile"
+def _profile(analysis: Analysis) -> str:
+    return f"{analysis.profile or 'paper'} profile"
 
 
-def _where(h: Mapping[str, Any]) -> str:
-    where = PHASE_IN.get(h.get("phase", ""), f"in {h.get('phase')}")
-    return where + (f" ({h['config_label']})" if h.get("config_label") else "")
+def _where(h: HypothesisResult) -> str:
+    where = PHASE_IN.get(h.phase, f"in {h.phase}")
+    return where + (f" ({h.config_label})" if h.config_label else "")
 
 
-def _basis(h: Mapping[str, Any], analysis: Mapping[str, Any]) -> str:
-    unit = "networks" if h.get("test_unit") == "configuration" else "pairs"
-    n = h.get("n_networks") if unit == "networks" and h.get("n_networks") else h.get("n_pairs")
+def _basis(h: HypothesisResult, analysis: Analysis) -> str:
+    unit = "networks" if h.test_unit == "configuration" else "pairs"
+    n = h.n_networks if unit == "networks" and h.n_networks else h.n_pairs
     return f"n = {n} {unit}, {_profile(analysis)}, {_device(analysis)}"
 
 
@@ -91,12 +102,12 @@ def _ratio_phrase(metric: str, big: str, small: str, r: float, lo: float | None,
     return f"{label} was {times(r)} higher with {name(big)} than with {name(small)} {where}{ci}"
 
 
-def _difference_phrase(metric: str, a: str, b: str, shift: Mapping[str, Any], where: str) -> str | None:
+def _difference_phrase(metric: str, a: str, b: str, shift: JsonTable, where: str) -> str | None:
     """a − b (Hodges–Lehmann) as "X's ... was d higher than Y's"; None without a shift."""
-    est = shift.get("estimate")
+    est = number_of(shift.get("estimate"))
     if est is None:
         return None
-    lo, hi = shift.get("low"), shift.get("high")
+    lo, hi = number_of(shift.get("low")), number_of(shift.get("high"))
     if est < 0:
         a, b, est = b, a, -est
         lo, hi = (None if hi is None else -hi), (None if lo is None else -lo)
@@ -110,71 +121,74 @@ def _difference_phrase(metric: str, a: str, b: str, shift: Mapping[str, Any], wh
             + _ci(lo, hi, "{:.3g}"))
 
 
-def _effect_of(h: Mapping[str, Any]) -> str | None:
+def _ratio(h: HypothesisResult) -> JsonTable:
+    """The tested ratio a/b of ``h`` (estimate, low, high), {} where the test gave none."""
+    return table_of(table_of(h.comparison).get("ratio"))
+
+
+def _effect_of(h: HypothesisResult) -> str | None:
     """The decided direction and size of ``h``: "TensorFlow was 1.28× faster than PyTorch in training [...]"."""
-    comp = h.get("comparison") or {}
-    a, b = h["arm_a"], h["arm_b"]
-    metric = h.get("metric_tested") or h["metric"]
+    a, b = h.arm_a, h.arm_b
+    metric = h.tested_metric
     m = METRICS.get(metric)
     where = _where(h)
     if m is not None and m.unit in INTERVAL_UNITS:
-        return _difference_phrase(metric, a, b, comp.get("shift") or {}, where)
-    ratio = comp.get("ratio") or {}
-    est = ratio.get("estimate")
+        return _difference_phrase(metric, a, b, table_of(table_of(h.comparison).get("shift")), where)
+    ratio = _ratio(h)
+    est = number_of(ratio.get("estimate"))
     if est is None or est <= 0:
         return None
-    lo, hi = ratio.get("low"), ratio.get("high")
+    lo, hi = number_of(ratio.get("low")), number_of(ratio.get("high"))
     if est >= 1:
         return _ratio_phrase(metric, a, b, est, lo, hi, where)
     return _ratio_phrase(metric, b, a, 1 / est, None if hi is None else 1 / hi, None if lo is None else 1 / lo,
                          where)
 
 
-def _subject(h: Mapping[str, Any]) -> str:
-    m = METRICS.get(h.get("metric_tested") or h["metric"])
-    return (m.label if m else h["metric"]).split(" (")[0]
+def _subject(h: HypothesisResult) -> str:
+    m = METRICS.get(h.tested_metric)
+    return (m.label if m else h.metric).split(" (")[0]
 
 
-def load_clause(h: Mapping[str, Any]) -> tuple[str, str]:
+def load_clause(h: HypothesisResult) -> tuple[str, str]:
     """What a hypothesis's verdict was decided on, and under what load, from its ``load`` (kit.analysis.analyze:
     set where a trial behind it stayed disturbed): ("on the 18 undisturbed of 24 trials", "") when the disturbed
     blocks were set aside, ("", ", measured under load: 24 of 24 trials disturbed, about 1.5 foreign CPUs; a quiet
     host may differ") when too few undisturbed were left; ("", "") for a quiet row. The sentence a user copies
     carries its conditions (issue 39)."""
-    load = h.get("load")
-    if not isinstance(load, Mapping) or not load.get("disturbed"):
+    load = h.load
+    if load is None or not load.get("disturbed"):
         return "", ""
     n, k = load.get("trials"), load.get("disturbed")
     if load.get("decided_on") == "undisturbed":
         return f"on the {load.get('trials_used')} undisturbed of {n} trials", ""
-    cpus = load.get("foreign_cpus")
-    size = (f", about {cpus:.2g} foreign CPU{'' if f'{cpus:.2g}' == '1' else 's'}" if isinstance(cpus, int | float)
-            else "")
+    cpus = number_of(load.get("foreign_cpus"))
+    size = f", about {cpus:.2g} foreign CPU{'' if f'{cpus:.2g}' == '1' else 's'}" if cpus is not None else ""
     return "", f", measured under load: {k} of {n} trials disturbed{size}; a quiet host may differ"
 
 
-def sentence(h: Mapping[str, Any], analysis: Mapping[str, Any]) -> str | None:
+def sentence(h: HypothesisResult, analysis: Analysis) -> str | None:
     """One tested hypothesis in a sentence; None for one that was not tested (see :func:`untestable_line`).
     Where trials behind it stayed disturbed it says so (:func:`load_clause`)."""
-    if not h.get("tested"):
+    if not h.tested:
         return None
     basis = _basis(h, analysis)
     on, under = load_clause(h)
     decided = f"decided {on}" if on else "decided"
-    a, b = name(h["arm_a"]), name(h["arm_b"])
-    if h.get("rejected"):
+    a, b = name(h.arm_a), name(h.arm_b)
+    if h.rejected:
         said = _effect_of(h) or f"{_subject(h)} differs between {a} and {b} {_where(h)}"
-        suspect = " — SUSPECT: the two sides ran under different loads" if h.get("suspect") else ""
+        suspect = " — SUSPECT: the two sides ran under different loads" if h.suspect else ""
         return f"{said[0].upper()}{said[1:]}, {decided} ({basis}){under}{suspect}."
     if on:
         basis += f"; {on.removeprefix('on ')}"
-    d = h.get("detectable") or {}
-    ratio = (h.get("comparison") or {}).get("ratio") or {}
+    d = table_of(h.detectable)
+    ratio = _ratio(h)
     shown = ""
-    if ratio.get("estimate") is not None:
-        shown = f" ({a}/{b} = {ratio['estimate']:.3g}" + (
-            f", 95 % CI {ratio['low']:.3g}–{ratio['high']:.3g}" if ratio.get("low") is not None
-            and ratio.get("high") is not None else "") + ")"
+    est, low, high = (number_of(ratio.get(k)) for k in ("estimate", "low", "high"))
+    if est is not None:
+        shown = f" ({a}/{b} = {est:.3g}" + (
+            f", 95 % CI {low:.3g}–{high:.3g}" if low is not None and high is not None else "") + ")"
     if d.get("deterministic"):
         return f"{a} and {b} gave identical {_subject(h)} {_where(h)} in every pair, decided ({basis}){under}."
     if d.get("equivalent") and d.get("eq_low") is not None:
@@ -200,24 +214,31 @@ def _short_reason(text: str) -> str:
     return text if len(text) <= 140 else text[:137].rstrip() + "…"
 
 
-def untestable(analysis: Mapping[str, Any]) -> list[dict[str, Any]]:
+class Untestable(TypedDict):
+    """The hypotheses not tested for one reason."""
+
+    reason: str
+    ids: list[str]
+    subjects: list[str]
+
+
+def untestable(analysis: Analysis) -> list[Untestable]:
     """The hypotheses not tested, grouped by reason: [{"reason", "ids", "subjects"}], in first-seen order."""
-    why_not = {m["metric"]: m.get("reason") for m in analysis.get("measured") or [] if not m.get("measured")}
-    groups: dict[str, dict[str, Any]] = {}
-    for h in analysis.get("hypotheses") or []:
-        if h.get("tested"):
+    why_not = {m.metric: m.reason for m in analysis.measured if not m.measured}
+    groups: dict[str, Untestable] = {}
+    for h in analysis.hypotheses:
+        if h.tested:
             continue
-        metric = h.get("metric_tested") or h["metric"]
-        raw = why_not.get(metric) or h.get("reason") or h.get("decision") or "no data"
+        raw = why_not.get(h.tested_metric) or h.reason or h.decision or "no data"
         g = groups.setdefault(_short_reason(str(raw)), {"reason": _short_reason(str(raw)), "ids": [], "subjects": []})
-        if h["id"] not in g["ids"]:
-            g["ids"].append(h["id"])
+        if h.id not in g["ids"]:
+            g["ids"].append(h.id)
         if _subject(h) not in g["subjects"]:
             g["subjects"].append(_subject(h))
     return list(groups.values())
 
 
-def untestable_line(analysis: Mapping[str, Any]) -> str | None:
+def untestable_line(analysis: Analysis) -> str | None:
     """Everything not tested here in one line, reasons grouped; None when every hypothesis was tested."""
     groups = untestable(analysis)
     if not groups:
@@ -226,33 +247,32 @@ def untestable_line(analysis: Mapping[str, Any]) -> str | None:
     return "Not testable here: " + "; ".join(parts) + "."
 
 
-def warnings(analysis: Mapping[str, Any], threats: Sequence[Mapping[str, Any]] | None = None,
-             limit: int = 3) -> list[str]:
+def warnings(analysis: Analysis, threats: Sequence[RankedThreat] | None = None, limit: int = 3) -> list[str]:
     """What qualifies the sentences, most consequential first: a reduced profile, then the ranked threats
     (kit.report.threats.ranked) that are high or medium and bear on the result."""
     from kit.report.threats import ranked
 
     out = []
-    prof = analysis.get("profile") or "paper"
+    prof = analysis.profile or "paper"
     if prof != "paper":
         out.append(profile_warning(analysis))
     rows = ranked(analysis) if threats is None else threats
     for t in rows:
-        if len(out) > limit or t.get("status") == "mitigated" or t.get("severity") not in ("high", "medium"):
+        if len(out) > limit or t["status"] == "mitigated" or t["severity"] not in ("high", "medium"):
             continue
-        if t.get("folded") or t.get("rule") in ("sensors", "sensor", "short_phases", "external", "cpu_kernels"):
+        if t["folded"] or t["rule"] in ("sensors", "sensor", "short_phases", "external", "cpu_kernels"):
             continue  # the untestable line carries the missing sensors; generality is no flaw of this run
-        effect = f": {t['effect_text']}" if t.get("effect_text") else ""
+        effect = f": {t['effect_text']}" if t["effect_text"] else ""
         out.append(f"{t['title']} ({t['severity']}){effect}.")
     return out
 
 
-def profile_warning(analysis: Mapping[str, Any]) -> str:
+def profile_warning(analysis: Analysis) -> str:
     """The reduced profile and what it costs this run: its n and the smallest difference it could see."""
-    prof = analysis.get("profile") or "paper"
-    tested = [h for h in analysis.get("hypotheses") or [] if h.get("tested")]
-    ns = [h.get("n_pairs") for h in tested if h.get("n_pairs")]
-    mdes: list[float] = [float(m) for h in tested if isinstance(m := (h.get("detectable") or {}).get("mde"), int | float)]
+    prof = analysis.profile or "paper"
+    tested = [h for h in analysis.hypotheses if h.tested]
+    ns = [h.n_pairs for h in tested if h.n_pairs]
+    mdes = [float(m) for h in tested if (m := number_of(table_of(h.detectable).get("mde"))) is not None]
     bits = [f"{prof.upper()} profile, not the published protocol"]
     if ns:
         bits.append(f"{min(ns)} pairs per comparison")
@@ -263,18 +283,28 @@ def profile_warning(analysis: Mapping[str, Any]) -> str:
     return "; ".join(bits) + "."
 
 
-def answer(analysis: Mapping[str, Any], threats: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+class Answer(TypedDict):
+    """The answer block the report opens with (and `kit report` prints)."""
+
+    headline: str  # one line
+    decided: list[str]  # a sentence per decided comparison
+    open: list[str]  # a sentence per tested comparison that showed neither a difference nor an equivalence
+    warnings: list[str]
+    untestable: str | None  # one line, or None when everything was tested
+
+
+def answer(analysis: Analysis, threats: Sequence[RankedThreat] | None = None) -> Answer:
     """The answer block: ``headline`` (one line), ``decided`` and ``open`` sentences, ``warnings`` and
     ``untestable`` (one line or None)."""
     decided: list[str] = []
     open_: list[str] = []
-    for h in analysis.get("hypotheses") or []:
+    for h in analysis.hypotheses:
         s = sentence(h, analysis)
         if s is None:
             continue
-        d = h.get("detectable") or {}
-        (decided if h.get("rejected") or d.get("equivalent") or d.get("deterministic") else open_).append(s)
-    refusal = (analysis.get("devices") or {}).get("refusal")
+        d = table_of(h.detectable)
+        (decided if h.rejected or d.get("equivalent") or d.get("deterministic") else open_).append(s)
+    refusal = analysis.devices.get("refusal")
     if refusal:
         headline = f"No comparison decided: {refusal}."
     elif decided:
@@ -292,21 +322,20 @@ def answer(analysis: Mapping[str, Any], threats: Sequence[Mapping[str, Any]] | N
 # ------------------------------------------------------------------------------------------------ kit compare
 
 
-def _cmp_what(row: Mapping[str, Any]) -> str:
-    parts = [row.get("arm"), row.get("metric"), row.get("phase"), row.get("config")]
+def _cmp_what(row: CompareRow) -> str:
+    parts = [row.arm, row.metric, row.phase, row.config]
     return " · ".join(str(p) for p in parts if p)
 
 
-def compare_sentence(row: Mapping[str, Any], threshold: float = 0.05) -> str:
+def compare_sentence(row: CompareRow, threshold: float = 0.05) -> str:
     """One ``kit compare`` row: "B is 1.31× slower than A [95 % CI 1.22–1.40]: regression" (r >= 1, the
     direction in words), with what was compared; rows without a ratio say why."""
     what = _cmp_what(row)
-    verdict = row.get("verdict") or "not tested"
-    est, lo, hi = row.get("ratio"), row.get("ratio_low"), row.get("ratio_high")
+    verdict = row.verdict or "not tested"
+    est, lo, hi = row.ratio, row.ratio_low, row.ratio_high
     if est is None or est <= 0:
-        return f"{what}: no ratio ({row.get('reason') or 'too few trials'}): {verdict}"
-    metric = str(row.get("metric") or "")
-    lower_better = row.get("lower_is_better")
+        return f"{what}: no ratio ({row.reason or 'too few trials'}): {verdict}"
+    metric = row.metric or ""
     bigger = est >= 1
     r = est if bigger else 1 / est
     ci = _ci(lo, hi) if bigger else _ci(None if hi is None else 1 / hi, None if lo is None else 1 / lo)
@@ -321,42 +350,51 @@ def compare_sentence(row: Mapping[str, Any], threshold: float = 0.05) -> str:
         said = "B equals A (B/A = 1.000)"
     else:
         said = f"B is {times(r)} {word} than A{ci}"
+    mde = row.mde
     if verdict == "no change":
         said += f", within ±{threshold:.0%}"
-    elif verdict == "inconclusive" and row.get("mde") not in (None, float("inf")):
-        said += f"; a change under {float(row['mde']):.1%} could have gone unseen"
-    if lower_better is None and verdict in ("regression", "improvement"):
+    elif verdict == "inconclusive" and mde is not None and mde != float("inf"):
+        said += f"; a change under {mde:.1%} could have gone unseen"
+    if row.lower_is_better is None and verdict in ("regression", "improvement"):
         verdict = "change"
     return f"{what}: {said}: {verdict}"
 
 
-def compare_answer(result: Mapping[str, Any]) -> dict[str, Any]:
+class CompareAnswer(TypedDict):
+    """A comparison's answer (the HTML page and `kit compare` print it)."""
+
+    headline: str
+    changed: list[str]  # a sentence per changed row: regressions, improvements, suspects
+    others: list[str]  # a sentence per other row
+    rest: str  # the other rows counted by verdict, in one line
+
+
+def compare_answer(result: Comparison) -> CompareAnswer:
     """A comparison's answer: the changed rows first (regressions, then improvements, suspects), each a
     sentence; the rest counted in one line."""
     order = {"regression": 0, "improvement": 1, "suspect": 2}
-    rows = list(result.get("rows") or [])
-    thr = float(result.get("threshold") or 0.05)
-    changed = sorted((r for r in rows if r.get("verdict") in order), key=lambda r: order[r["verdict"]])
-    counts = result.get("counts") or {}
-    rest = ", ".join(f"{n} {v}" for v, n in counts.items() if n and v not in order)
+    rows = list(result.rows)
+    thr = float(result.threshold or 0.05)
+    changed = sorted((r for r in rows if r.verdict in order), key=lambda r: order[r.verdict])
+    rest = ", ".join(f"{n} {v}" for v, n in result.counts.items() if n and v not in order)
     if changed:
         headline = _with_note(changed[0], compare_sentence(changed[0], thr)) + (
             f" (and {len(changed) - 1} more changed)" if len(changed) > 1 else "")
     else:
         headline = f"No regression or improvement found between A and B ({rest or 'nothing compared'})."
     return {"headline": headline, "changed": [_with_note(r, compare_sentence(r, thr)) for r in changed],
-            "others": [compare_sentence(r, thr) for r in rows if r.get("verdict") not in order],
+            "others": [compare_sentence(r, thr) for r in rows if r.verdict not in order],
             "rest": rest}
 
 
-def _with_note(row: Mapping[str, Any], said: str) -> str:
+def _with_note(row: CompareRow, said: str) -> str:
     """A changed row's sentence with the load it was measured under (``load_note``, kit.compare.mark_suspects):
     a verdict that stands under load says so in the sentence itself."""
-    note = row.get("load_note")
-    return f"{said} ({note})" if isinstance(note, str) and note else said
+    note = row.load_note
+    return f"{said} ({note})" if note else said
 
 
-def human_value(x: Any, unit: str) -> str:
+def human_value(x: float | None, unit: str) -> str:
     """A compared median in its unit (bytes in KiB/MiB/GiB)."""
     if unit == "B":
         return fmt_bytes(x)

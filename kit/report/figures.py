@@ -1,6 +1,6 @@
 """Figures drawn from finished analysis data only (no run directory access).
 
-Each function takes plain data and returns an SVG string (vector; the HTML page
+Each function takes the analysis' rows (value rows, telemetry series) and returns an SVG string (vector; the HTML page
 shows it as an image the kit encodes, kit.report.svg_safe) that also carries the
 same figure as PDF (``.pdf``, for LaTeX).
 Matplotlib runs headless (Agg).
@@ -9,7 +9,9 @@ Matplotlib runs headless (Agg).
 from __future__ import annotations
 
 import io
+import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -18,6 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from kit.analysis.metrics import METRICS
+from kit.analysis_record import TrialSeries
+from kit.analysis_rows import ValueRow
 
 # Okabe-Ito colours: told apart by colour-blind readers and in greyscale print (the brand red and
 # orange of the two frameworks are not).
@@ -69,21 +73,21 @@ def to_svg(fig: Any) -> VectorFigure:
     return out
 
 
-def telemetry_series(series: list[dict[str, Any]], arms: list[str], panels: list[tuple[str, str]],
+def telemetry_series(series: Sequence[TrialSeries], arms: list[str], panels: list[tuple[str, str]],
                      title: str) -> VectorFigure:
     """Telemetry against time since the start of each trial's training, one line per trial.
 
-    ``series``: ``{"arm", "trial_id", "metric", "t_s": [...], "value": [...]}`` (time relative
-    to the train phase start); ``panels``: (metric key, axis label).
+    ``series``: one line each (:class:`kit.analysis_record.TrialSeries`, time relative to the train phase
+    start); ``panels``: (metric key, axis label).
     """
     fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 1.7 * len(panels) + 0.4), sharex=True, squeeze=False)
     for ax, (key, label) in zip(axes[:, 0], panels, strict=True):
         for i, a in enumerate(arms):
             first = True
             for s in series:
-                if s["arm"] != a or s["metric"] != key:
+                if s.arm != a or s.metric != key:
                     continue
-                ax.plot(s["t_s"], s["value"], lw=0.7, alpha=0.55, color=arm_color(a, i), label=a if first else None)
+                ax.plot(list(s.t_s), list(s.value), lw=0.7, alpha=0.55, color=arm_color(a, i), label=a if first else None)
                 first = False
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
@@ -94,7 +98,7 @@ def telemetry_series(series: list[dict[str, Any]], arms: list[str], panels: list
     return to_svg(fig)
 
 
-def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str,
+def boxplot(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str], title: str,
             configs: dict[str, str] | None = None) -> str:
     """Box plot per arm (whiskers 1.5 IQR, outliers drawn, every point jittered on top).
 
@@ -113,8 +117,8 @@ def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[st
     for i, a in enumerate(arms):
         data, pos = [], []
         for k, cid in enumerate(groups):
-            d = [v["value"] * scale for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a
-                 and (cid is None or v["config_id"] == cid)]
+            d = [v.value * scale for v in values if v.metric == metric and v.phase == phase and v.arm == a
+                 and v.value is not None and (cid is None or v.config_id == cid)]
             if d or cid is None:
                 data.append(d)
                 pos.append(i + 1 if cid is None else k + 1 + (i - (len(arms) - 1) / 2) * width)
@@ -139,7 +143,7 @@ def boxplot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[st
     return to_svg(fig)
 
 
-def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: list[str], title: str,
+def schedule_plot(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str], title: str,
                   configs: dict[str, str] | None = None) -> str:
     """Metric against position in the schedule, warm-ups marked: drift shows here.
 
@@ -150,16 +154,16 @@ def schedule_plot(values: list[dict[str, Any]], metric: str, phase: str, arms: l
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
     markers = "os^vDP*X"
     for i, a in enumerate(arms):
-        pts = [v for v in values if v["metric"] == metric and v["phase"] == phase and v["arm"] == a
-               and v["value"] is not None and v["status"] == "ok"]
-        meas = [p for p in pts if not p["warmup"]]
-        warm = [p for p in pts if p["warmup"]]
+        pts = [(math.nan if v.position is None else v.position, v.value * scale, v) for v in values if v.metric == metric and v.phase == phase
+               and v.arm == a and v.value is not None and v.status == "ok"]
+        meas = [p for p in pts if not p[2].warmup]
+        warm = [p for p in pts if p[2].warmup]
         for k, cid in enumerate(configs or [None]):
-            sel = [p for p in meas if cid is None or p["config_id"] == cid]
-            ax.plot([p["position"] for p in sel], [p["value"] * scale for p in sel], f"{markers[k % len(markers)]}-", ms=3,
+            sel = [p for p in meas if cid is None or p[2].config_id == cid]
+            ax.plot([p[0] for p in sel], [p[1] for p in sel], f"{markers[k % len(markers)]}-", ms=3,
                     lw=0.8, color=arm_color(a, i), label=a if cid is None else f"{a} · {configs[cid]}")  # type: ignore[index]
         if warm:
-            ax.plot([p["position"] for p in warm], [p["value"] * scale for p in warm], "x", color=arm_color(a, i),
+            ax.plot([p[0] for p in warm], [p[1] for p in warm], "x", color=arm_color(a, i),
                     label=f"{a} (warm-up, excluded)")
     ax.set_xlabel("position in the schedule")
     if configs:

@@ -16,13 +16,16 @@ from __future__ import annotations
 import base64
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jinja2
 from markupsafe import Markup
 
 from kit.fmt import fmt_num, fmt_p
 from kit.store import atomic_write_bytes
+
+if TYPE_CHECKING:  # the context module builds what this one renders; only its type is needed here
+    from kit.report.context import ReportContext
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports" / "templates"
 # frame-ancestors, report-uri and sandbox are ignored in a <meta> policy (browsers log a warning): not used
@@ -63,7 +66,7 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render_html(ctx: dict[str, Any], out_dir: Path) -> Path:
+def render_html(ctx: ReportContext, out_dir: Path) -> Path:
     html = environment().get_template("report.html.j2").render(**ctx)
     path = out_dir / "index.html"
     atomic_write_bytes(path, html.encode("utf-8"))

@@ -14,7 +14,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jinja2
 from markupsafe import Markup
@@ -22,7 +22,11 @@ from markupsafe import Markup
 from kit.errors import ReportError
 from kit.fmt import fmt_num, fmt_p
 from kit.report.html import TEMPLATES
+from kit.report.sections import Figure, Section, Table
 from kit.store import atomic_write_bytes
+
+if TYPE_CHECKING:  # the context module builds what this one renders; only its type is needed here
+    from kit.report.context import ReportContext
 
 LATEX_DIR = "latex"
 TEX_PACKAGES = "texlive-latex-base texlive-latex-recommended texlive-latex-extra latexmk"
@@ -108,7 +112,25 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9-]+", "-", s).strip("-") or "x"
 
 
-def _figure_entry(fig: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+class FigureEntry(TypedDict):
+    """A figure as the LaTeX report includes it: its file under figures/ (``pdf``: the bytes to write there)."""
+
+    id: str
+    title: str
+    kind: str
+    pdf: bytes | None
+    file: str
+    refused: str | None
+
+
+class LatexSection(Section):
+    """A section with the fragments its tables and figures were written to."""
+
+    table_files: list[str]
+    figure_entries: list[FigureEntry]
+
+
+def _figure_entry(fig: Figure, prefix: str = "") -> FigureEntry:
     """A figure for LaTeX: its vector PDF (kit.report.figures) or, for a study figure given as PNG, those checked
     bytes (kit.report.sections); ``pdf`` holds the file's bytes either way (None: only in the HTML report)."""
     fid = _slug(prefix + fig["id"])
@@ -123,14 +145,14 @@ CHAR_CM = 0.16  # about one character of \footnotesize text
 SEP_CM = 0.21  # between two columns: 2 x \tabcolsep of 3 pt
 
 
-def section_table_tex(env: jinja2.Environment, table: dict[str, Any], label: str, long: bool = False) -> str:
+def section_table_tex(env: jinja2.Environment, table: Table, label: str, long: bool = False) -> str:
     """One study section's table as LaTeX: a longtable in the appendices (it may break across pages), a float
     in the main text; columns sized by :func:`column_spec` so that the table fits the text width."""
     return env.get_template("section_table.tex.j2").render(table=table, label=label, spec=column_spec(table),
                                                            long=long)
 
 
-def column_spec(table: dict[str, Any], width_cm: float = TEXT_WIDTH_CM) -> str:
+def column_spec(table: Table, width_cm: float = TEXT_WIDTH_CM) -> str:
     """A tabular column spec for a section's table that fits the text width without cutting a word: columns
     whose longest entry fits stay ``l``; when the natural widths add up to more than the line, the wide columns
     become ragged-right ``p`` columns: each gets at least its longest word, and the width left is shared in
@@ -171,7 +193,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[Path]:
+def render_latex(ctx: ReportContext, out_dir: Path, pdf: bool = False) -> list[Path]:
     """Write report/latex/ (main .tex, table and figure fragments, figure PDFs); build the PDF on request."""
     if pdf and shutil.which("latexmk") is None:
         raise ReportError("--format pdf needs latexmk and a TeX distribution, which are not installed",
@@ -180,11 +202,9 @@ def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[
     root = out_dir / LATEX_DIR
     (root / "tables").mkdir(parents=True, exist_ok=True)
     (root / "figures").mkdir(parents=True, exist_ok=True)
-    figures = []
-    for f in ctx["figures"]:
-        figures.append(_figure_entry(f))
-    sections: list[dict[str, Any]] = []
-    appendix: list[dict[str, Any]] = []
+    figures = [_figure_entry(f) for f in ctx["figures"]]
+    sections: list[LatexSection] = []
+    appendix: list[LatexSection] = []
     for group, out, long in ((ctx["sections"], sections, False), (ctx.get("appendix_sections") or [], appendix, True)):
         for s in group:
             tables = []
@@ -193,11 +213,11 @@ def render_latex(ctx: dict[str, Any], out_dir: Path, pdf: bool = False) -> list[
                 _write(root / "tables" / f"{name}.tex", section_table_tex(env, t, name, long=long))
                 tables.append(name)
             figs = [_figure_entry(f, prefix=f"{s['id']}-") for f in s.get("figures", [])]
-            out.append({**s, "table_files": tables, "figure_entries": figs})
-    for f in figures + [g for s in sections + appendix for g in s["figure_entries"]]:
-        if f["pdf"] is not None:
-            atomic_write_bytes(root / "figures" / f["file"], f["pdf"])
-            _write(root / "figures" / f"{f['id']}.tex", env.get_template("figure.tex.j2").render(fig=f))
+            out.append(LatexSection(**s, table_files=tables, figure_entries=figs))
+    for entry in figures + [g for s in sections + appendix for g in s["figure_entries"]]:
+        if entry["pdf"] is not None:
+            atomic_write_bytes(root / "figures" / entry["file"], entry["pdf"])
+            _write(root / "figures" / f"{entry['id']}.tex", env.get_template("figure.tex.j2").render(fig=entry))
     for name in ("claims", "hypotheses", "design", "descriptives", "threats", "deviations", "environment", "devices", "selftest", "measured",
                  "raw-data"):
         _write(root / "tables" / f"{name}.tex", env.get_template(f"table_{name}.tex.j2").render(**ctx))

@@ -20,14 +20,67 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from kit.analysis_record import Analysis
 from kit.errors import ReportError
 from kit.manifest import Manifest
 from kit.report.svg_safe import png_data_url, sanitize_svg
 from kit.studies import Hooks, study_sections
 
-Section = dict[str, Any]
+Cell = str | int | float | None
+
+
+class Table(TypedDict):
+    """A table of a section: plain text and numbers only."""
+
+    caption: str
+    columns: list[str]
+    rows: list[list[Cell]]
+
+
+class Details(TypedDict):
+    """A line with a table behind a <details> element (kit.report.appendix)."""
+
+    line: str
+    summary: str
+    tables: list[Table]
+
+
+class DrawnFigure(TypedDict):
+    """One of the kit's own figures as drawn (kit.report.figures), before :func:`kit_figure` encodes it."""
+
+    id: str
+    title: str
+    kind: str
+    svg: str
+
+
+class Figure(TypedDict):
+    """A figure as a page shows it: ``src`` (a data: URL the kit wrote) or ``refused`` (why not)."""
+
+    id: str
+    title: str
+    kind: str
+    svg: str | None  # the re-written SVG (a VectorFigure carrying its PDF, for LaTeX)
+    png: bytes | None
+    src: str | None
+    refused: str | None
+    note: str | None  # what the kit removed from the drawing
+
+
+class Section(TypedDict):
+    """A section both templates lay out (see the module docstring)."""
+
+    id: str
+    title: str
+    paragraphs: list[str]
+    tables: list[Table]
+    figures: list[Figure]
+    origin: NotRequired[str]  # a study's section: whose code wrote it
+    notes: NotRequired[list[str]]  # what the kit left out of a study's section
+    details: NotRequired[list[Details]]
+
 
 # Every id the kit's own HTML page uses (reports/templates/report.html.j2 and the kit's sections); a study's
 # section or figure never takes one of them (nor one of the kit's figure ids, passed in by the context).
@@ -50,11 +103,12 @@ ORIGIN = {"bundled": "the study folder bundled with the kit", "copy": "the run's
           "you trusted", "folder": "the study folder given with --study"}
 
 
-def extra_sections(manifest: Manifest, analysis: dict[str, Any], hooks: Hooks,
+def extra_sections(manifest: Manifest, analysis: Analysis, hooks: Hooks,
                    reserved: frozenset[str] | set[str] = KIT_IDS) -> list[Section]:
     """The study's own sections: its folder's report.py (kit.studies.study_sections) where the reader trusted
     that code; the kit registers none. Each is re-built by :func:`study_section` (``reserved``: ids of the kit's
-    page the study's may not take)."""
+    page the study's may not take). The study's code gets analysis.json's content (``to_json``): it runs in a
+    child process, and its API types what it receives (kit.study_api)."""
     raw = study_sections(hooks, manifest, analysis)
     taken = set(KIT_IDS) | set(reserved)
     where = str(hooks.root / "report.py") if hooks.root is not None else "report.py"
@@ -96,7 +150,7 @@ def safe_id(raw: Any, taken: set[str], fallback: str) -> str:
     return s
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: Any) -> Cell:
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return value
     return text(value, 2_000)
@@ -106,7 +160,7 @@ def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else []
 
 
-def _table(raw: Any) -> dict[str, Any]:
+def _table(raw: Any) -> Table:
     t = raw if isinstance(raw, dict) else {}
     columns = [text(c, 500) for c in _list(t.get("columns"))[:MAX_COLUMNS]]
     rows_in = _list(t.get("rows"))
@@ -137,7 +191,7 @@ def study_section(raw: Any, index: int, taken: set[str], where: str, origin: str
             "figures": [study_figure(f, taken, where) for f in figures[:MAX_FIGURES]]}
 
 
-def study_figure(raw: Any, taken: set[str], where: str) -> dict[str, Any]:
+def study_figure(raw: Any, taken: set[str], where: str) -> Figure:
     """A study's figure as the kit shows it: ``src`` (a data: URL the kit wrote) or ``refused`` (why not), the
     re-written SVG with the study's PDF (``svg``, for LaTeX) or its PNG bytes (``png``), and ``note`` (what the
     kit removed from the drawing)."""
@@ -146,8 +200,8 @@ def study_figure(raw: Any, taken: set[str], where: str) -> dict[str, Any]:
 
     fig = raw if isinstance(raw, dict) else {}
     fid = safe_id(fig.get("id"), taken, "figure")
-    out: dict[str, Any] = {"id": fid, "title": text(fig.get("title"), 1_000), "kind": "", "svg": None, "png": None,
-                           "src": None, "refused": None, "note": None}
+    out: Figure = {"id": fid, "title": text(fig.get("title"), 1_000), "kind": "", "svg": None, "png": None,
+                   "src": None, "refused": None, "note": None}
     at = f"{where}: figure {fid}"
     svg, pdf = fig.get("svg"), None
     if isinstance(svg, dict):  # a figure that came back from a child process (kit.study_child)
@@ -161,10 +215,10 @@ def study_figure(raw: Any, taken: set[str], where: str) -> dict[str, Any]:
             vec = VectorFigure(clean.text)
             vec.pdf = pdf if isinstance(pdf, bytes) and pdf.startswith(b"%PDF-") and len(pdf) <= MAX_PDF_BYTES \
                 else None
-            out.update(svg=vec, src=clean.data_url(), note=removed_note(clean.dropped))
+            out["svg"], out["src"], out["note"] = vec, clean.data_url(), removed_note(clean.dropped)
         elif fig.get("png") is not None or fig.get("png_b64") is not None:
             png = fig.get("png") if isinstance(fig.get("png"), bytes) else _b64(fig.get("png_b64"))
-            out.update(src=png_data_url(png if isinstance(png, bytes) else b"", at), png=png)
+            out["src"], out["png"] = png_data_url(png if isinstance(png, bytes) else b"", at), png
         else:
             out["refused"] = "the study returned no SVG text and no PNG bytes for this figure"
     except ReportError as exc:
@@ -193,13 +247,14 @@ def removed_note(dropped: tuple[tuple[str, int], ...]) -> str | None:
         f"; and {len(said) - 12} more" if len(said) > 12 else "") + "."
 
 
-def kit_figure(fig: dict[str, Any]) -> dict[str, Any]:
+def kit_figure(fig: DrawnFigure) -> Figure:
     """One of the kit's own figures with its image (``src``): the same re-writing as a study's, so every figure
     of a page is an image the kit encoded and the page's policy can forbid inline styles."""
-    out = {**fig, "src": None, "refused": None, "note": None}
+    out: Figure = {"id": fig["id"], "title": fig["title"], "kind": fig["kind"], "svg": fig["svg"], "png": None,
+                   "src": None, "refused": None, "note": None}
     try:
-        clean = sanitize_svg(str(fig["svg"]), f"figure {fig.get('id')}")
-        out.update(src=clean.data_url(), note=removed_note(clean.dropped))
+        clean = sanitize_svg(str(fig["svg"]), f"figure {fig['id']}")
+        out["src"], out["note"] = clean.data_url(), removed_note(clean.dropped)
     except ReportError as exc:
         out["refused"] = exc.cause
     return out

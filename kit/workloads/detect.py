@@ -19,13 +19,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from kit.workloads import voc
 from kit.workloads.common import Markers, WorkloadError
-from kit.workloads.device import EpochLog, min_phase_s, pass_results, repeat_inference, repeat_training
+from kit.workloads.device import (
+    DatasetRequest,
+    EpochLog,
+    JsonTable,
+    min_phase_s,
+    pass_results,
+    repeat_inference,
+    repeat_training,
+)
 from kit.workloads.tasks import epoch_order
 from kit.workloads.voc_map import Detections, mean_ap
 
@@ -68,9 +76,9 @@ def settings(wl: dict[str, Any]) -> DetectSettings:
     return s
 
 
-def load_splits(req: dict[str, Any], data_dir: Path, decode: voc.Decoder) -> voc.VocSplits:
+def load_splits(req: JsonTable, data_dir: Path, decode: voc.Decoder) -> voc.VocSplits:
     """The trial's VOC images (the first train_size of train.txt, test_size of val.txt), decoded, untimed."""
-    ds = req.get("dataset") or {}
+    ds = cast(DatasetRequest, req.get("dataset") or {})
     if ds.get("name") != "voc2012":
         raise WorkloadError(f"the detection workload runs on voc2012, not {ds.get('name')!r}")
     return voc.load_voc(data_dir, decode, ds.get("train_size"), ds.get("test_size"))
@@ -94,7 +102,7 @@ class Adapter:
     param_count: int
 
 
-def run_protocol(req: dict[str, Any], s: DetectSettings, data: voc.VocSplits, model: Adapter,
+def run_protocol(req: JsonTable, s: DetectSettings, data: voc.VocSplits, model: Adapter,
                  markers: Markers) -> dict[str, Any]:
     """Warm-up, timed training (mAP between epochs), timed inference; the results both frameworks report."""
     n = len(data.train)
@@ -103,7 +111,7 @@ def run_protocol(req: dict[str, Any], s: DetectSettings, data: voc.VocSplits, mo
         raise WorkloadError(f"{n} training images are fewer than one batch of {s.batch_size}")
     if s.steps_per_epoch is not None:
         steps = min(steps, s.steps_per_epoch)
-    seed = int(req["seed"])
+    seed = int(cast(int, req["seed"]))
     truths = [(im.boxes, im.labels, im.difficult) for im in data.test]
     targets = [voc.train_targets(im) for im in data.train]
 

@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NotRequired, TypedDict, TypeVar, cast
 
 from kit.workloads import cuda_driver
 from kit.workloads.common import DeviceUnavailable, WorkloadError
@@ -33,29 +33,87 @@ TF32_MODES = ("native", "off", "on")
 DEVICE_REQUESTS = ("auto", "cpu", "gpu")
 T = TypeVar("T")
 
+# request.json as the trial process reads it: JSON (the container side imports nothing of the host, so this is the
+# same recursive type as kit.records.JsonValue, stated again here). A value is checked where it is used.
+JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+JsonTable = dict[str, JsonValue]
 
-def requested(req: dict[str, Any]) -> str:
+
+class Tf32Json(TypedDict):
+    """The contract's ``env["tf32"]``: the requested mode and the effective flags (None on the CPU)."""
+
+    mode: str
+    matmul: bool | None
+    conv: bool | None
+
+
+class CudaDriverJson(TypedDict):
+    """``env["cuda_driver"]``: what the CUDA driver told the trial process (kit.workloads.cuda_driver)."""
+
+    cuda_version: str | None
+    driver_version: int | None
+    devices: int
+    reason: str | None
+
+
+class DeviceEnv(TypedDict):
+    """The env fields every workload reports (contract of issue 13)."""
+
+    device_kind: str  # cpu | gpu, never a device name
+    device_name: str
+    gpu_uuid: str | None
+    gpu_uuids: list[str]
+    tf32: Tf32Json
+    precision: str | None
+    cuda_driver: NotRequired[CudaDriverJson]
+
+
+class DatasetRequest(TypedDict, total=False):
+    """The request's ``dataset`` table (the spec's [dataset], resolved by the host): what the loaders read of it."""
+
+    name: str
+    source: str
+    train_size: int | None
+    test_size: int | None
+
+
+class PassResults(TypedDict):
+    """The results every calibrated workload adds: passes per phase and every pass's seconds."""
+
+    infer_passes: int
+    infer_pass_times_s: list[float]
+    train_passes: NotRequired[int]
+    train_pass_times_s: NotRequired[list[float]]
+
+
+def _table(v: JsonValue) -> JsonTable:
+    """A table of the request (``workload``), or an empty one where the request has none."""
+    return v if isinstance(v, dict) else {}
+
+
+def requested(req: JsonTable) -> str:
     """The trial's device request: the runner's resolved ``device``, else the workload's, else ``auto``."""
-    want = req.get("device") or (req.get("workload") or {}).get("device") or "auto"
+    want = req.get("device") or _table(req.get("workload")).get("device") or "auto"
     if want not in DEVICE_REQUESTS:
         raise WorkloadError(f"device {want!r} is not one of {', '.join(DEVICE_REQUESTS)}")
     return str(want)
 
 
-def expected_uuids(req: dict[str, Any]) -> list[str]:
+def expected_uuids(req: JsonTable) -> list[str]:
     """The NVML UUIDs of the GPUs the kit gave this trial ([] when unknown)."""
-    return [str(u) for u in (req.get("gpu_uuids") or []) if u]
+    given = req.get("gpu_uuids")
+    return [str(u) for u in given if u] if isinstance(given, list) else []
 
 
-def tf32_mode(req: dict[str, Any]) -> str:
-    mode = str((req.get("workload") or {}).get("tf32") or "native")
+def tf32_mode(req: JsonTable) -> str:
+    mode = str(_table(req.get("workload")).get("tf32") or "native")
     if mode not in TF32_MODES:
         raise WorkloadError(f"workload.tf32 {mode!r} is not one of {', '.join(TF32_MODES)}")
     return mode
 
 
-def min_phase_s(req: dict[str, Any]) -> float:
-    val = float((req.get("workload") or {}).get("min_phase_s") or 0.0)
+def min_phase_s(req: JsonTable) -> float:
+    val = float(cast(float, _table(req.get("workload")).get("min_phase_s") or 0.0))
     if not math.isfinite(val) or val < 0:
         raise WorkloadError(f"workload.min_phase_s {val!r} is not a finite number >= 0")
     return val
@@ -153,13 +211,13 @@ def check_uuid(given: list[str] | None, seen: str | None, framework: str, indice
             "trial's GPU indices; `nvidia-smi -L` lists indices and UUIDs")
 
 
-def tf32_record(mode: str, matmul: bool | None, conv: bool | None, on_gpu: bool) -> dict[str, Any]:
+def tf32_record(mode: str, matmul: bool | None, conv: bool | None, on_gpu: bool) -> Tf32Json:
     """The contract's env["tf32"]: the requested mode and the effective flags (None on the CPU)."""
     return {"mode": mode, "matmul": bool(matmul) if on_gpu and matmul is not None else None,
             "conv": bool(conv) if on_gpu and conv is not None else None}
 
 
-def precision_used(base: str, tf32: dict[str, Any], compute_capability: tuple[int, int] | None,
+def precision_used(base: str, tf32: Tf32Json, compute_capability: tuple[int, int] | None,
                    conv_dominant: bool) -> str:
     """The compute precision actually used: ``tf32`` for an fp32 run whose dominant op class runs in TF32.
 
@@ -176,13 +234,13 @@ def precision_used(base: str, tf32: dict[str, Any], compute_capability: tuple[in
     return "tf32"
 
 
-def device_fields(kind: str, name: str | None, uuid: str | None, uuids: list[str] | None, tf32: dict[str, Any],
-                  precision: str | None, driver: cuda_driver.DriverInfo | None = None) -> dict[str, Any]:
+def device_fields(kind: str, name: str | None, uuid: str | None, uuids: list[str] | None, tf32: Tf32Json,
+                  precision: str | None, driver: cuda_driver.DriverInfo | None = None) -> DeviceEnv:
     """The env fields every workload reports (contract of issue 13)."""
     if kind not in ("cpu", "gpu"):
         raise ValueError(f"device kind {kind!r}: 'cpu' or 'gpu', never a device name")
     u = normalise_uuid(uuid) if kind == "gpu" else None
-    out: dict[str, Any] = {
+    out: DeviceEnv = {
         "device_kind": kind,
         "device_name": name or kind,
         "gpu_uuid": u,
@@ -294,17 +352,17 @@ class EpochLog:
 
 
 def pass_results(trained: PhasePasses[Any] | None, inferred: PhasePasses[Any],
-                 train_excluded_s: list[float] | None = None) -> dict[str, Any]:
+                 train_excluded_s: list[float] | None = None) -> PassResults:
     """The results every calibrated workload adds: passes per phase and every pass's seconds.
 
     ``train_excluded_s``: per training pass, seconds inside it that are not
     training (accuracy checks between epochs), taken off that pass's time.
     """
-    out: dict[str, Any] = {"infer_passes": inferred.passes, "infer_pass_times_s": list(inferred.pass_times_s)}
+    out: PassResults = {"infer_passes": inferred.passes, "infer_pass_times_s": list(inferred.pass_times_s)}
     if trained is not None:
         less = train_excluded_s or [0.0] * trained.passes
-        out.update(train_passes=trained.passes,
-                   train_pass_times_s=[t - x for t, x in zip(trained.pass_times_s, less, strict=True)])
+        out["train_passes"] = trained.passes
+        out["train_pass_times_s"] = [t - x for t, x in zip(trained.pass_times_s, less, strict=True)]
     return out
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from kit.workloads import formats, nets
 from kit.workloads.common import WorkloadError, load_mnist
+from kit.workloads.device import DatasetRequest
 
 
 @dataclass
@@ -50,14 +51,15 @@ def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
     return np.random.default_rng([seed, 1, epoch]).permutation(n)
 
 
-def _mnist(data_dir: Path, ds: dict[str, Any]) -> tuple[np.ndarray, ...]:
+def _mnist(data_dir: Path, ds: DatasetRequest) -> tuple[np.ndarray, ...]:
     x_tr, y_tr, x_te, y_te = load_mnist(data_dir, ds["source"], ds.get("train_size"), ds.get("test_size"))
     return x_tr[..., None], y_tr, x_te[..., None], y_te
 
 
 def load_task(req: dict[str, Any], data_dir: Path) -> Task:
     """The trial's task from its request (workload ``germino`` or ``dlbench``)."""
-    wl, ds = req["workload"], req["dataset"] or {}
+    wl = req["workload"]
+    ds: DatasetRequest = req["dataset"] or DatasetRequest()
     name, dname = wl["name"], ds.get("name")
     if name == "germino":
         if dname != "mnist":

@@ -8,7 +8,7 @@ silence: see :mod:`kit.workloads.device` for the rule and the error it raises.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypedDict, cast
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,7 +25,15 @@ from kit.workloads import cuda_driver
 from kit.workloads import device as devmod
 from kit.workloads.common import DeviceUnavailable, oom_text
 
-_STATE: dict[str, Any] = {}  # what configure decided: the driver view and the TF32 record, for tf_env
+
+class _Configured(TypedDict, total=False):
+    """What :func:`configure` decided in this trial process, for :func:`tf_env` (one trial per process)."""
+
+    driver: cuda_driver.DriverInfo | None
+    tf32: devmod.Tf32Json
+
+
+_STATE: _Configured = {}  # what configure decided: the driver view and the TF32 record, for tf_env
 
 
 def build_cuda() -> str | None:
@@ -71,14 +79,14 @@ def configure(want: str, threads: int | None, gpu_uuids: list[str] | None = None
     return device
 
 
-def setup(req: dict[str, Any], threads: int | None = None, want: str | None = None) -> str:
+def setup(req: devmod.JsonTable, threads: int | None = None, want: str | None = None) -> str:
     """``configure`` from a trial request: its device, GPU UUIDs, TF32 mode and threads."""
-    return configure(want or devmod.requested(req), threads if threads is not None else req.get("threads"),
+    return configure(want or devmod.requested(req), threads if threads is not None else cast(int | None, req.get("threads")),
                      gpu_uuids=devmod.expected_uuids(req), tf32=devmod.tf32_mode(req),
                      gpu_indices=req.get("gpu_indices"))
 
 
-def apply_tf32(mode: str, on_gpu: bool) -> dict[str, Any]:
+def apply_tf32(mode: str, on_gpu: bool) -> devmod.Tf32Json:
     """Set TF32 for float32 matmuls and convolutions (one TensorFlow switch for both); native = TF's default, on."""
     if mode not in devmod.TF32_MODES:
         raise ValueError(f"tf32 mode {mode!r}")
@@ -150,7 +158,16 @@ def tf_env(device: str, precision: str | None = "fp32", conv_dominant: bool = Tr
     return env
 
 
-def cpu_kernels() -> dict[str, Any]:
+class CpuKernels(TypedDict):
+    """``env["cpu_kernels"]`` of a TensorFlow trial (the analysis compares it across trials and hosts)."""
+
+    onednn: bool | None
+    inter_op_threads: int | None
+    tf_enable_onednn_opts: str | None
+    onednn_max_cpu_isa: str | None
+
+
+def cpu_kernels() -> CpuKernels:
     """Which CPU kernel library TensorFlow uses and the settings that choose it (recorded, compared by the analysis)."""
     try:
         from tensorflow.python.util import _pywrap_util_port
@@ -159,7 +176,8 @@ def cpu_kernels() -> dict[str, Any]:
     except Exception:  # private module moved: say unknown rather than guess
         onednn = None
     return {"onednn": onednn, "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or None,
-            **{k.lower(): os.environ.get(k) for k in ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA")}}
+            "tf_enable_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA")}
 
 
 def op_determinism() -> bool | None:

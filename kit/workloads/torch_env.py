@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -15,7 +15,7 @@ from kit.workloads import device as devmod
 from kit.workloads.common import oom_text
 
 
-def pick_device(want: str, gpu_uuids: list[str] | None = None, req: dict[str, Any] | None = None) -> torch.device:
+def pick_device(want: str, gpu_uuids: list[str] | None = None, req: devmod.JsonTable | None = None) -> torch.device:
     """``cpu`` -> the CPU; ``gpu`` -> cuda:0 or DeviceUnavailable; ``auto`` -> ``gpu`` when the driver lists a GPU.
 
     ``gpu_uuids`` (the request's) are the GPUs the kit gave the trial: cuda:0
@@ -63,7 +63,7 @@ def apply_tf32(mode: str) -> dict[str, bool]:
     return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32), "conv": bool(torch.backends.cudnn.allow_tf32)}
 
 
-def setup(req: dict[str, Any], want: str | None = None) -> tuple[torch.device, dict[str, Any]]:
+def setup(req: devmod.JsonTable, want: str | None = None) -> tuple[torch.device, devmod.Tf32Json]:
     """Device and TF32 for one trial: (device, the env["tf32"] record)."""
     device = pick_device(want or devmod.requested(req), req=req)
     mode = devmod.tf32_mode(req)
@@ -82,7 +82,16 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or oom_text(exc)
 
 
-def cpu_kernels() -> dict[str, Any]:
+class CpuKernels(TypedDict):
+    """``env["cpu_kernels"]`` of a PyTorch trial (the analysis compares it across trials and hosts)."""
+
+    onednn: bool
+    cpu_capability: str | None
+    inter_op_threads: int
+    onednn_max_cpu_isa: str | None
+
+
+def cpu_kernels() -> CpuKernels:
     """Which CPU kernels PyTorch dispatches to (ATen capability, oneDNN) and the settings that choose them."""
     import os
 
@@ -95,7 +104,7 @@ def cpu_kernels() -> dict[str, Any]:
             "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA")}
 
 
-def torch_env(device: torch.device, tf32: dict[str, Any] | None = None, precision: str | None = "fp32",
+def torch_env(device: torch.device, tf32: devmod.Tf32Json | None = None, precision: str | None = "fp32",
               conv_dominant: bool = True, uuids: list[str] | None = None) -> dict[str, Any]:
     """Versions, device and precision as seen from inside the trial process (the contract's env fields)."""
     gpu = device.type == "cuda"

@@ -135,7 +135,7 @@ def run(req: dict[str, Any], data_dir: Path, markers: Markers) -> tuple[dict[str
     return results, env
 
 
-def used_uuids(kind: str, n_dev: int, req: dict[str, Any]) -> list[str] | None:
+def used_uuids(kind: str, n_dev: int, req: devmod.JsonTable) -> list[str] | None:
     """The UUIDs of cuda:0..n_dev-1, each checked against the GPUs the kit gave the trial."""
     if kind != "gpu":
         return None
@@ -145,7 +145,7 @@ def used_uuids(kind: str, n_dev: int, req: dict[str, Any]) -> list[str] | None:
     return [u for u in uuids if u]
 
 
-def _run_ddp(req: dict[str, Any], markers: Markers, n_dev: int, kind: str) -> tuple[list[float], dict[str, Any]]:
+def _run_ddp(req: devmod.JsonTable, markers: Markers, n_dev: int, kind: str) -> tuple[list[float], dict[str, Any]]:
     """Start ``n_dev`` ranks with torchrun; rank 0 reports its step times through a JSON file."""
     work = markers.path.parent
     req_path, out_path = work / "ddp_request.json", work / "ddp_rank0.json"
