@@ -2,8 +2,8 @@
 analysed and reported afresh, must give the stored analysis.json, HTML page and LaTeX sources, line for line.
 
 This is what keeps a refactor of the analysis and report layers honest: the records may change shape inside
-the kit, the reader's report may not. Only the run directory's own path (it differs per test) and the kit
-version are normalised; matplotlib's SVG ids are fixed by a salt (kit.report.figures.to_svg), so the figures
+the kit, the reader's report may not. Only the run directory's own path (it differs per test), the checkout's
+experiments folder (CI clones elsewhere) and the kit version are normalised; matplotlib's SVG ids are fixed by a salt (kit.report.figures.to_svg), so the figures
 compare too.
 
 Regenerate after an intended change of what a report says with ``KIT_REGEN_GOLDEN=1 pytest
@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 import kit
 from kit.cli import app
 
+REPO = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "data" / "golden_lenet"
 EXPECTED = GOLDEN / "expected"
 VOLATILE = ("kit_version", "seal")
@@ -32,6 +33,9 @@ VOLATILE = ("kit_version", "seal")
 def _normalised(text: str, run: Path) -> str:
     # LaTeX breaks a long path with \allowbreak{} between its parts: the path is found without them
     text = text.replace("\\allowbreak{}", "")
+    # the study's folder is read from this checkout, wherever it lies (CI clones it elsewhere); the run's own
+    # recorded paths (its dataset, its study_dir) stay as the run says
+    text = text.replace(str(REPO / "experiments"), "EXPERIMENTS")
     return text.replace(str(run), "RUN").replace(f"kit {kit.__version__}", "kit VERSION")
 
 
