@@ -129,10 +129,15 @@ def inputs_digest(run_dir: Path, raw: str | None = None) -> str:
     return h.hexdigest()
 
 
-def _content_digest(content: JsonTable) -> str:
-    """sha256 of analysis.json's content less its seal, canonical (sorted keys, no spaces): what the seal signs."""
+def _content_digest(content: JsonTable, parsed: bool = False) -> str:
+    """sha256 of analysis.json's content less its seal, canonical (sorted keys, no spaces): what the seal signs.
+
+    The record's JSON (tuples, numpy scalars) is first made plain by a round trip through JSON; content
+    ``parsed`` from the file is plain already (the round trip is the identity on it), so a reader skips it:
+    it was a third of what checking one run's seal costs, which `kit history --publish` does for every run."""
     body = {k: v for k, v in content.items() if k != SEAL_KEY}
-    canon = json.dumps(json.loads(json.dumps(body, default=str)), sort_keys=True, separators=(",", ":"))
+    plain = body if parsed else json.loads(json.dumps(body, default=str))
+    canon = json.dumps(plain, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
@@ -172,6 +177,6 @@ def seal_holds(content: JsonTable, run_dir: Path, hooks: str | None) -> bool:
         return False
     if hooks is not None and state != hooks:
         return False
-    if not mac_holds(key, "analysis-seal", tag, *_parts(inputs, state, _content_digest(content))):
+    if not mac_holds(key, "analysis-seal", tag, *_parts(inputs, state, _content_digest(content, parsed=True))):
         return False
     return hmac.compare_digest(inputs.encode(), inputs_digest(run_dir).encode())

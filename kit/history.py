@@ -2,7 +2,7 @@
 
 Runs are ordered by their start time (or by label) and labelled by ``kit run
 --label`` (else the framework versions reported from inside the trials).
-Step detection: binary segmentation (ruptures, L1 cost, robust to outliers)
+Step detection: binary segmentation (L1 cost, robust to outliers; ruptures' Binseg, O(n log n))
 of the run medians in run order (the run is the unit a step sits between;
 O(n log n), so 1,000 nightly runs take seconds); each candidate step is then
 validated like a comparison on trial-level values (Mann–Whitney between the
@@ -33,6 +33,23 @@ from kit.manifest import Manifest
 from kit.store import RunDir
 
 
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """numpy's default (linear) quantile of sorted values, bit for bit, in pure Python: a run has a dozen values,
+    and numpy's per-call overhead made the quartiles of 10,000 runs cost a second."""
+    n = len(ordered)
+    if n == 0:
+        return math.nan
+    if q == 0.5 and n % 2 == 0:  # np.median: the mean of the two middle values
+        return (ordered[n // 2 - 1] + ordered[n // 2]) / 2.0
+    pos = q * (n - 1)
+    lo = min(math.floor(pos), n - 1)
+    hi = min(lo + 1, n - 1)
+    t = pos - lo
+    a, b = ordered[lo], ordered[hi]
+    diff = b - a
+    return b - diff * (1.0 - t) if t >= 0.5 else a + diff * t  # numpy's _lerp
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryPoint:
     """One run of the series: where it is, when it started, its label and arm, and its measured values."""
@@ -55,9 +72,9 @@ class HistoryPoint:
     def of(cls, run_dir: str, started: float, label: str, arm: str, version: str | None,
            values: Sequence[float]) -> HistoryPoint:
         """The point with its median and quartiles computed from ``values``."""
+        ordered = sorted(float(v) for v in values)
         return cls(run_dir=run_dir, started=started, label=label, arm=arm, version=version, values=tuple(values),
-                   median=float(np.median(values)), q1=float(np.percentile(values, 25)),
-                   q3=float(np.percentile(values, 75)))
+                   median=_quantile(ordered, 0.5), q1=_quantile(ordered, 0.25), q3=_quantile(ordered, 0.75))
 
     def to_json(self) -> dict[str, Any]:
         """The run as ``kit history --json`` lists it (without its values)."""
@@ -201,12 +218,14 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     cached = history_cache.load(cpath) if use_cache else {}
     entries: dict[str, CachedRun] = {}
     todo: list[tuple[Path, tuple[str, float] | None]] = []
+    in_cache = [path for path in found if path.name in cached]
+    seen_fp = dict(zip((p.name for p in in_cache), history_cache.fingerprints(in_cache), strict=True))
     for path in found:
         entry = cached.get(path.name)
         if entry is None:  # not in the cache: fingerprinted where it is read (in a worker)
             todo.append((path, None))
             continue
-        seen = history_cache.fingerprint(path)
+        seen = seen_fp[path.name]
         if entry.fp == seen[0]:
             entries[path.name] = entry
         else:
@@ -238,15 +257,6 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     return runs
 
 
-def _l1_cost() -> Any:
-    """ruptures' L1 cost allowing one-run segments (a regression in the newest run alone must be findable)."""
-    from ruptures.costs import CostL1
-
-    cost = CostL1()
-    cost.min_size = 1
-    return cost
-
-
 # The between-run noise is estimated from the successive differences of the run medians only when there are at
 # least this many runs (3 differences): a step is one large difference, and the MAD ignores one of three but not
 # one of two (with 3 runs, a 15x step in the newest run was its own noise estimate and went unseen).
@@ -274,13 +284,79 @@ def candidate_steps(med: np.ndarray, runs: Sequence[HistoryPoint]) -> list[int]:
     in the number of runs, where PELT over every trial value was quadratic (1,000 nightly runs took minutes).
     Penalty 2 log(n) sigma on the L1 scale (BIC-like), sigma the robust between-run noise of the medians.
     """
-    import ruptures as rpt
-
     if len(med) < 2:
         return []
     pen = 2.0 * math.log(len(med)) * _noise_scale(med, runs)
-    algo = rpt.Binseg(custom_cost=_l1_cost(), min_size=1, jump=1).fit(med.reshape(-1, 1))
-    return sorted(int(b) for b in algo.predict(pen=pen)[:-1])
+    return binseg_l1([float(m) for m in med], pen)
+
+
+def _l1_prefix_costs(x: Sequence[float]) -> list[float]:
+    """``out[k]`` = sum |x_i - median(x[:k+1])| for each prefix, in O(n log n): a running median in two heaps
+    with their sums (for an even count any point between the middle two gives the same sum, their mean too)."""
+    import heapq
+
+    low: list[float] = []  # max-heap (negated): the smaller half, one more when the count is odd
+    high: list[float] = []
+    s_low = s_high = 0.0
+    out = []
+    for v in x:
+        if low and v > -low[0]:
+            heapq.heappush(high, v)
+            s_high += v
+        else:
+            heapq.heappush(low, -v)
+            s_low += v
+        if len(low) > len(high) + 1:
+            m = -heapq.heappop(low)
+            s_low -= m
+            heapq.heappush(high, m)
+            s_high += m
+        elif len(high) > len(low):
+            m = heapq.heappop(high)
+            s_high -= m
+            heapq.heappush(low, -m)
+            s_low += m
+        cost = s_high - s_low + (-low[0] if len(low) > len(high) else 0.0)
+        out.append(max(cost, 0.0))
+    return out
+
+
+def binseg_l1(x: Sequence[float], pen: float) -> list[int]:
+    """Binary segmentation of ``x`` under the L1 cost (sum of absolute deviations from the segment's median),
+    one-point segments allowed, stopped when the best split gains no more than ``pen``: what ruptures' Binseg
+    with CostL1 (min_size 1, jump 1) returns, the break points without the final ``len(x)``.
+
+    ruptures evaluates each candidate split with two medians, O(n) each: O(n^2) per segment, 3 s per series
+    of 10,000 runs. Here each segment's split costs come from one running median forwards and one backwards
+    (:func:`_l1_prefix_costs`), O(n log n); ties go to the later split, as ruptures' ``max`` of (gain, index).
+    """
+    n = len(x)
+    best: dict[tuple[int, int], tuple[int | None, float]] = {}
+
+    def split(start: int, end: int) -> tuple[int | None, float]:
+        if (start, end) not in best:
+            seg = x[start:end]
+            if len(seg) < 2:
+                best[(start, end)] = (None, 0.0)
+            else:
+                left = _l1_prefix_costs(seg)
+                right = _l1_prefix_costs(seg[::-1])[::-1]  # right[k]: cost of seg[k:]
+                total = left[-1]
+                gains = [total - left[k - 1] - right[k] for k in range(1, len(seg))]
+                top = max(gains)
+                tie = top - 1e-9 * max(abs(total), 1e-300)  # gains equal but for rounding: the later split
+                k = max(k for k, g in enumerate(gains, 1) if g >= tie)
+                best[(start, end)] = (start + k, gains[k - 1])
+        return best[(start, end)]
+
+    bkps = [n]
+    while True:
+        cands = [split(a, b) for a, b in zip([0, *bkps[:-1]], bkps, strict=True)]
+        bkp, gain = max(cands, key=lambda c: c[1])
+        if bkp is None or not gain > pen:
+            break
+        bkps = sorted([*bkps, bkp])
+    return bkps[:-1]
 
 
 # Each candidate is validated on the trials of at most this many runs on either side (bounded by the
@@ -348,65 +424,40 @@ def history(runs_dir: Path, metric: str, phase: str = "train", arm: str | None =
     return HistorySeries(
         runs_dir=str(runs_dir), metric=metric, unit=METRICS[metric].unit, phase=phase, arm=runs[0].arm,
         threshold=threshold, alpha=alpha, runs=tuple(runs), steps=tuple(steps), caveats=tuple(caveats),
-        method="binary segmentation (ruptures, L1 cost, penalty 2 log(n) sigma) of the run medians; each "
-                      f"candidate step validated on the trials of up to {WINDOW_RUNS} runs on either side by "
-               "Mann-Whitney/Brunner-Munzel with Holm and the practical threshold")
+        method=history_method())
 
 
-def plot_svg(result: HistorySeries) -> str:
-    import matplotlib.pyplot as plt
+# The terminal lists every run up to this many; beyond, the first and newest runs and those around each step
+# (rich lays a table out cell by cell: 10,000 rows took 6 s, longer than the rest of a cached call).
+TABLE_MAX_RUNS = 60
+TABLE_HEAD, TABLE_TAIL, TABLE_AROUND_STEP = 5, 20, 3
 
-    from kit.report.figures import to_svg
 
-    runs = result.runs
-    x = np.arange(len(runs))
-    med = np.array([r.median for r in runs])
-    lo = med - np.array([r.q1 for r in runs])
-    hi = np.array([r.q3 for r in runs]) - med
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.6 * len(runs)), 3.2))
-    ax.errorbar(x, med, yerr=[lo, hi], fmt="o-", ms=4, capsize=3)
+def shown_runs(result: HistorySeries, most: int = TABLE_MAX_RUNS) -> list[int]:
+    """Indices (ascending) of the runs the terminal table lists: all of them when there are at most ``most``,
+    else the oldest TABLE_HEAD, the newest TABLE_TAIL and TABLE_AROUND_STEP on either side of each step (--json,
+    --html, --markdown and --publish keep every run)."""
+    n = len(result.runs)
+    if n <= most:
+        return list(range(n))
+    keep = set(range(min(TABLE_HEAD, n))) | set(range(max(0, n - TABLE_TAIL), n))
     for s in result.steps:
-        ax.axvline(s.index - 0.5, color="red" if s.verdict == "regression" else "green", ls="--", lw=1)
-        ax.annotate(f"{s.ratio:.2f}×", (s.index - 0.5, float(med.max())), color="red", fontsize=8, ha="center")
-    # labels and arm come from run directories: shown literally (parse_math=False: a '$' is not mathtext)
-    ax.set_xticks(x, [r.label for r in runs], rotation=30, ha="right", fontsize=8, parse_math=False)
-    ax.set_ylabel(f"{METRICS[result.metric].label} ({result.unit})", parse_math=False)
-    ax.set_title(f"{result.metric} ({result.phase}, {result.arm}): median and IQR per run", fontsize=10,
-                 parse_math=False)
-    ax.grid(alpha=0.3)
-    return to_svg(fig)
+        keep |= set(range(max(0, s.index - TABLE_AROUND_STEP), min(n, s.index + TABLE_AROUND_STEP)))
+    return sorted(keep)
 
 
-HISTORY_STYLE = ("body { font-family: system-ui, sans-serif; max-width: 70rem; margin: auto; } "
-                 "img.plot { display: block; max-width: 100%; height: auto; }")
+def history_method() -> str:
+    """How the steps were found, as pages and JSON say it."""
+    return ("binary segmentation (L1 cost, penalty 2 log(n) sigma) of the run medians; each candidate step "
+            f"validated on the trials of up to {WINDOW_RUNS} runs on either side by Mann-Whitney/Brunner-Munzel "
+            "with Holm and the practical threshold")
 
 
 def render_html(result: HistorySeries) -> str:
-    """The history page: plot and step table. Every string from the runs (labels, arm) is HTML-escaped; the plot
-    is an image the kit encoded (kit.report.svg_safe), and the page carries the kit's Content-Security-Policy."""
-    from html import escape
+    """The history page (``--html``): the series page of ``kit history --publish`` (kit.history_pages: the
+    report's Jinja2 environment, autoescaped; the plot an image the kit's SVG sanitiser wrote; the kit's
+    Content-Security-Policy)."""
+    from kit.history_pages import render_series
 
-    from kit.errors import ReportError
-    from kit.report.html import csp_meta
-    from kit.report.svg_safe import sanitize_svg
-
-    def e(v: object) -> str:
-        return escape(str(v), quote=True)
-
-    rows = "".join(f"<tr><td>{e(s.verdict)}</td><td>{e(s.from_label)}</td><td>{e(s.to_label)}</td>"
-                   f"<td>{s.ratio:.3f} [{s.ratio_low:.3f}, {s.ratio_high:.3f}]</td><td>{s.p_adj:.3g}</td></tr>"
-                   for s in result.steps) or "<tr><td colspan=5>no step</td></tr>"
-    runs = "".join(f"<tr><td>{i}</td><td>{e(r.label)}</td><td>{r.n}</td><td>{r.median:.4g}</td>"
-                   f"<td>{r.q1:.4g}–{r.q3:.4g}</td></tr>" for i, r in enumerate(result.runs))
-    head = f"{e(result.metric)} ({e(result.phase)}, {e(result.arm)})"
-    try:
-        plot = f"<img class=plot src=\"{sanitize_svg(plot_svg(result), 'history plot').data_url()}\" alt=\"{head}\">"
-    except ReportError as exc:
-        plot = f"<p>Plot not shown: {e(exc.cause)}</p>"
-    return ("<!DOCTYPE html><html lang=en><head>" + str(csp_meta(HISTORY_STYLE)) + "<meta charset=utf-8>"
-            "<meta name=viewport content='width=device-width'>"
-            f"<title>kit history {head}</title><style>{HISTORY_STYLE}</style></head><body>"
-            f"<h1>{head}</h1>{plot}<h2>Steps</h2><table><tr><th>verdict</th><th>from</th><th>to</th>"
-            f"<th>ratio [CI]</th><th>p (Holm)</th></tr>{rows}</table><p>{e(result.method)}</p>"
-            f"<h2>Runs</h2><table><tr><th>#</th><th>label</th><th>n</th><th>median ({e(result.unit)})</th>"
-            f"<th>IQR</th></tr>{runs}</table></body></html>")
+    verdict = result.steps[-1].verdict if result.steps else "no change"
+    return render_series(result, experiment="", verdict=verdict)

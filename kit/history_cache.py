@@ -33,6 +33,7 @@ import math
 import os
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from kit.store import ANALYSIS, ATTEMPTS, MANIFEST, TRIALS
 ENV = "KIT_HISTORY_CACHE"
 VERSION = 3  # 2: the document is MAC'd (kit.private_files.sealed_blob); 3: an entry carries its arm's own version
 #              (kit.history.arm_version); older caches are rebuilt
+ALL_VERSION = 1  # the publish cache (CachedRunAll): every series of a run in one entry
 MAX_BYTES = 256 << 20
 RACY_S = 2.0  # entries of runs changed this recently are not kept
 
@@ -82,6 +84,65 @@ class CachedRun:
                    started=float(e["started"]), values=tuple(float(v) for v in e["values"]))
 
 
+@dataclass(frozen=True, slots=True)
+class RunSeries:
+    """One arm's measured values of one metric in one phase of a run, with that arm's label facts."""
+
+    metric: str
+    phase: str
+    arm: str
+    framework: str
+    version: str | None  # "ARM VERSION" as the arm's trials reported it (kit.history.arm_version)
+    values: tuple[float, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"metric": self.metric, "phase": self.phase, "arm": self.arm, "framework": self.framework,
+                "version": self.version, "values": list(self.values)}
+
+
+@dataclass(frozen=True, slots=True)
+class CachedRunAll:
+    """What ``kit history --publish`` keeps of one run: every (metric, phase, arm) it measured, read in one pass
+    (``label``: the manifest's own, "" when none; ``skip``: unfinished or nothing measured)."""
+
+    experiment: str
+    fp: str = ""
+    skip: bool = False
+    label: str = ""
+    started: float = 0.0
+    series: tuple[RunSeries, ...] = ()
+    newest: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        if self.skip:
+            return {"experiment": self.experiment, "skip": True, "fp": self.fp}
+        return {"experiment": self.experiment, "fp": self.fp, "label": self.label, "started": self.started,
+                "series": [x.to_json() for x in self.series]}
+
+    @classmethod
+    def from_json(cls, e: Any) -> CachedRunAll | None:
+        """A cache entry, checked; None when it is malformed (the run is read again)."""
+        if not isinstance(e, dict) or not isinstance(e.get("fp"), str) or not isinstance(e.get("experiment"), str):
+            return None
+        if e.get("skip") is True:
+            return cls(experiment=e["experiment"], fp=e["fp"], skip=True)
+        started, label, series = e.get("started"), e.get("label"), e.get("series")
+        if not (isinstance(started, int | float) and math.isfinite(started) and isinstance(label, str)
+                and isinstance(series, list)):
+            return None
+        out = []
+        for x in series:
+            if not (isinstance(x, dict) and all(isinstance(x.get(k), str) for k in ("metric", "phase", "arm",
+                                                                                      "framework"))
+                    and (x.get("version") is None or isinstance(x.get("version"), str))
+                    and isinstance(x.get("values"), list)
+                    and all(isinstance(v, int | float) and math.isfinite(v) for v in x["values"])):
+                return None
+            out.append(RunSeries(x["metric"], x["phase"], x["arm"], x["framework"], x.get("version"),
+                                 tuple(float(v) for v in x["values"])))
+        return cls(experiment=e["experiment"], fp=e["fp"], label=label, started=float(started), series=tuple(out))
+
+
 def cache_path(runs_dir: Path, key: str) -> Path:
     base = Path(os.environ.get(ENV) or Path.home() / ".cache" / "kit" / "history")
     name = hashlib.sha256(f"{Path(runs_dir).resolve()}\0{key}".encode()).hexdigest()[:32]
@@ -118,6 +179,22 @@ def fingerprint(run_dir: Path) -> tuple[str, float]:
     return h.hexdigest(), newest
 
 
+# Runs fingerprinted in worker processes from this many on: ~50 lstat calls a run, so 10,000 runs are half a
+# million system calls (3-4 s on one core, a third of `kit history`'s budget at that size).
+PARALLEL_FINGERPRINTS = 2000
+
+
+def fingerprints(run_dirs: Sequence[Path]) -> list[tuple[str, float]]:
+    """:func:`fingerprint` of each run, in order; over a process pool (one worker per CPU, at most 8) for many."""
+    workers = min(8, os.cpu_count() or 1)
+    if len(run_dirs) < PARALLEL_FINGERPRINTS or workers < 2:
+        return [fingerprint(p) for p in run_dirs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fingerprint, run_dirs, chunksize=max(64, len(run_dirs) // (4 * workers))))
+
+
 def _valid_entry(e: Any) -> bool:
     if not isinstance(e, dict) or not isinstance(e.get("fp"), str):
         return False
@@ -143,9 +220,9 @@ def _open_dir(path: Path, create: bool) -> PrivateDir | None:
         return None
 
 
-def load(path: Path) -> dict[str, CachedRun]:
-    """Entries by run directory name; {} when the cache is absent, too large, not this user's private regular
-    file, not MAC'd under this user's key for this name, or malformed."""
+def _load_runs(path: Path, version: int) -> dict[str, Any]:
+    """The raw ``runs`` table of a cache document; {} when the cache is absent, too large, not this user's
+    private regular file, not MAC'd under this user's key for this name, or malformed."""
     key = _key(create=False)
     d = _open_dir(path, create=False) if key is not None else None
     if key is None or d is None:
@@ -162,23 +239,42 @@ def load(path: Path) -> dict[str, CachedRun]:
         doc = json.loads(raw)
     except (ValueError, RecursionError):
         return {}
-    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("runs"), dict):
+    if not isinstance(doc, dict) or doc.get("version") != version or not isinstance(doc.get("runs"), dict):
         return {}
-    return {k: e for k, v in doc["runs"].items() if isinstance(k, str) and (e := CachedRun.from_json(v)) is not None}
+    return {k: v for k, v in doc["runs"].items() if isinstance(k, str)}
+
+
+def load(path: Path) -> dict[str, CachedRun]:
+    """Entries by run directory name (see :func:`_load_runs` for when there are none)."""
+    return {k: e for k, v in _load_runs(path, VERSION).items() if (e := CachedRun.from_json(v)) is not None}
+
+
+def load_all(path: Path) -> dict[str, CachedRunAll]:
+    """The publish cache's entries by run directory name (see :func:`_load_runs`)."""
+    return {k: e for k, v in _load_runs(path, ALL_VERSION).items() if (e := CachedRunAll.from_json(v)) is not None}
+
+
+def _save_runs(path: Path, version: int, keep: dict[str, Any]) -> None:
+    key = _key(create=True)
+    d = _open_dir(path, create=True) if key is not None else None
+    if key is None or d is None:
+        return
+    doc = json.dumps({"version": version, "runs": keep}, separators=(",", ":")).encode()
+    with d:
+        try:
+            d.write(path.name, sealed_blob(key, "history-cache", path.name, doc))
+        except OSError:
+            return
 
 
 def save(path: Path, entries: dict[str, CachedRun]) -> None:
     """Best effort: a cache that cannot be written (no key, a directory that is not this user's private one, a
     read-only home, a full disk) costs time, never the answer."""
     now = time.time()
-    keep = {k: e.to_json() for k, e in entries.items() if now - e.newest > RACY_S}
-    key = _key(create=True)
-    d = _open_dir(path, create=True) if key is not None else None
-    if key is None or d is None:
-        return
-    doc = json.dumps({"version": VERSION, "runs": keep}, separators=(",", ":")).encode()
-    with d:
-        try:
-            d.write(path.name, sealed_blob(key, "history-cache", path.name, doc))
-        except OSError:
-            return
+    _save_runs(path, VERSION, {k: e.to_json() for k, e in entries.items() if now - e.newest > RACY_S})
+
+
+def save_all(path: Path, entries: dict[str, CachedRunAll]) -> None:
+    """:func:`save` for the publish cache."""
+    now = time.time()
+    _save_runs(path, ALL_VERSION, {k: e.to_json() for k, e in entries.items() if now - e.newest > RACY_S})

@@ -27,6 +27,9 @@ os.environ["KIT_CONFIG_DIR"] = tempfile.mkdtemp(prefix="kit-test-config-")
 # session, so the runs that tests start with `kit run` share the draws (deterministic: seed, code and numpy are in
 # each entry's key) instead of each analysis simulating them again, and the user's own cache is never touched.
 os.environ["KIT_POWER_CACHE"] = tempfile.mkdtemp(prefix="kit-test-power-")
+# A user's images/matrix.local.toml (kit images add) never changes a test: set at import, because tests
+# parametrised over the matrix's rows read it while they are collected, before any fixture runs.
+os.environ["KIT_LOCAL_MATRIX"] = str(Path(tempfile.mkdtemp(prefix="kit-test-matrix-")) / "matrix.local.toml")
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "florencio2019_lenet" / "experiment.toml"
@@ -64,6 +67,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
         report.outcome = "failed"
         report.longrepr = (f"KIT_CI=1: test marked {', '.join(sorted(required))} was skipped ({reason}); "
                            "CI must run it")
+
+
+@pytest.fixture(autouse=True)
+def _no_user_matrix(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without a user matrix (a row one test adds never reaches the next): a fresh path that
+    does not exist (the one set at import covers collection)."""
+    monkeypatch.setenv("KIT_LOCAL_MATRIX", str(tmp_path_factory.mktemp("no-user-matrix") / "matrix.local.toml"))
 
 
 @pytest.fixture

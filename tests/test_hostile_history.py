@@ -55,7 +55,7 @@ def _history(runs: Path, html: Path) -> tuple[str, str]:
 def test_history_html_escapes_labels_from_run_directories(crafted: tuple[Path, str, str]) -> None:
     _, _, page = crafted
     assert "<script>" not in page
-    assert "&lt;script&gt;alert(&#x27;owned&#x27;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;" in page  # Jinja2 autoescape (markupsafe)
 
 
 def test_history_terminal_shows_markup_in_labels_literally(crafted: tuple[Path, str, str]) -> None:

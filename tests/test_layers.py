@@ -38,8 +38,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("run", ("kit.run", "kit.executors")),
     ("analysis", ("kit.analysis",)),
     ("report", ("kit.report",)),
-    ("tools", ("kit.compare", "kit.compare_records", "kit.history", "kit.history_cache", "kit.bisect", "kit.pack", "kit.verify",
-               "kit.bench", "kit.catalog", "kit.scaffold", "kit.sequential_run", "kit.reproduce")),
+    ("tools", ("kit.compare", "kit.compare_records", "kit.history", "kit.history_cache", "kit.history_pages", "kit.history_site", "kit.bisect", "kit.pack", "kit.verify",
+               "kit.bench", "kit.catalog", "kit.scaffold", "kit.sequential_run", "kit.reproduce",
+               "kit.markdown")),
     ("command line", ("kit.cli", "kit.__main__")),
 )
 

@@ -21,7 +21,7 @@ from kit.cli.options import (
     need_run_dir,
 )
 from kit.cli.output import Output, esc, fmt_p, old_json_form, print_json
-from kit.errors import KitError
+from kit.errors import KitError, UsageError
 
 if TYPE_CHECKING:
     from kit.compare_records import CompareRow
@@ -34,6 +34,26 @@ def _fmt_mde(row: CompareRow) -> str:
     if row.decidable is False:
         return "none (n too small)"
     return "unknown" if row.mde is None else f"{row.mde:.1%}"
+
+
+MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print the answer as a GitHub-flavoured Markdown table "
+                                           "on stdout (a pull request, an issue, $GITHUB_STEP_SUMMARY); the tables "
+                                           "go to stderr. The exit code is unchanged.")]
+OnlyChangesOpt = Annotated[bool, typer.Option("--only-changes", help="With --markdown: only regressions, "
+                                              "improvements and suspect changes; the rest counted in one line.")]
+
+
+def _markdown_on_stdout(io: Output, command: str, markdown: bool, only_changes: bool, json_out: bool) -> None:
+    """--markdown prints the Markdown alone on stdout (the tables go to stderr, as with --json); stdout holds one
+    document, so --markdown with --json is refused, and --only-changes shapes the Markdown only."""
+    if markdown and json_out:
+        raise UsageError("--markdown and --json both print on stdout", where=f"{command} --markdown --json",
+                         fix="keep one on stdout and write the JSON to a file with --json-file PATH")
+    if only_changes and not markdown:
+        raise UsageError("--only-changes selects the rows of the Markdown output", where=f"{command} --only-changes",
+                         fix="add --markdown")
+    if markdown:
+        io.to_stderr()
 
 
 @commands.command(short_help="Compare two runs, or two arms of one run: ratio, test, effect size and a verdict per metric.")
@@ -53,6 +73,8 @@ def compare(
     fail_on_: Annotated[FailOn | None, typer.Option("--fail-on", help="Exit 1 on: regression, improvement or change (CI gating); exit 4 when none was found but a significant change is suspect (the runs' host conditions differ: re-run); exit 3 when a comparison was inconclusive.")] = None,
     allow_inconclusive: Annotated[bool, typer.Option(help="With --fail-on: exit 0, not 3, when comparisons are inconclusive.")] = False,
     metric: Annotated[list[str] | None, typer.Option("--metric", metavar="<str>", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
+    markdown: MarkdownOpt = False,
+    only_changes: OnlyChangesOpt = False,
 ) -> None:
     """Compare two runs, or two arms of one run (e.g. two framework versions): ratio, test, effect size,
     minimum detectable change and a three-way verdict per metric (change, no change, inconclusive)."""
@@ -60,6 +82,7 @@ def compare(
 
     io = Output.of(ctx)
     old_json_form(json_out, run_a, run_b)
+    _markdown_on_stdout(io, "kit compare", markdown, only_changes, json_out)
     if json_out:
         io.to_stderr()
     from kit.compare import (
@@ -150,6 +173,13 @@ def compare(
         print_json(io, res.to_json(), "compare", json_file, stdout=json_out)
     if html_out:
         render_html(res, html_out)
+    if markdown:
+        import sys
+
+        from kit.markdown import compare_markdown
+
+        sys.stdout.write(compare_markdown(res, only_changes=only_changes))
+        sys.stdout.flush()
     code = exit_code(res.counts, fail_on, allow_inconclusive)
     if code == 1:
         io.err.print(f"[red]{fail_on} found[/]: exit {code}")
@@ -167,7 +197,10 @@ def compare(
 def bisect_cmd(
     ctx: typer.Context,
     spec: Annotated[Path, typer.Argument(help="Experiment TOML.", autocompletion=complete_experiments)],
-    images: Annotated[str, typer.Option("--images", help="Image rows of one framework in release order, known good first, known bad last, e.g. tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu.")],
+    images: Annotated[str | None, typer.Option("--images", help="Image rows (or releases, e.g. tensorflow==2.20.0) of one framework in release order, known good first, known bad last, e.g. tensorflow-2.19-cpu,tensorflow-2.20-cpu,tensorflow-2.21-cpu.")] = None,
+    between: Annotated[tuple[str, str] | None, typer.Option("--between", metavar="GOOD BAD", help="Bisect over every release on the index from GOOD to BAD, e.g. --between tensorflow==2.17.1 tensorflow==2.21.0 (releases with a wheel for the rows' Python, not yanked); only the releases the bisection visits are added as rows and built.")] = None,
+    pre: Annotated[bool, typer.Option("--pre", help="With --between: include pre-releases.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the answer and the comparisons as Markdown on stdout (for an issue or a pull request); the tables go to stderr.")] = False,
     metric: Annotated[str, typer.Option(help="Metric that changed, e.g. time_s.")] = "time_s",
     phase_: Annotated[Phase, typer.Option("--phase", help="Phase of the metric.")] = Phase.train,
     profile: ProfileOpt = None,
@@ -183,9 +216,20 @@ def bisect_cmd(
     io = Output.of(ctx)
     old_json_form(json_out, spec)
     check_names(str(spec), profile)
-    if json_out:
+    if (images is None) == (between is None):
+        raise KitError("give the releases either as --images GOOD,...,BAD or as --between GOOD BAD" if images is None
+                       else "--images and --between both name the releases", where="kit bisect",
+                       fix="--images tensorflow-2.19-cpu,tensorflow-2.21-cpu (rows or releases), or --between "
+                           "tensorflow==2.17.1 tensorflow==2.21.0 (every release on the index between them)")
+    if pre and between is None:
+        raise KitError("--pre belongs to --between", where="--pre", fix="add --between GOOD BAD, or drop --pre")
+    if json_out and markdown:
+        raise KitError("--json and --markdown both print on stdout", where="kit bisect",
+                       fix="keep one, and write the JSON with --json-file")
+    if json_out or markdown:
         io.to_stderr()
-    from kit.bisect import BisectOptions, run_bisect
+    from kit.bisect import BisectOptions, releases_between, run_bisect
+    from kit.cli.run import image_progress
     from kit.cli.ui import RichEvents
     from kit.run import RunOptions
     from kit.spec import load_spec
@@ -194,9 +238,17 @@ def bisect_cmd(
     loaded = load_spec(spec, profile)
     opts = BisectOptions(metric=metric, phase=phase, threshold=threshold, alpha=alpha)
     run_opts = RunOptions(runs_root=runs_dir, backend=backend, data_dir=data_dir)
+    if between is not None:
+        releases = releases_between(loaded, between[0], between[1], pre=pre)
+        io.out.print(f"{len(releases)} releases from {esc(between[0])} to {esc(between[1])} on the index: "
+                     f"{esc(', '.join(r.partition('==')[2] for r in releases))} (rows are added and built only for "
+                     "the releases the bisection visits)", soft_wrap=True)
+    else:
+        releases = (images or "").split(",")
     with RichEvents(io.err) as events:
-        res = run_bisect(loaded, images.split(","), opts, run_opts, events,
-                         on_compare=lambda a, b: io.err.print(f"[bold]comparing {b} with {a}[/] (one interleaved run)"))
+        res = run_bisect(loaded, releases, opts, run_opts, events,
+                         on_compare=lambda a, b: io.err.print(f"[bold]comparing {b} with {a}[/] (one interleaved run)"),
+                         progress=image_progress(io))
     table = Table(title=f"kit bisect {loaded.experiment.id}: {metric} ({phase}), threshold {threshold:.0%}")
     for col in ("candidate", "baseline", f"{metric} B/A [95% CI]", "p (Holm)", "detectable", "verdict", "run"):
         table.add_column(col, overflow="fold")
@@ -206,11 +258,31 @@ def bisect_cmd(
         table.add_row(esc(c.candidate), esc(c.baseline), ratio, fmt_p(c.p_adj),
                       "unknown" if c.mde is None else f"{c.mde:.1%}", c.verdict, esc(c.run))
     io.out.print(table)
+    io.out.print(esc(res.message()), soft_wrap=True)
     io.out.print(f"[bold]{esc(res.status)}[/]: {esc(res.answer)} ({res.n_comparisons} comparison(s))")
+    if markdown:
+        from kit.bisect import markdown as bisect_markdown
+
+        typer.echo(bisect_markdown(res), nl=False)
     if json_out or json_file:
         print_json(io, res.to_json(), "bisect", json_file, stdout=json_out)
     if res.status in ("inconclusive", "non-monotonic"):
         raise typer.Exit(3)
+
+
+def _publish_history(io: Output, runs_dir: Path, out_dir: Path, threshold: float, cache: bool) -> None:
+    """`kit history --publish DIR`: the site of every series (kit.history_site), with progress on stderr."""
+    from rich.progress import Progress
+
+    from kit.history_site import publish
+
+    with Progress(console=io.err, transient=True) as progress:
+        task = progress.add_task("reading runs", total=None)
+        site = publish(runs_dir, out_dir, threshold=threshold, use_cache=cache,
+                       on_progress=lambda done, total: progress.update(task, completed=done, total=total))
+    io.out.print(f"{site.series} series from {site.runs_read + site.runs_reused} runs ({site.runs_read} read, "
+                 f"{site.runs_reused} from the cache); {site.pages_written} file(s) written, {site.pages_unchanged} "
+                 f"unchanged, {site.pages_removed} removed: {esc(str(site.index))}", soft_wrap=True)
 
 
 @commands.command("history")
@@ -227,19 +299,26 @@ def history_cmd(
     json_file: JsonFile = None,
     cache: Annotated[bool, typer.Option(help="Reuse what earlier calls read from unchanged runs "
                                              "(~/.cache/kit/history or $KIT_HISTORY_CACHE).")] = True,
+    markdown: MarkdownOpt = False,
+    only_changes: OnlyChangesOpt = False,
+    publish: Annotated[Path | None, typer.Option("--publish", help="Write a static site of every series (all studies, metrics, phases and arms: --metric/--phase/--arm/--experiment do not restrict it) into this directory; works from file://.")] = None,
 ) -> None:
     """A metric across runs of successive versions, with the steps where it changed."""
     io = Output.of(ctx)
     old_json_form(json_out, runs_dir)
+    _markdown_on_stdout(io, "kit history", markdown, only_changes, json_out)
     if json_out:
         io.to_stderr()
     phase = phase_.value
     if not runs_dir.is_dir():
         raise KitError("runs directory not found", where=str(runs_dir), fix="give the directory holding the run directories")
+    if publish is not None:
+        _publish_history(io, runs_dir, publish, threshold, cache)
+        return
 
     from rich.progress import Progress
 
-    from kit.history import history, render_html
+    from kit.history import history, render_html, shown_runs
     from kit.store import write_named_output
 
     with Progress(console=io.err, transient=True) as progress:
@@ -249,9 +328,15 @@ def history_cmd(
     table = Table(title=esc(f"{metric} ({phase}, {res.arm}) across {len(res.runs)} runs"))
     for col in ("#", "label", "version (this arm's)", "n", "median", "IQR"):
         table.add_column(col)
-    for i, r in enumerate(res.runs):
+    last = -1
+    for i in shown_runs(res):
+        if i > last + 1:  # long series: the runs left out are counted (--json/--html/--publish list them all)
+            table.add_row("…", f"[dim]{i - last - 1} runs not shown[/]", "", "", "", "")
+        r, last = res.runs[i], i
         table.add_row(str(i), esc(r.label), esc(r.version or "-"), str(r.n), f"{r.median:.4g}",
                       f"{r.q1:.4g}–{r.q3:.4g}")
+    if last < len(res.runs) - 1:
+        table.add_row("…", f"[dim]{len(res.runs) - last - 1} runs not shown[/]", "", "", "", "")
     io.out.print(table)
     if not res.steps:
         io.out.print("no step: no significant change larger than the threshold")
@@ -265,3 +350,12 @@ def history_cmd(
         print_json(io, res.to_json(), "history", json_file, stdout=json_out)
     if html_out:
         write_named_output(html_out, render_html(res).encode())
+    if markdown:
+        import sys
+
+        from kit.markdown import history_markdown
+        from kit.store import RunDir
+
+        study = experiment or RunDir.open(Path(res.runs[0].run_dir)).manifest().experiment  # one study: history()
+        sys.stdout.write(history_markdown(res, only_changes=only_changes, experiment=study))
+        sys.stdout.flush()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from kit.cli.output import Output
+
+if TYPE_CHECKING:
+    from kit.images.matrix import ImageRow
 
 images_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="Pinned framework images: list, lock, fetch, render, build, verify.")
@@ -58,7 +62,7 @@ def list_cmd(ctx: typer.Context, engine: Annotated[bool, typer.Option(help="Ask 
 
     io = Output.of(ctx)
     eng = try_engine() if engine else None
-    table = Table(title="Image matrix (images/matrix.toml)" + (f" · {eng.label()}" if eng else " · no engine"))
+    table = Table(title="Image matrix (images/matrix.toml + your matrix.local.toml)" + (f" · {eng.label()}" if eng else " · no engine"))
     for col in ("name", "framework", "device", "CUDA", "cuDNN", "python", "default", "era", "lock", "built"):
         table.add_column(col, overflow="fold")
     for r in list_images(engine=eng):
@@ -125,9 +129,9 @@ def build_cmd(ctx: typer.Context, names: Names = None, all_: AllRows = False, fr
 
     eng = try_engine() if format == "docker" or from_docker or not names else None
     rows = _rows(names, all_, framework, device, eng)
+    on_line, on_start = _progress(io)
     results = build_rows(rows, base, wheelhouse, no_cache, format, from_docker, eng,
-                         on_line=lambda s: io.err.out(f"  | {s}", highlight=False),
-                         on_start=lambda r: io.err.print(f"[bold]building {r.name}[/] ({r.framework} {r.version}, {r.device})"))
+                         on_line=on_line, on_start=on_start)
     table = Table(title="Built")
     for col in ("image", "tag / file", "id / sha256", "seconds", "note"):
         table.add_column(col, overflow="fold")
@@ -138,6 +142,43 @@ def build_cmd(ctx: typer.Context, names: Names = None, all_: AllRows = False, fr
             note = "already built (same recipe)" if r.cached else ("offline wheelhouse" if r.offline else "from the index")
             table.add_row(r.row, r.tag, r.id, f"{r.seconds:.0f}", note)
     io.out.print(table)
+
+
+def _progress(io: Output) -> tuple[Callable[[str], None], Callable[[ImageRow], None]]:
+    """(on_line, on_start) printing a build's log and each row it starts, as `kit images build` does."""
+    return (lambda s: io.err.out(f"  | {s}", highlight=False),
+            lambda r: io.err.print(f"[bold]building {r.name}[/] ({r.framework} {r.version}, {r.device})"))
+
+
+@images_app.command("add", short_help="Add a row for any release, nightly or wheel file to the user matrix, and build it.")
+def add_cmd(ctx: typer.Context,
+            spec: Annotated[str, typer.Argument(metavar="SPEC", help="tensorflow==2.18.1, torch==2.11.0, torch==2.15.0.dev20261120 (with --index-url); may be empty with --wheel.")] = "",
+            index_url: Annotated[str | None, typer.Option("--index-url", metavar="<url>", help="The index that publishes the release (pre-releases, nightlies).")] = None,
+            wheel: Annotated[Path | None, typer.Option("--wheel", metavar="<path>", help="A wheel file to build the row from (its sha256 is recorded).")] = None,
+            device: Annotated[DeviceChoice, typer.Option(help="The row's device.")] = DeviceChoice.cpu,
+            python: Annotated[str | None, typer.Option(help="The row's CPython (default: the matrix's, 3.11).")] = None,
+            build: Annotated[bool, typer.Option("--build/--no-build", help="Build the image now (default) or on first use.")] = True) -> None:
+    """Check a release on its index (not yanked, a wheel for the row's Python), lock it with pip and write the row into images/matrix.local.toml; then build it unless --no-build."""
+    from kit.errors import ImageError
+    from kit.images.add import add_row, ensure_built, parse_release_spec
+    from kit.images.lock import parse_lock
+
+    io = Output.of(ctx)
+    if not spec and wheel is None:
+        raise ImageError("no release given", where="kit images add", fix="give SPEC (e.g. tensorflow==2.18.1) or --wheel PATH")
+    release = parse_release_spec(spec, index_url=index_url, wheel=wheel)
+    row = add_row(release, device.value, python=python, on_line=lambda s: io.err.out(f"  {s}", highlight=False))
+    pins = len(parse_lock(row.lock_text(), str(row.lock_path)))
+    cuda = f", CUDA {row.cuda}, cuDNN {row.cudnn}" if row.device == "cuda" else ""
+    io.out.print(f"added {row.name}: {row.framework} {row.version} ({row.device}{cuda}), CPython {row.python}; "
+                 f"lock {row.lock_path} ({pins} pinned files)" + (f"; wheel sha256 {row.wheel_sha256}" if row.wheel else ""),
+                 highlight=False)
+    if build:
+        on_line, on_start = _progress(io)
+        ensure_built(row, on_line=on_line, on_start=on_start)
+        io.out.print(f"built {row.name}", highlight=False)
+    else:
+        io.out.print(f"not built: kit images build {row.name} (or it is built on first use)", highlight=False)
 
 
 @images_app.command("verify", short_help="Start each image and check its framework, CUDA and cuDNN versions from inside.")

@@ -25,6 +25,7 @@ from kit.errors import KitError
 from kit.fmt import kit_cmd
 
 if TYPE_CHECKING:
+    from kit.images.arms import ImageProgress, ResolvedRelease
     from kit.store import RunDir
 
 commands = typer.Typer()
@@ -55,8 +56,8 @@ def run(
     wait: Annotated[bool, typer.Option(help="With --executor slurm: wait for the jobs, then report.")] = False,
     chunk: Annotated[int | None, typer.Option(hidden=True, help="Inside a cluster job: run this chunk.")] = None,
     label: Annotated[str | None, typer.Option(help="Version label of this run, for `kit history`.")] = None,
-    image: Annotated[list[str] | None, typer.Option("--image", metavar="<str>", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124 (repeatable).")] = None,
-    images: Annotated[str | None, typer.Option("--images", help="Container backends: run one arm per matrix row, interleaved in one plan, e.g. pytorch-2.6-cu124,pytorch-2.7-cu126 (version-to-version comparison).")] = None,
+    image: Annotated[list[str] | None, typer.Option("--image", metavar="<str>", help="Container backends: the matrix row of a framework, e.g. pytorch=pytorch-2.6-cu124, or a release, e.g. tensorflow=tensorflow==2.18.1 (repeatable).")] = None,
+    images: Annotated[str | None, typer.Option("--images", help="Container backends: run one arm per matrix row or release, interleaved in one plan, e.g. pytorch-2.6-cu124,pytorch-2.7-cu126 or tensorflow==2.18.1,tensorflow==2.19.1 (version-to-version comparison; a release without a row is added to images/matrix.local.toml for the run's device and, with docker, built first).")] = None,
     build_images: Annotated[bool, typer.Option(help="Container backends: build the images the run needs if they are missing.")] = False,
     until_conclusive: Annotated[bool, typer.Option("--until-conclusive", help="Add interleaved blocks until every testable hypothesis is decided (a difference, or equivalence within 5 %), looking after the spec's repetitions and every as many more, with alpha spending so that the family-wise error stays at alpha; stops at --max-repetitions or when the next look would pass --budget.")] = False,
     budget: Annotated[str | None, typer.Option(help="With --until-conclusive: the most time to spend, e.g. 20m or 1h.")] = None,
@@ -87,7 +88,7 @@ def run(
         slurm={"partition": partition, "account": account, "gpus_per_trial": gpus_per_trial, "time_limit": time_limit,
                "blocks_per_job": blocks_per_job, "sbatch_options": tuple(sbatch_option) if sbatch_option else None},
         chunk=chunk, label=label, retry_failed=retry_failed, retry_oom=retry_oom, image=image, images=images,
-        trust_study_code=trust_study_code, study=study, study_digest=study_digest)
+        trust_study_code=trust_study_code, study=study, study_digest=study_digest, progress=image_progress(io))
     req.opts.wait_for_quiet_s = wait_s
     if build_images and req.opts.backend == "docker" and req.spec is not None:
         _build_run_images(io, req.spec, req.opts.arms or req.spec.experiment.frameworks,
@@ -319,6 +320,19 @@ def _choose_backend(io: Output, name: str) -> str:
                   + ("a container engine can hand this host's NVIDIA GPU(s) to containers" if chosen == "docker"
                      else "no container engine with GPU support here; see `kit doctor`") + ")[/]")
     return chosen
+
+
+def image_progress(io: Output) -> ImageProgress:
+    """Releases becoming rows and images (kit.images.arms), said on stderr as they happen."""
+    from kit.images.arms import ImageProgress
+
+    def on_row(r: ResolvedRelease) -> None:
+        how = "added to the user matrix" if r.added else "already in the matrix"
+        io.err.print(f"[bold]{esc(r.item)}[/]: row {esc(r.row)} ({how}" + (", image built)" if r.built else ")"),
+                     highlight=False)
+
+    return ImageProgress(on_row=on_row, on_line=lambda s: io.err.out(f"  | {s}", highlight=False),
+                         on_start=lambda r: io.err.print(f"[bold]building image {esc(r.name)}[/] (needed by this run)"))
 
 
 def _build_run_images(io: Output, spec: Any, arms: tuple[str, ...], overrides: dict[str, str] | None) -> None:

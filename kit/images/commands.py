@@ -70,7 +70,7 @@ def list_images(matrix: Matrix | None = None, engine: Engine | None = None) -> l
             built = f"{info['tag']} {info['id'][:19]}" if info else "not built"
         out.append({"name": r.name, "framework": f"{r.framework} {r.version}", "device": r.device,
                     "cuda": r.cuda or "-", "cudnn": r.cudnn or "-", "python": r.python, "default": r.default,
-                    "paper_era": r.paper_era, "papers": list(r.papers), "harness": r.harness_problem() is None,
+                    "paper_era": r.paper_era, "papers": list(r.papers), "harness": r.harness_problem() is None, "local": r.local,
                     "era": era_text(r), "base": r.base_ref, "lock": lock, "built": built})
     return out
 
@@ -78,8 +78,9 @@ def list_images(matrix: Matrix | None = None, engine: Engine | None = None) -> l
 def era_text(row: ImageRow) -> str:
     """The list's "era" cell: "current", or whose paper-era stack the row is and whether the harness runs there."""
     if not row.paper_era:
-        return "current"
-    return f"paper era: {', '.join(row.papers)}" + ("" if row.harness_problem() is None else " (no kit trials)")
+        return "local" if row.local else "current"
+    era = f"paper era: {', '.join(row.papers)}" + ("" if row.harness_problem() is None else " (no kit trials)")
+    return f"local, {era}" if row.local else era
 
 
 def try_engine() -> Engine | None:
@@ -95,7 +96,8 @@ def lock_rows(rows: list[ImageRow], find_links: list[Path], index_urls: list[str
 
     out = []
     for r in rows:
-        text = make_lock(r, find_links, index_urls)
+        links = [*find_links, *([r.wheel_path.parent] if r.wheel_path is not None else [])]  # a --wheel row's file
+        text = make_lock(r, links, index_urls)
         path = write_lock(r, text)
         out.append(path)
         if on_row:
@@ -132,8 +134,9 @@ def build_rows(rows: list[ImageRow], base: str | None = None, wheelhouse: Path |
     for r in rows:
         if on_start:
             on_start(r)
+        house = wheelhouse if wheelhouse is not None or r.wheel_path is None else wheel_row_house(r, on_line)
         if fmt == "docker":
-            results.append(build_image(engine or find_engine(), r, base, wheelhouse, on_line, nocache))
+            results.append(build_image(engine or find_engine(), r, base, house, on_line, nocache))
         elif fmt == "sif":
             from kit.images.sif import build_sif
 
@@ -145,11 +148,22 @@ def build_rows(rows: list[ImageRow], base: str | None = None, wheelhouse: Path |
                     raise ImageError(f"{r.name} is not built as a Docker image to convert", where="--from-docker",
                                      fix=f"kit images build {r.name} first, or build the .sif from its definition")
                 image = built["tag"]
-            results.append(build_sif(r, base=base, wheelhouse=wheelhouse, from_image=image, engine=engine,
+            results.append(build_sif(r, base=base, wheelhouse=house, from_image=image, engine=engine,
                                      on_line=on_line))
         else:
             raise KitError(f"unknown format {fmt!r}", where="--format", fix="use docker or sif")
     return results
+
+
+def wheel_row_house(row: ImageRow, on_line: Callable[[str], None] | None = None) -> Path:
+    """A wheelhouse with every locked file of ``row``, fetched on this host into the default wheelhouse,
+    hash-checked, before the build: a ``--wheel`` row's own wheel is on no index, so the image cannot install
+    from one; :func:`kit.images.add.ensure_built` builds every row it adds this way."""
+    from kit.images.lock import default_wheelhouse, fetch_wheels
+
+    house = default_wheelhouse()
+    fetch_wheels(row, house / row.name, on_line)
+    return house
 
 
 def verify_rows(rows: list[ImageRow], engine: Engine | None = None, only_built: bool = False) -> tuple[list[Any], list[str]]:

@@ -328,8 +328,11 @@ def missing_wheels(row: ImageRow, wheelhouse: Path) -> list[str]:
 def fetch_command(row: ImageRow, dest: Path, index_urls: list[str] | None = None,
                   python: str = sys.executable) -> list[str]:
     no_binary = [f"--no-binary={','.join(row.no_binary)}"] if row.no_binary else []
+    # a --wheel row's own file is in the matrix's wheels folder, not on any index (the lock pins it by sha256)
+    links = ["--find-links", str(row.wheel_path.parent)] if row.wheel_path is not None else []
     return [python, "-m", "pip", "download", "--no-deps", "--require-hashes", "--progress-bar", "off",
-            *target_args(row), *no_binary, *index_args(row, index_urls), "--dest", str(dest), "-r", str(row.lock_path)]
+            *target_args(row), *no_binary, *index_args(row, index_urls), *links, "--dest", str(dest),
+            "-r", str(row.lock_path)]
 
 
 def fetch_wheels(row: ImageRow, dest: Path, on_line: Callable[[str], None] | None = None,

@@ -14,11 +14,19 @@ names the studies it serves (``papers``) and its own ``python`` and base. The
 kit's trial harness needs CPython >= 3.10 and today's framework APIs (Keras 3),
 so such a row says ``harness = false`` and the kit refuses to schedule trials in
 it (:func:`require_harness`).
+
+The user matrix (``images/matrix.local.toml``, or ``$KIT_LOCAL_MATRIX``) holds the rows a user added with
+``kit images add``: same format and validation, merged after the shipped rows, never committed. Its rows say
+``local`` and keep their locks and wheel files under its own folder (``locks/local/``, ``wheels/local/``), so
+the shipped matrix and its locks are never rewritten. A local row whose name a shipped row has is an error,
+not an override: a run's manifest names a row, and one name must mean one build.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -30,14 +38,18 @@ from kit.records import JsonTable
 
 MATRIX_SCHEMA = 1
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
+ENV_LOCAL_MATRIX = "KIT_LOCAL_MATRIX"
 FRAMEWORK_NAMES = ("pytorch", "tensorflow")
 DEVICES = ("cpu", "cuda")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
+_PUBLIC_VERSION = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ROW_KEYS = {"name", "framework", "version", "device", "cuda", "cudnn", "python", "base", "base_digest",
              "requirements", "lock", "index_url", "extra_index_urls", "default", "notes",
-             "paper_era", "papers", "harness", "platforms", "sdists"}
+             "paper_era", "papers", "harness", "platforms", "sdists", "wheel", "wheel_sha256"}
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_WHEEL_PATH = re.compile(r"^[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*\.whl$")
 _SDIST_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==\d[0-9A-Za-z.]*$")
 _EXPERIMENT_ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _PLATFORM = re.compile(r"^(manylinux1|manylinux2010|manylinux2014|manylinux_2_\d+|linux)_x86_64$")
@@ -73,7 +85,16 @@ class ImageRow:
     # paper-era only: pure-Python dependencies the index publishes as source archives only ("termcolor==1.1.0"),
     # locked by the archive's sha256 and built in the image (pip --no-binary for exactly these)
     sdists: tuple[str, ...] = ()
+    # a row made from a wheel file (kit images add --wheel): its path relative to the matrix's folder and sha256
+    wheel: str = ""
+    wheel_sha256: str = ""
     root: Path = field(default=IMAGES_DIR, compare=False, repr=False)
+    local: bool = field(default=False, compare=False)  # from the user matrix (images/matrix.local.toml)
+
+    @property
+    def wheel_path(self) -> Path | None:
+        """The wheel file a ``--wheel`` row installs (None for rows from an index)."""
+        return self.root / self.wheel if self.wheel else None
 
     @property
     def base_ref(self) -> str:
@@ -120,11 +141,23 @@ class ImageRow:
 
 
 @dataclass(frozen=True)
+class RowDefaults:
+    """The shipped matrix's ``[defaults]`` a new row starts from (``kit images add``)."""
+
+    python: str = ""
+    base: str = ""
+    base_digest: str = ""
+    index_url: str = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True)
 class Matrix:
-    """Every row, in file order."""
+    """Every row, in file order (the shipped rows, then the user's local ones)."""
 
     rows: tuple[ImageRow, ...]
     path: Path
+    local_path: Path | None = None  # the user matrix merged in (None: none was)
+    defaults: RowDefaults = RowDefaults()
 
     def get(self, name: str) -> ImageRow:
         for row in self.rows:
@@ -208,9 +241,10 @@ def parse_row(raw: Any, p: str, path: Path, defaults: JsonTable, root: Path) -> 
     if device not in DEVICES:
         raise _err(path, f"{p}.device", "'cpu' or 'cuda'", device)
     version, python = _str(merged, "version", p, path), _str(merged, "python", p, path)
-    for key, val in (("version", version), ("python", python)):
-        if not _VERSION.match(val):
-            raise _err(path, f"{p}.{key}", "a dotted version such as '2.6.0'", val)
+    if not _VERSION.match(python):
+        raise _err(path, f"{p}.python", "a dotted version such as '3.11'", python)
+    if not _PUBLIC_VERSION.match(version):  # releases, pre-releases and nightlies (2.15.0.dev20261120), no +local
+        raise _err(path, f"{p}.version", "a public PEP 440 version such as '2.6.0' or '2.15.0.dev20261120'", version)
     cuda, cudnn = _str(merged, "cuda", p, path, False), _str(merged, "cudnn", p, path, False)
     if device == "cuda":
         for key, val in (("cuda", cuda), ("cudnn", cudnn)):
@@ -248,6 +282,12 @@ def parse_row(raw: Any, p: str, path: Path, defaults: JsonTable, root: Path) -> 
     if sdists and not paper_era:
         raise _err(path, f"{p}.sdists", "no source archives on a current row (current rows install wheels only)",
                    list(sdists))
+    wheel, wheel_sha = _str(merged, "wheel", p, path, False), _str(merged, "wheel_sha256", p, path, False)
+    if wheel and (not _WHEEL_PATH.match(wheel) or ".." in wheel.split("/")):
+        raise _err(path, f"{p}.wheel", "a .whl path relative to the matrix's folder (such as 'wheels/local/x.whl')",
+                   wheel)
+    if bool(wheel) != bool(wheel_sha) or (wheel_sha and not _SHA256.match(wheel_sha)):
+        raise _err(path, f"{p}.wheel_sha256", "64 lower-case hex digits, given exactly when wheel is", wheel_sha or None)
     _check_era(raw, p, path, python, base, paper_era, papers, default, harness)
     _check_base_python(p, path, python, base)
     return ImageRow(
@@ -256,7 +296,7 @@ def parse_row(raw: Any, p: str, path: Path, defaults: JsonTable, root: Path) -> 
         index_url=_str(merged, "index_url", p, path, False, "https://pypi.org/simple"),
         extra_index_urls=_strs(merged, "extra_index_urls", p, path), default=default,
         notes=_str(merged, "notes", p, path, False), paper_era=paper_era, papers=papers, harness=harness,
-        platforms=platforms, sdists=sdists, root=root,
+        platforms=platforms, sdists=sdists, wheel=wheel, wheel_sha256=wheel_sha, root=root,
     )
 
 
@@ -290,7 +330,8 @@ def _check_base_python(p: str, path: Path, python: str, base: str) -> None:
         raise _err(path, f"{p}.python", f"the Python of the base image {base} (its tag says {tag.split('-')[0]})", python)
 
 
-def parse_matrix(text: str, path: Path, root: Path | None = None) -> Matrix:
+def parse_matrix(text: str, path: Path, root: Path | None = None, local: bool = False) -> Matrix:
+    """Validate a matrix file's text (``local``: the user matrix, whose rows are marked local)."""
     root = root or path.parent
     try:
         data = tomllib.loads(text)
@@ -305,25 +346,73 @@ def parse_matrix(text: str, path: Path, root: Path | None = None) -> Matrix:
     if not isinstance(raw_rows, list) or not raw_rows:
         raise _err(path, "image", "at least one [[image]] table")
     rows = tuple(parse_row(r, f"image[{i}]", path, defaults, root) for i, r in enumerate(raw_rows))
+    if local:
+        rows = tuple(dataclasses.replace(r, local=True) for r in rows)
     seen: dict[str, int] = {}
     for i, r in enumerate(rows):
         if r.name in seen:
             raise _err(path, f"image[{i}].name", f"a name not used before (image[{seen[r.name]}] has it)", r.name)
         seen[r.name] = i
+    _check_defaults(rows, path)
+    return Matrix(rows, path, defaults=_row_defaults(defaults))
+
+
+def _check_defaults(rows: tuple[ImageRow, ...], path: Path) -> None:
     for fw in FRAMEWORK_NAMES:
         for dev in DEVICES:
             n = sum(r.default for r in rows if r.framework == fw and r.device == dev)
             if n > 1:
                 raise _err(path, "image", f"at most one default row for {fw} on {dev}", n)
-    return Matrix(rows, path)
 
 
-def load_matrix(path: Path | None = None) -> Matrix:
-    """Load and validate ``images/matrix.toml`` (or ``path``)."""
-    path = path or IMAGES_DIR / "matrix.toml"
+def _row_defaults(raw: JsonTable) -> RowDefaults:
+    def text(key: str, fallback: str = "") -> str:
+        val = raw.get(key, fallback)
+        return val if isinstance(val, str) else fallback
+
+    return RowDefaults(text("python"), text("base"), text("base_digest"), text("index_url", "https://pypi.org/simple"))
+
+
+def local_matrix_path() -> Path:
+    """Where the user matrix is: ``$KIT_LOCAL_MATRIX``, else ``images/matrix.local.toml``."""
+    env = os.environ.get(ENV_LOCAL_MATRIX)
+    return Path(env) if env else IMAGES_DIR / "matrix.local.toml"
+
+
+def merge_local(shipped: Matrix, local: Matrix) -> Matrix:
+    """The shipped rows then the local ones; a name both use, or a second default, is an error naming both files."""
+    names = {r.name for r in shipped.rows}
+    assert local.path is not None
+    for i, r in enumerate(local.rows):
+        if r.name in names:
+            raise ImageError(f"the local row {r.name!r} has the name of a row of the shipped matrix",
+                             where=f"{local.path}: image[{i}].name (and {shipped.path})",
+                             fix="rename the local row (and its lock), or remove it: the shipped row already is "
+                                 "that build")
+    rows = shipped.rows + local.rows
+    _check_defaults(rows, local.path)
+    return Matrix(rows, shipped.path, local.path, shipped.defaults)
+
+
+def read_matrix_text(path: Path, what: str = "the image matrix") -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ImageError(f"the image matrix cannot be read ({exc.strerror})", where=str(path),
+        raise ImageError(f"{what} cannot be read ({exc.strerror})", where=str(path),
                          fix="run from the kit's checkout (images/matrix.toml)") from None
-    return parse_matrix(text, path)
+
+
+def load_matrix(path: Path | None = None, local_path: Path | None = None, with_local: bool = True) -> Matrix:
+    """Load and validate ``images/matrix.toml`` (or ``path``) merged with the user matrix when it exists.
+
+    ``local_path`` replaces :func:`local_matrix_path`; ``with_local=False`` loads the shipped rows only.
+    """
+    path = path or IMAGES_DIR / "matrix.toml"
+    shipped = parse_matrix(read_matrix_text(path), path)
+    if not with_local:
+        return shipped
+    local_path = local_path or local_matrix_path()
+    if not local_path.exists():
+        return shipped
+    local = parse_matrix(read_matrix_text(local_path, "the user image matrix"), local_path, local=True)
+    return merge_local(shipped, local)

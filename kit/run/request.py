@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.errors import KitError
+from kit.images.arms import ImageProgress, is_release, refuse_on_local, resolve_items, resolve_release, run_device
 from kit.run.options import RETRY_FAILED, RunEvents, RunOptions, SlurmOverrides
 from kit.run.resume import resume_run
 from kit.run.start import start_run
@@ -45,14 +46,33 @@ def check_image_rows(overrides: dict[str, str]) -> None:
         require_harness(matrix.get(row), f"--image {fw}={row}")
 
 
+def _check_release_overrides(overrides: dict[str, str], loaded: Spec | None) -> None:
+    """``--image FRAMEWORK=RELEASE``: a new run's, and a release of that framework (before anything is built)."""
+    from kit.images.add import parse_release_spec
+
+    for fw, item in overrides.items():
+        if not is_release(item):
+            continue
+        if loaded is None:
+            raise KitError(f"--image {fw}={item} names a release; a resumed run keeps the images of its manifest",
+                           where=f"--image {fw}={item}", fix="drop --image when resuming")
+        got = parse_release_spec(item).framework
+        if got != fw:
+            raise KitError(f"{item} is a {got} release, not {fw}", where=f"--image {fw}={item}",
+                           fix=f"give a release of {fw}, e.g. --image {got}={item}")
+
+
 def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, backend: str, runs_dir: Path,
                 data_dir: Path | None = None, download: bool = True, seed: int | None = None,
                 max_trials: int | None = None, executor: str = "local", slurm: SlurmOverrides | None = None,
                 chunk: int | None = None, label: str | None = None, retry_failed: bool = False,
                 retry_oom: bool = False, image: list[str] | None = None, images: str | None = None,
                 trust_study_code: bool = False, study: Path | None = None,
-                study_digest: str | None = None) -> RunRequest:
-    """Check the flags together (KitError naming them) and load the spec of a new run."""
+                study_digest: str | None = None, progress: ImageProgress | None = None) -> RunRequest:
+    """Check the flags together (KitError naming them) and load the spec of a new run.
+
+    Releases among the images (``tensorflow==2.18.1``, kit.images.arms) become rows for the device the run computes
+    on, and (Docker/Podman) built images, here, before the run starts; ``progress`` hears about each."""
     if resume is not None and spec is not None:
         raise KitError("give either a spec or --resume, not both", where="kit run",
                        fix="drop the spec: the run directory holds its own copy")
@@ -84,14 +104,27 @@ def run_request(*, spec: Path | None, profile: str | None, resume: Path | None, 
                       max_trials=max_trials, executor=executor, slurm=SlurmOverrides(**(slurm or {})), chunk=chunk, label=label,
                       retry=retry, study_trust=StudyTrust(trust_run_copy=trust_study_code, study_dir=study),
                       study_digest=study_digest)
+    refuse_on_local(images.split(",") if images else list(image_overrides(image or []).values()), backend,
+                    "--images" if images else "--image")
     loaded = load_spec(spec, profile) if spec is not None else None
     if image:
-        opts.backend_options["images"] = image_overrides(image)
+        overrides = image_overrides(image)
+        if any(is_release(r) for r in overrides.values()):
+            _check_release_overrides(overrides, loaded)
+        if loaded is not None and any(is_release(r) for r in overrides.values()):
+            device = run_device(loaded)
+            overrides = {fw: resolve_release(r, device, build=backend == "docker", progress=progress,
+                                             where=f"--image {fw}={r}").row if is_release(r) else r
+                         for fw, r in overrides.items()}
+        opts.backend_options["images"] = overrides
         check_image_rows(opts.backend_options["images"])
     if images and loaded is not None:
         from kit.backends.container import image_arms
 
-        opts.arms, opts.backend_options["images"] = image_arms(images.split(","), loaded.experiment.frameworks)
+        items = images.split(",")
+        if any(is_release(i) for i in items):
+            items = resolve_items(items, run_device(loaded), build=backend == "docker", progress=progress)[0]
+        opts.arms, opts.backend_options["images"] = image_arms(items, loaded.experiment.frameworks)
     return RunRequest(loaded, resume, opts)
 
 
