@@ -58,7 +58,8 @@ reproduce: setup
 	$(VENV)/bin/kit run $(SPEC) --profile $(PROFILE) --backend $(BACKEND) --build-images --runs-dir $(RUNS)
 
 # PROFILE as given on the command line or in the environment; otherwise auto (the kit's own GPU check picks paper
-# or quick per host, and skips a study this host cannot run as written, saying why).
+# where a GPU is, else paper-cpu for a study with the paper's CPU protocol, quick otherwise, and skips a study this
+# host cannot run as written, saying why).
 ALL_PROFILE := $(if $(filter command line environment,$(origin PROFILE)),$(PROFILE),auto)
 reproduce-all: setup
 	$(VENV)/bin/kit reproduce-all --profile $(ALL_PROFILE) --backend $(BACKEND) --build-images --runs-dir $(RUNS) \

@@ -18,6 +18,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict
 
@@ -250,8 +251,15 @@ A claim reproduces when the decision is the same and the ratio of medians is wit
 """
 
 
-def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None) -> Path:
+Filler = Callable[[RunDir, Manifest, Analysis, list[Path], Path], None]
+
+
+def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None, filler: Filler | None = None,
+         suffix: str = "bundle") -> Path:
     """Make the bundle directory and its .tar.gz; returns the .tar.gz path.
+
+    ``filler`` fills the staged bundle directory instead of the full bundle's :func:`_fill_bundle`
+    (:func:`kit.share.pack_share`: a share bundle), ``suffix`` names the default ``RUN_DIR.<suffix>``.
 
     Both are built under a temporary name beside the destination (``.NAME.tmp-PID-*``) and renamed into
     place when complete: a pack killed at any point leaves at most that temporary directory, which the
@@ -263,7 +271,7 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
     rd = RunDir.open(run_dir)
     man = rd.manifest()
     analysis, _ = current_analysis(rd.path, rd, trust=trust)  # never pack an analysis made before the last trial
-    out = Path(out) if out else rd.path.parent / f"{rd.path.name}.bundle"
+    out = Path(out) if out else rd.path.parent / f"{rd.path.name}.{suffix}"
     tgz = out.parent / f"{out.name}.tar.gz"
     for p in (out, tgz):
         if os.path.lexists(p):
@@ -280,7 +288,7 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
     try:
         stage = tmp / out.name
         stage.mkdir()
-        _fill_bundle(rd, man, analysis, files, stage)
+        (filler or _fill_bundle)(rd, man, analysis, files, stage)
         staged_tgz = tmp / tgz.name
         with os.fdopen(create_exclusive(staged_tgz), "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
             tar.add(stage, arcname=out.name)

@@ -44,6 +44,7 @@ from kit.manifest import Manifest
 from kit.pack import SUMS, BundleClaim, PaperClaim, claims_of, paper_claims_of, sha256
 from kit.records import JsonTable
 from kit.safeio import parse_json, read_capped
+from kit.share import ShareVerification
 from kit.store import ANALYSIS, MAX_ANALYSIS_BYTES
 from kit.trust import StudyTrust
 
@@ -433,6 +434,32 @@ def choose_backend(requested: str, code: str | None, trust_code: bool, network: 
     return requested, f"{requested} backend: the bundle carries no study code (the kit's own workloads ran)"
 
 
+def _verify_share(root: Path, bundle: Path, n_files: int) -> ShareVerification:
+    """A share bundle (:mod:`kit.share`) whose files match SHA256SUMS: its marker and run agree (no recorded
+    environment, the marker's host class), and its claims and analysis are what its raw data give (re-analysed
+    here with generic statistics, as for a full bundle). It is not re-run: no "reproduced" badge."""
+    from kit.analysis.analyze import analyze_run
+    from kit.share import SHARE_FILE, SHARE_NOTE, check_marker, check_share_run
+    from kit.store import RunDir
+
+    try:
+        marker = check_marker(_json_object(root / SHARE_FILE, SHARE_FILE), str(root / SHARE_FILE))
+        rd = RunDir.open(root / "run")
+        man = rd.manifest()
+        check_share_run(man, rd.trial_records(), marker, str(root / SHARE_FILE))
+    except StoreError as exc:
+        raise IntegrityError(exc.cause, where=exc.where, fix=exc.fix) from None
+    recomputed = analyze_run(root / "run", trust=StudyTrust(allow_list=False), write=False)
+    claims = _bundled_claims(root, _json_object(root / "claims.json", "claims.json"), man, recomputed)
+    headline = (recomputed.claims or {}).get("headline")
+    return {"bundle": str(bundle), "files_verified": n_files, "integrity": "ok", "integrity_means": INTEGRITY_MEANS,
+            "integrity_only": False, "share": True, "redacted": marker["redacted"],
+            "host": marker["host"], "claims": claims,
+            "claims_tested": sum(1 for c in claims if c["tested"]), "claims_changed": [],
+            "paper_claims": paper_claims_of(recomputed), "paper_headline": headline if isinstance(headline, str) else None,
+            "badges": {"available": True, "functional": False, "results_reproduced": False}, "note": SHARE_NOTE}
+
+
 def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None,
            on_integrity: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Integrity, consistency, re-run, claims: the evaluator's questions, answered in order (module docstring).
@@ -450,6 +477,8 @@ def verify(bundle: Path, opts: VerifyOptions | None = None, events: Any = None,
         if opts.integrity_only:
             return {"bundle": str(bundle), "files_verified": n_files, "integrity": "ok",
                     "integrity_means": INTEGRITY_MEANS, "integrity_only": True}
+        if (root / "share.json").is_file():  # `kit pack --share`: checked against its raw data, never re-run
+            return dict(_verify_share(root, Path(bundle), n_files))
         from kit.analysis.analyze import analyze_run
         from kit.report import write_report
         from kit.run import RunOptions, start_run

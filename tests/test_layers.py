@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "kit.records", "kit.analysis_rows", "kit.analysis_record",
               "kit.manifest", "kit.study_api", "kit.private_files", "kit.proctree")),
     ("statistics", ("kit.stats",)),
-    ("configuration", ("kit.dataset_registry", "kit.synthetic", "kit.synthetic_voc", "kit.datasets", "kit.trust",
+    ("configuration", ("kit.dataset_registry", "kit.synthetic", "kit.synthetic_voc", "kit.datasets", "kit.dataset_fetch",
+                       "kit.trust",
                        "kit.spec", "kit.plan", "kit.studies", "kit.study_child", "kit.run_code")),
     ("host", ("kit.collectors", "kit.gpus", "kit.provenance", "kit.engine", "kit.images", "kit.backends", "kit.pinning",
               "kit.tune",
@@ -38,9 +39,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("run", ("kit.run", "kit.executors")),
     ("analysis", ("kit.analysis",)),
     ("report", ("kit.report",)),
-    ("tools", ("kit.compare", "kit.compare_records", "kit.history", "kit.history_cache", "kit.history_pages", "kit.history_site", "kit.bisect", "kit.pack", "kit.verify",
+    ("tools", ("kit.compare", "kit.compare_records", "kit.history", "kit.history_cache", "kit.history_pages", "kit.history_site", "kit.bisect", "kit.pack", "kit.share", "kit.verify",
                "kit.bench", "kit.catalog", "kit.scaffold", "kit.sequential_run", "kit.reproduce",
-               "kit.markdown")),
+               "kit.markdown", "kit.replication")),
     ("command line", ("kit.cli", "kit.__main__")),
 )
 

@@ -159,11 +159,12 @@ def test_plan_skips_what_the_host_lacks_with_the_reason(tmp_path: Path) -> None:
     assert auto_on_gpu["elshawi_dlbench"].estimate_s == 950400  # the paper profile's, from the spec (voc2012 included)
     smoke = {e.study: e for e in make_plan(studies, CPU, "smoke", tmp_path, {})}
     assert smoke["florencio2019_lenet"].action == "run"
-    assert smoke["elshawi_dlbench"].reason == "no profile 'smoke' (profiles: paper, quick)"
+    assert smoke["elshawi_dlbench"].reason == "no profile 'smoke' (profiles: paper, quick, paper-cpu)"
 
 
 def test_a_budget_skips_up_front_what_would_not_fit(tmp_path: Path) -> None:
-    plan = {e.study: e for e in make_plan(discover(EXPERIMENTS), CPU, "auto", tmp_path, {}, budget_s=430)}
+    # the quick profiles (auto on a CPU host picks paper-cpu where a study has it: tests/test_paper_cpu.py)
+    plan = {e.study: e for e in make_plan(discover(EXPERIMENTS), CPU, "quick", tmp_path, {}, budget_s=430)}
     assert [plan[s].action for s in ("dai_single_gpu_factors", "elshawi_dlbench")] == ["run", "run"]  # 120 + 300 s
     assert plan["florencio2019_lenet"].reason == "would not fit the budget: estimate 220 s, 10 s left"
     assert plan["patel_distributed"].action == "skip"  # 80 s > 10 s: skipped, never started
@@ -256,8 +257,8 @@ def test_claims_are_read_defensively() -> None:
     head, rows, note = read_claims(CLAIMS)
     assert (head, [r.verdict for r in rows], note) == (CLAIMS["headline"], ["replicated", "contradicted"], "")
     assert headline({"replicated": 0, "not testable": 0}) == "no claims recorded on this host"
-    assert [fmt_duration(s) for s in (None, 42, 190, 3600, 86400 + 1800)] == ["-", "42 s", "3 min 10 s", "1 h",
-                                                                              "24 h 30 min"]
+    assert [fmt_duration(s) for s in (None, 42, 190, 3600, 86400 + 1800, 90 * 86400, 8 * 86400 + 7200)] == [
+        "-", "42 s", "3 min 10 s", "1 h", "24 h 30 min", "90 days", "8 days 2 h"]
 
 
 # -- the spec's estimate, the command line ----------------------------------------------------------------------

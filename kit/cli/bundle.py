@@ -25,17 +25,26 @@ def pack_cmd(
     out_dir: Annotated[Path | None, typer.Option("--out", help="Bundle directory (default: RUN_DIR.bundle).")] = None,
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
     study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
+    share: Annotated[bool, typer.Option("--share", help=(
+        "A small bundle anyone can share, for `kit map` (default RUN_DIR.share): raw data, analysis, claims and "
+        "the host class (CPU, GPU, memory, OS, versions). Hostnames become host-N, user names <user>, home "
+        "directories and absolute paths <redacted>; the recorded environment variables, the report, the kit "
+        "source snapshot and images/ are dropped; trial logs are kept, redacted. share.json and the README say "
+        "what was removed; `kit verify` checks it against its raw data (no re-run)."))] = False,
 ) -> None:
-    """Bundle a run for artifact evaluation: raw data, report, recipes, source, claims, SHA256SUMS, README."""
+    """Bundle a run for artifact evaluation: raw data, report, recipes, source, claims, SHA256SUMS, README.
+
+    With --share: a small, redacted bundle of this host's results for the replication map (kit map)."""
     io = Output.of(ctx)
     need_run_dir(run_dir)
     from kit.analysis.analyze import current_analysis
     from kit.pack import pack
+    from kit.share import pack_share
     from kit.trust import StudyTrust
 
     trust = StudyTrust(trust_run_copy=trust_study_code, study_dir=study)
-    tgz = pack(run_dir, out_dir, trust)
-    io.out.print(f"bundle: [bold]{esc(tgz)}[/] (and the directory beside it)")
+    tgz = pack_share(run_dir, out_dir, trust) if share else pack(run_dir, out_dir, trust)
+    io.out.print(f"{'share bundle' if share else 'bundle'}: [bold]{esc(tgz)}[/] (and the directory beside it)")
     print_study_notice(io, current_analysis(run_dir, trust=trust)[0].study_code.get("notice"))
 
 
@@ -79,6 +88,13 @@ def verify_cmd(
         return
     with RichEvents(io.err) as events:
         res = verify(bundle, opts, events, integrity_ok)
+    if res.get("share"):  # kit.share: checked against its own raw data, not re-run
+        io.out.print(esc(f"share bundle: claims consistent with its raw data ({res['claims_tested']} of "
+                         f"{len(res['claims'])} tested); {res['note']}"))
+        io.out.print(esc(f"redacted: {'; '.join(res['redacted'])}"))
+        if json_out or json_file:
+            print_json(io, res, "verify", json_file, stdout=json_out)
+        return
     io.out.print(esc(f"re-run: {res['rerun_dir']} ({res['rerun_status']}, profile {res['profile_rerun']}); "
                    f"{res['code_ran']}"))
     table = Table(title=f"Claims (tolerance ±{res['tolerance']:.0%})")

@@ -26,7 +26,8 @@ def doctor(
     study: Annotated[str | None, typer.Argument(help="An experiment id or path: also say whether this host has what "
                                                      "its profile needs.", autocompletion=complete_experiments)] = None,
     profile: Annotated[str | None, typer.Option("--profile", "-p", help="With STUDY: the profile to check (default: "
-                                                "paper where an NVIDIA GPU is present, quick elsewhere).",
+                                                "paper where an NVIDIA GPU is present, elsewhere paper-cpu where the study "
+                                                "has it, else quick).",
                                                 autocompletion=complete_profiles)] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Dataset directory to check as well. Env: KIT_DATA_DIR.")] = None,
     download: Annotated[bool, typer.Option(help="Whether kit run will download missing datasets (it does by default), "

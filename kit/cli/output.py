@@ -72,7 +72,7 @@ def fmt_p(p: float | None) -> str:
 # can tell what it holds and which kit made it. A version moves when a key is removed or changes its meaning.
 SCHEMAS: Mapping[str, int] = MappingProxyType({
     "list": 1, "show": 1, "doctor": 1, "status": 1, "run-summary": 1, "verify": 1, "compare": 1, "bisect": 1,
-    "history": 1, "selftest": 1, "bench-overhead": 1})
+    "history": 1, "selftest": 1, "bench-overhead": 1, "map": 1})
 
 
 def document(name: str, data: Mapping[str, object]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from kit.cli import bundle, compare, host, listing, report, run, tools
+from kit.cli import map as map_cli
+from kit.cli.datasets import datasets_app
 from kit.cli.images import images_app
 from kit.cli.output import Output
 
@@ -75,9 +77,10 @@ def _root(ctx: typer.Context,
 def _register() -> None:
     """Each group module declares its commands on its own typer.Typer (``commands``); the root lists them in this
     order, then the sub-apps (kit images ..., kit new ..., kit bench ...)."""
-    for group in (listing, host, run, report, compare, bundle):
+    for group in (listing, host, run, report, compare, bundle, map_cli):
         app.registered_commands.extend(group.commands.registered_commands)
     app.add_typer(images_app, name="images")
+    app.add_typer(datasets_app, name="datasets")
     app.add_typer(tools.new_app, name="new")
     app.add_typer(tools.bench_app, name="bench")
 

@@ -170,7 +170,7 @@ def _wait_for_jobs(io: Output, rd: RunDir) -> None:
 def reproduce_all_cmd(
     ctx: typer.Context,
     budget: Annotated[str | None, typer.Option(help="The most time to spend, e.g. 2h or 45m: a study whose estimate does not fit what is left is skipped, never started.")] = None,
-    profile: Annotated[str, typer.Option("--profile", "-p", help="auto (paper where an NVIDIA GPU is present, quick elsewhere), quick, paper, or another profile name; a study without it is skipped.")] = "auto",
+    profile: Annotated[str, typer.Option("--profile", "-p", help="auto (paper where an NVIDIA GPU is present; elsewhere paper-cpu, the paper's CPU protocol, where a study has it, else quick), quick, paper, paper-cpu, or another profile name; a study without it is skipped.")] = "auto",
     runs_dir: Annotated[Path, typer.Option(help="Where the run directories, the state file and the summary go; the same one again resumes.")] = Path("runs"),
     backend_: Annotated[Backend, typer.Option("--backend", help="local, docker, apptainer, or auto (containers when an engine with GPUs is present).")] = Backend.local,
     only: Annotated[list[str] | None, typer.Option("--only", metavar="<str>", autocompletion=complete_experiments, help="Only this study (its id or folder name; repeatable).")] = None,
@@ -240,6 +240,8 @@ class _ReproduceLines:
                 "" if e.estimate_from in ("spec", "") else f" (measured: {e.estimate_from})")
             what = {"run": "run", "resume": f"resume {e.run_dir}", "done": f"done ({e.run_dir})"}.get(
                 e.action, f"[yellow]skip[/]: {esc(e.reason)}")
+            if e.action != "skip" and e.data:
+                what += f" · {e.data}"
             table.add_row(esc(e.study), esc(e.profile), esc(est), what if e.action == "skip" else esc(what))
         self.io.out.print(table)
 

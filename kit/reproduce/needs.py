@@ -112,10 +112,22 @@ def fits(host: Host, needs: Needs) -> str | None:
     return None
 
 
-def choose_profile(requested: str, host: Host) -> str:
-    """``auto``: the paper's protocol where a GPU is present, the quick profile elsewhere; else as asked."""
+# The profile a study may carry for the paper's CPU protocol (issue 42): the part of the paper measured on a CPU,
+# at the paper's settings, which a CPU host can run honestly where the paper profile is written for a GPU.
+PAPER_CPU = "paper-cpu"
+
+
+def choose_profile(requested: str, host: Host, profiles: Sequence[str] = ()) -> str:
+    """``auto``: the paper's protocol where a GPU is present; elsewhere the paper's CPU protocol (``paper-cpu``)
+    for a study that has one among ``profiles``, else the quick profile. Any other request is taken as asked.
+
+    Why not quick everywhere on a CPU host: Germino's, DLBench's and Patel's papers measured on CPUs too, and the
+    quick profile's stand-ins cannot test those findings; a ``paper-cpu`` profile runs them as the paper did.
+    """
     if requested == "auto":
-        return "paper" if host.gpus else "quick"
+        if host.gpus:
+            return "paper"
+        return PAPER_CPU if PAPER_CPU in profiles else "quick"
     return requested
 
 
@@ -172,8 +184,8 @@ def study_needs(study: Path, profile: str | None, findings: list[Finding], downl
     from kit.datasets import SYNTHETIC, resolve
 
     host = Host.detect()
-    chosen = choose_profile(profile or "auto", host)
     base = load_spec(study)
+    chosen = choose_profile(profile or "auto", host, base.profiles)
     if chosen not in base.profiles and chosen != "paper":
         chosen = "paper"
     spec = load_spec(study, None if chosen == "paper" else chosen)

@@ -14,7 +14,7 @@ from kit.reproduce.needs import Host, Study, choose_profile, fits, requirements
 from kit.reproduce.state import (
     StudyState,
 )
-from kit.spec import load_spec
+from kit.spec import Spec, load_spec
 from kit.store import RunDir
 
 # -- the plan ---------------------------------------------------------------------------------------------------
@@ -32,6 +32,7 @@ class PlanEntry:
     estimate_s: float | None = None  # of what is left to run
     estimate_from: str = ""  # "spec", or the run directory whose measured wall time it is
     run_dir: str = ""  # the run to resume, or the completed one (relative to the runs directory)
+    data: str = ""  # the dataset files the run would download first ("" when none), and the command fetching them
 
 
 def measured_walls(runs_dir: Path, ids: Sequence[str]) -> dict[tuple[str, str], tuple[float, str]]:
@@ -60,6 +61,31 @@ def measured_walls(runs_dir: Path, ids: Sequence[str]) -> dict[tuple[str, str], 
     return {k: (wall, name) for k, (_, wall, name) in best.items()}
 
 
+def missing_data(spec: Spec) -> str:
+    """What the study's profile would download before its first trial: "N dataset files (X MB) to download
+    first (or fetch ahead: kit datasets fetch ...)", or "" when every file is present.
+
+    Presence only (by name in the directories a run searches): digests are checked by the run and by `kit
+    datasets fetch`, and hashing gigabytes to draw a plan would make `--dry-run` slow. A dataset unknown to the
+    registry says nothing here: the run refuses it with its own error.
+    """
+    from kit.dataset_fetch import fetch_command, needed_files
+    from kit.datasets import DATASETS, search_dirs
+
+    try:
+        needed = needed_files(spec)
+    except KitError:
+        return ""
+    missing = [n for n in needed
+               if not any((d / n.file.name).is_file() for _, d in search_dirs(DATASETS[n.dataset]))]
+    if not missing:
+        return ""
+    size = sum(n.file.size or 0 for n in missing)
+    mb = f", {size / 1e6:,.0f} MB" if size else ""
+    return (f"{len(missing)} dataset file{'s' if len(missing) != 1 else ''} to download first{mb} "
+            f"(or ahead, also on another host: {fetch_command(spec)})")
+
+
 def run_status(path: Path) -> tuple[str | None, float]:
     """A run directory's manifest status and the share of its plan still to run (None: no readable run)."""
     try:
@@ -79,7 +105,7 @@ def make_plan(studies: Sequence[Study], host: Host, profile: str, runs_dir: Path
     left = budget_s
     out = []
     for s in studies:
-        chosen = choose_profile(profile, host)
+        chosen = choose_profile(profile, host, s.profiles)
         entry = PlanEntry(s.id, str(s.path), s.title, chosen)
         if s.error:
             out.append(replace(entry, reason=f"invalid spec: {s.error}"))
@@ -100,7 +126,7 @@ def make_plan(studies: Sequence[Study], host: Host, profile: str, runs_dir: Path
         if lacks:
             out.append(replace(entry, reason=lacks))
             continue
-        entry = replace(entry, action="run")
+        entry = replace(entry, action="run", data=missing_data(spec))
         prev = states.get(s.id)
         if prev is not None and prev.profile == chosen:
             status, share_left = run_status(prev.path(runs_dir))

@@ -89,7 +89,9 @@ def fmt_duration(seconds: float | None) -> str:
         return f"{s} s"
     if s < 3600:
         return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
-    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+    if s < 7 * 86400:
+        return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+    return f"{s // 86400} days" + (f" {s % 86400 // 3600} h" if s % 86400 // 3600 else "")  # a CPU protocol's months
 
 
 def read_claims(raw: Any) -> tuple[str, tuple[ClaimRow, ...], str]:

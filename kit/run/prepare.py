@@ -19,8 +19,9 @@ from kit import pinning
 from kit.backends import make_backend
 from kit.backends.base import Backend
 from kit.collectors.base import Collector, TrialTarget
+from kit.dataset_fetch import with_fetch_hint
 from kit.datasets import ResolvedDataset, resolve
-from kit.errors import KitError, PlanError
+from kit.errors import DatasetError, KitError, PlanError
 from kit.gpus import DevicePlan, DevicesJson, TrialDevice
 from kit.plan import Plan, Trial, arm_framework
 from kit.records import JsonTable
@@ -147,7 +148,11 @@ def prepare(spec: Spec, opts: RunOptions, events: RunEvents, plan: Plan) -> Prep
     summary = devices.check(flat[cid] for cid in sorted({t.config_id for t in plan.trials}))
     info = spec.workload_info
     studies = {arm_framework(a): _study_request(spec, arm_framework(a), info) for a in plan.arms}
-    dataset = _dataset(spec, opts, events)
+    try:  # every dataset before the backend (an image build) starts: a host without the data stops here
+        dataset = _dataset(spec, opts, events)
+        datasets = _more_datasets(spec, opts, events) if spec.cases else {}
+    except DatasetError as err:
+        raise with_fetch_hint(err, spec, opts.data_dir) from None
     options = BackendArgs(opts, spec)
     backend = make_backend(opts.backend, **options.kwargs)
     backend.pinning = options.pin
@@ -157,7 +162,6 @@ def prepare(spec: Spec, opts: RunOptions, events: RunEvents, plan: Plan) -> Prep
         raise KitError(f"backend {opts.backend} is not usable here: {probe.detail}", where="--backend",
                        fix=probe.fix or "see `kit doctor`")
     found = backend.prepare(plan.arms, dataset.directory)
-    datasets = _more_datasets(spec, opts, events) if spec.cases else {}
 
     def data_dir(ds: Dataset | None) -> Path:
         return dataset.directory if ds is None or not datasets else datasets[dataset_key(ds.name, ds.source)].directory

@@ -87,7 +87,7 @@ def _estimate(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_ESTIMATE_S:
-        raise SpecError(f"expected seconds between 1 and {MAX_ESTIMATE_S} (30 days), got {value!r}", where=where,
+        raise SpecError(f"expected seconds between 1 and {MAX_ESTIMATE_S} (366 days), got {value!r}", where=where,
                         fix="write the profile's expected run time in seconds, e.g. estimate_s = 240 "
                             "(a comment beside it saying where it was measured)")
     return float(value)
