@@ -83,8 +83,8 @@ def fmt_counts(by_arm: Any) -> str:
 
 # Words that follow "kit" in a command the kit suggests (its subcommands): "kit run --resume RUN" is a command,
 # "the kit runs" is prose. kit.cli's test checks this list against the app's commands.
-KIT_COMMANDS = ("bench", "bisect", "compare", "doctor", "history", "images", "list", "new", "pack", "report",
-                "reproduce-all", "run", "selftest", "show", "status", "trust", "tune", "verify")
+KIT_COMMANDS = ("bench", "bisect", "compare", "datasets", "doctor", "history", "images", "list", "map", "new", "pack",
+                "report", "reproduce-all", "run", "selftest", "show", "status", "trust", "tune", "verify")
 _KIT_WORD = re.compile(r"(?<![\w./-])(?<!the )(?<!The )(?<!a )(?<!-m )kit(?= (?:" + "|".join(map(re.escape, KIT_COMMANDS))
                        + r")\b)")
 

@@ -165,7 +165,7 @@ def _source_snapshot(commit: str | None, dest: Path) -> str:
         for name in ("kit", "experiments", "images", "reports", "data", "tests", "Makefile", "pyproject.toml", "README.md"):
             p = KIT_ROOT / name
             if p.exists():
-                tar.add(p, arcname=f"kit/{name}", filter=lambda ti: None if "__pycache__" in ti.name else ti)
+                tar.add(p, arcname=f"kit/{name}", filter=lambda ti: None if "__pycache__" in ti.name else _anonymous(ti))
     return "working tree (commit not available)"
 
 
@@ -291,7 +291,7 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
         (filler or _fill_bundle)(rd, man, analysis, files, stage)
         staged_tgz = tmp / tgz.name
         with os.fdopen(create_exclusive(staged_tgz), "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-            tar.add(stage, arcname=out.name)
+            tar.add(stage, arcname=out.name, filter=_anonymous)
         for p in (out, tgz):  # again: another pack may have finished meanwhile
             if os.path.lexists(p):
                 raise StoreError("bundle already exists", where=str(p), fix="remove it or pass --out elsewhere")
@@ -316,6 +316,14 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return tgz
+
+
+def _anonymous(ti: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A member owned by nobody in particular: tar headers otherwise carry the packer's user and group names and
+    ids (a leak in a share bundle, and a difference between two packs of the same run by two people)."""
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    return ti
 
 
 def _remove_stale_temporaries(out: Path) -> None:

@@ -10,8 +10,10 @@ marker that says what was redacted.
 How the run is redacted (an allow-list: a file of the run not named here is not bundled):
 
 * JSON (manifest, trials, attempts, nodes, events): every string goes through :meth:`Redactor.text`: the
-  run's hostnames become stable pseudonyms (``host-1``...: a multi-host run keeps its hosts apart), user names
-  ``<user>``, absolute paths outside the system trees (``/sys``, ``/proc``, ``/usr``...) ``<redacted>``, GPU and
+  run's hostnames and Slurm node names (in any case) become stable pseudonyms (``host-1``...: a multi-host run
+  keeps its hosts apart), Slurm partitions ``partition-N`` (by field: partitions are called ``gpu``), user names
+  ``<user>``, absolute paths outside the system trees (``/sys``, ``/proc``, ``/usr``...) ``<redacted>`` (each part
+  of a ``:``-joined list on its own), GPU and
   boot UUIDs stable pseudonymous UUIDs (the analysis matches a trial's GPU to the host's by UUID), and
   ``NAME=value`` assignments in logs ``NAME=<redacted>``. The recorded environment (``host.env`` of the
   manifest and of each node) is dropped, so are ``boot_id`` and ``pid_start`` of events. The trials' stderr and
@@ -23,8 +25,12 @@ How the run is redacted (an allow-list: a file of the run not named here is not 
   so the run stays analysable; a user name or home path found in them stops the pack (they are the packer's
   to edit), since rewriting them would break the digest.
 
-The analysis is then recomputed from the redacted run, and pack refuses when the claims it gives differ from
-the original run's (a redaction must never change a result). Its seal (:mod:`kit.freshness`, a per-user HMAC) is
+The analysis is then recomputed from the redacted run (what ``kit verify`` recomputes) and redacted; claims.json
+and README.md are written from that redacted analysis and manifest, so what verify recomputes is what is stored.
+Pack refuses when the redacted claims differ from the original run's, redacted alike (a redaction must never change
+a result), or when redacting the analysis changes what verify compares. Names are redacted everywhere rather than
+only in host-like fields (a log line may name the host anywhere: leaking nothing comes first); a host called like a
+word of the data (``cpu``) therefore changes the data, and pack says so and what to do instead of packing. Its seal (:mod:`kit.freshness`, a per-user HMAC) is
 dropped: a sealed analysis of a redacted copy would only verify for the packer, every other reader recomputes,
 and ``kit verify`` checks the bundled analysis and claims against the bundled raw data in any case.
 """
@@ -43,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from kit.analysis_record import SEAL_KEY, Analysis
-from kit.errors import StoreError
+from kit.errors import KitError, StoreError
 from kit.manifest import Manifest
 from kit.records import JsonTable, JsonValue, TrialRecord
 from kit.safeio import read_capped
@@ -64,6 +70,7 @@ if TYPE_CHECKING:
 SHARE_FILE = "share.json"
 SHARE_SCHEMA = 1
 PLACEHOLDER = "<redacted>"
+UUID_PREFIX = "00000000-0000-4000-8000-"  # a pseudonymous UUID (Redactor._uuid)
 USER_PLACEHOLDER = "<user>"
 # System accounts and trees name no person: "root" is the user of every container, /usr/lib is on every host.
 SYSTEM_USERS = frozenset({"root", "nobody", "user", "kit"})
@@ -136,9 +143,10 @@ class ShareMarker(TypedDict):
 class Identity:
     """What names the packer's host and people in a run: hostnames, user names, home directories."""
 
-    hostnames: tuple[str, ...]
+    hostnames: tuple[str, ...]  # lower case: a host name is matched whatever its case
     users: tuple[str, ...]
     homes: tuple[str, ...]
+    partitions: tuple[str, ...] = ()  # Slurm partitions: pseudonymised where a record names one (``partition``)
 
     @classmethod
     def of_run(cls, rd: RunDir, man: Manifest) -> Identity:
@@ -146,13 +154,22 @@ class Identity:
         import socket
 
         hosts = {str(man.host.get("hostname") or ""), socket.gethostname(), *rd.nodes()}
+        partitions: set[str] = set()
         texts = [json.dumps(man.to_json())]
         for rec in rd.trial_records():
             hosts.add(rec.host or "")
+            job = rec.to_json().get("executor")  # a Slurm node is a host; its partition names the site
+            if isinstance(job, dict):
+                hosts.add(str(job.get("node") or ""))
+                partitions.add(str(job.get("partition") or ""))
             texts.append(json.dumps(rec.to_json(), default=str))
         for line in _lines(rd.path / EVENTS):
-            if isinstance(line.get("host"), str):
-                hosts.add(str(line["host"]))
+            for key in ("host", "node"):
+                if isinstance(line.get(key), str):
+                    hosts.add(str(line[key]))
+            if isinstance(line.get("partition"), str):
+                partitions.add(str(line["partition"]))
+        hosts = {h.lower() for h in hosts}
         hosts |= {h.split(".", 1)[0] for h in hosts}
         users = {getpass.getuser(), os.environ.get("USER", ""), os.environ.get("LOGNAME", "")}
         homes = {str(Path.home()), os.environ.get("HOME", "")}
@@ -163,14 +180,15 @@ class Identity:
                 users.add(h.split("/")[2])
         return cls(hostnames=tuple(sorted(h for h in hosts if h and h != "localhost")),
                    users=tuple(sorted(u for u in users if len(u) > 1 and u not in SYSTEM_USERS)),
-                   homes=tuple(sorted(h for h in homes if len(h) > 1)))
+                   homes=tuple(sorted(h for h in homes if len(h) > 1)),
+                   partitions=tuple(sorted(p for p in partitions if p)))
 
     def with_more(self, hostnames: Iterable[str] = (), users: Iterable[str] = (),
                   homes: Iterable[str] = ()) -> Identity:
         """This identity and more names to redact (tests; a user who wants another name gone)."""
-        return Identity(tuple(sorted({*self.hostnames, *hostnames})),
+        return Identity(tuple(sorted({*self.hostnames, *(h.lower() for h in hostnames)})),
                         tuple(sorted({*self.users, *(u for u in users if u not in SYSTEM_USERS)})),
-                        tuple(sorted({*self.homes, *homes})))
+                        tuple(sorted({*self.homes, *homes})), self.partitions)
 
 
 def _lines(path: Path) -> list[dict[str, JsonValue]]:
@@ -186,9 +204,18 @@ def _lines(path: Path) -> list[dict[str, JsonValue]]:
     return out
 
 
-def _word(s: str) -> re.Pattern[str]:
-    """``s`` where it is not part of a longer name (``vm`` in ``_baseline-vm-chunk0``, not in ``kvm``)."""
-    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])")
+def _word(s: str, any_case: bool = False) -> re.Pattern[str]:
+    """``s`` where it is not part of a longer name (``vm`` in ``_baseline-vm-chunk0``, not in ``kvm``); host names
+    ``any_case`` (DNS names are case-insensitive: ``Secret-Host`` in a log is the host ``secret-host``)."""
+    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])", re.IGNORECASE if any_case else 0)
+
+
+def _path(m: re.Match[str]) -> str:
+    """An absolute path, or a ``:``-joined list of them (``PATH``), each part outside the system trees redacted
+    (``/usr/bin:/scratch/alice/x`` keeps ``/usr/bin``); a part that climbs out of a system tree (``..``) too."""
+    parts = m.group(0).split(":")
+    return ":".join(p if not p.startswith("/") or (f"{p}/".startswith(SYSTEM_TREES) and ".." not in p.split("/"))
+                    else PLACEHOLDER for p in parts)
 
 
 @dataclass(frozen=True)
@@ -198,38 +225,52 @@ class Redactor:
     identity: Identity
 
     def host_alias(self, name: str) -> str:
-        return f"host-{self.identity.hostnames.index(name) + 1}" if name in self.identity.hostnames else name
+        hosts = self.identity.hostnames
+        return f"host-{hosts.index(name.lower()) + 1}" if name.lower() in hosts else name
+
+    def partition_alias(self, name: str) -> str:
+        parts = self.identity.partitions
+        return f"partition-{parts.index(name) + 1}" if name in parts else name
 
     def _uuid(self, m: re.Match[str]) -> str:
         import hashlib
 
+        if m.group(0).startswith(UUID_PREFIX):  # already a pseudonym: redacting twice gives the same text
+            return m.group(0)
         tail = hashlib.sha256(("kit-share" + m.group(0).lower()).encode()).hexdigest()[:12]
-        return f"00000000-0000-4000-8000-{tail}"
+        return f"{UUID_PREFIX}{tail}"
 
     def text(self, s: str) -> str:
-        s = _PATH.sub(lambda m: m.group(0) if m.group(0).startswith(SYSTEM_TREES) else PLACEHOLDER, s)
+        s = _PATH.sub(_path, s)
         for home in sorted(self.identity.homes, key=len, reverse=True):  # where no path pattern finds it
             s = s.replace(home, PLACEHOLDER)
         for host in sorted(self.identity.hostnames, key=len, reverse=True):
-            s = _word(host).sub(self.host_alias(host), s)
+            s = _word(host, any_case=True).sub(self.host_alias(host), s)
         for user in sorted(self.identity.users, key=len, reverse=True):
             s = _word(user).sub(USER_PLACEHOLDER, s)
         s = _UUID.sub(self._uuid, s)
         return _ASSIGN.sub(lambda m: f"{m.group(1)}={PLACEHOLDER}", s)
 
-    def value(self, v: JsonValue) -> JsonValue:
-        """A JSON value with every string (and key) redacted."""
+    def value(self, v: JsonValue, key: str = "") -> JsonValue:
+        """A JSON value with every string (and key) redacted; a Slurm ``partition`` value becomes its pseudonym
+        (by field, not as a word: partitions are called ``gpu`` or ``cpu``, words the data use)."""
         if isinstance(v, str):
-            return self.text(v)
+            return self.partition_alias(v) if key == "partition" else self.text(v)
         if isinstance(v, list):
             return [self.value(x) for x in v]
         if isinstance(v, dict):
-            return {self.text(k): self.value(x) for k, x in v.items()}
+            return {self.text(k): self.value(x, k) for k, x in v.items()}
         return v
 
     def leaks(self, s: str) -> list[str]:
-        """The user names and home directories ``s`` names (text kept verbatim must name none)."""
-        return [h for h in self.identity.homes if h in s] + [u for u in self.identity.users if _word(u).search(s)]
+        """The home directories, user names and host names ``s`` names (text kept verbatim must name none)."""
+        return ([h for h in self.identity.homes if h in s] + [u for u in self.identity.users if _word(u).search(s)]
+                + [h for h in self.identity.hostnames if _word(h, any_case=True).search(s)])
+
+    def common_words(self, text: str) -> list[str]:
+        """The host and user names that ``text`` (the run's spec, claims and collectors) uses as words of its own."""
+        return [w for w in (*self.identity.hostnames, *self.identity.users)
+                if _word(w, any_case=w in self.identity.hostnames).search(text)]
 
 
 def host_facts(man: Manifest, trials: Iterable[TrialRecord]) -> HostFacts:
@@ -304,7 +345,10 @@ def redact_run(rd: RunDir, files: list[Path], red: Redactor, dest: Path) -> tupl
     redacted = ["hostnames -> host-N pseudonyms (manifest, trials, attempts, nodes, events, samples, file names)",
                 "user names -> <user>", "home directories and absolute paths outside /sys, /proc, /usr... -> <redacted>",
                 "GPU and boot UUIDs -> stable pseudonymous UUIDs", "NAME=value assignments in logs -> NAME=<redacted>",
-                "trials' stderr and traceback tails: kept, redacted as above"]
+                "trials' stderr and traceback tails: kept, redacted as above",
+                "Slurm node names (executor.node of trials, node of events) -> host-N pseudonyms, as hostnames",
+                "Slurm partitions -> partition-N pseudonyms; Slurm job, array job and task ids: kept (numbers that "
+                "tell a run's cluster jobs apart; without node and partition names they name no site)"]
     dropped = list(DROPPED)
     parquet = 0
     for src in files:
@@ -342,8 +386,15 @@ def redact_run(rd: RunDir, files: list[Path], red: Redactor, dest: Path) -> tupl
     return redacted, dropped
 
 
+def _common_word_fix(word: str) -> str:
+    return (f"if {word!r} is a host's name that is also a common word the study uses (a host called 'cpu' or "
+            "'gpu'), a share bundle cannot tell the two apart: pack on (or copy the run to) a host with a "
+            "distinctive name, or share a full bundle (kit pack without --share) with people you trust")
+
+
 def check_verbatim(rd: RunDir, man: Manifest, red: Redactor) -> None:
-    """The study copy and the spec's text are kept verbatim: refuse when they name a user or home directory."""
+    """The study copy and the spec's text are kept verbatim: refuse when they name a user, home directory or host
+    (rewriting them would break the study's digest; the packer edits them)."""
     texts = [("manifest spec_source.text", man.spec_source.text if man.spec_source else "")]
     study = rd.path / STUDY
     if study.is_dir() and not study.is_symlink():
@@ -353,19 +404,41 @@ def check_verbatim(rd: RunDir, man: Manifest, red: Redactor) -> None:
     for where, text in texts:
         found = red.leaks(text)
         if found:
-            raise StoreError(f"kept verbatim in a share bundle, this file names {', '.join(map(repr, found[:3]))}",
-                             where=where, fix="remove the name from the study folder and re-run, or share a full "
-                                              "bundle (kit pack without --share) with people you trust")
+            hosts = [f for f in found if f in red.identity.hostnames]
+            raise StoreError(f"kept verbatim in a share bundle, this file names {', '.join(map(repr, found[:3]))} "
+                             "(a user name, home directory or host name)", where=where,
+                             fix="remove the name from the study folder and re-run, or share a full bundle (kit "
+                                 "pack without --share) with people you trust"
+                                 + (f"; {_common_word_fix(hosts[0])}" if hosts else ""))
 
 
-def _claims_differ(a: Analysis, b: Analysis, profile: str) -> bool:
-    """Whether two analyses claim differently (the same numbers give the same JSON: exact, NaN included)."""
+# What `kit verify` compares of a paper claim (kit.verify._paper_difference); every field of a BundleClaim is compared.
+VERIFIED_PAPER_KEYS = ("id", "verdict", "estimate", "low", "high")
+
+
+def _claims_text(x: Analysis, profile: str, red: Redactor | None = None, verified_only: bool = False) -> str:
+    """An analysis's claims as JSON (the same numbers give the same text: exact, NaN included), redacted by
+    ``red``; ``verified_only``: only the fields `kit verify` compares."""
     from kit.pack import claims_of, paper_claims_of
 
-    def text(x: Analysis) -> str:
-        return json.dumps([claims_of(x, profile), paper_claims_of(x)], sort_keys=True, default=str)
+    paper = [{k: v for k, v in c.items() if k in VERIFIED_PAPER_KEYS or not verified_only} for c in paper_claims_of(x)]
+    value: JsonValue = json.loads(json.dumps([claims_of(x, profile), paper], default=str))
+    return json.dumps(red.value(value) if red else value, sort_keys=True)
 
-    return text(a) != text(b)
+
+def _redaction_changed(what: str, rd: RunDir, man: Manifest, analysis: Analysis, red: Redactor) -> StoreError:
+    """The error when redacting changes the run's claims: a host or user name that is also a word the run's data
+    use (its cause and fix), else a kit bug."""
+    profile = man.profile or "paper"
+    data = json.dumps([man.to_json().get("spec"), [c.get("name") for c in man.collectors if isinstance(c, dict)],
+                       _claims_text(analysis, profile)], default=str)
+    words = red.common_words(data)
+    if words:
+        return StoreError(f"{what}: {words[0]!r}, a host or user name to redact, is also a word of the run's own "
+                          "data (its spec, metric, device or collector names), and redacting it everywhere changes "
+                          "them", where=str(rd.path), fix=_common_word_fix(words[0]))
+    return StoreError(f"{what}", where=str(rd.path),
+                      fix="pack a full bundle (kit pack without --share); please report this as a kit bug")
 
 
 def fill_share(rd: RunDir, man: Manifest, analysis: Analysis, files: list[Path], out: Path,
@@ -380,25 +453,33 @@ def fill_share(rd: RunDir, man: Manifest, analysis: Analysis, files: list[Path],
     redacted, dropped = redact_run(rd, files, red, out / "run")
     dropped += ["the kit source snapshot (kit-src.tar.gz)",
                 "images/ (recipes and locks)", "the analysis seal (per-user)"]
-    shared_run = RunDir.open(out / "run")
-    shared_man = shared_run.manifest()
-    fresh = analyze_run(out / "run", trust=trust, write=False)
-    profile = man.profile or "paper"
-    if _claims_differ(analysis, fresh, profile):
-        raise StoreError("the redacted run does not give the original run's claims", where=str(rd.path),
-                         fix="pack a full bundle (kit pack without --share); please report this as a kit bug")
+    try:
+        shared_run = RunDir.open(out / "run")
+        shared_man = shared_run.manifest()  # redacted: its experiment and profile are what verify reads
+        fresh = analyze_run(out / "run", trust=trust, write=False)  # what `kit verify` recomputes
+    except KitError as exc:
+        raise _redaction_changed(f"the redacted run cannot be analysed ({exc.cause})", rd, man, analysis,
+                                 red) from None
     content = red.value({k: v for k, v in fresh.to_json().items() if k != SEAL_KEY})
     assert isinstance(content, dict)
-    atomic_write_json(out / "run" / ANALYSIS, Analysis.from_json(content, "the share analysis").to_json())
+    stored = Analysis.from_json(content, "the share analysis")  # redacted: the analysis bundled, and its claims
+    profile = shared_man.profile or "paper"
+    if _claims_text(stored, profile) != _claims_text(analysis, man.profile or "paper", red):
+        raise _redaction_changed("the redacted run does not give the original run's claims", rd, man, analysis, red)
+    if _claims_text(stored, profile, verified_only=True) != _claims_text(fresh, profile, verified_only=True):
+        raise _redaction_changed("redacting the analysis changes claims that `kit verify` recomputes", rd, man,
+                                 analysis, red)
+    atomic_write_json(out / "run" / ANALYSIS, stored.to_json())
     spec_name = "experiment.toml"
     (out / "spec").mkdir()
     (out / "spec" / spec_name).write_text(man.spec_source.text if man.spec_source else "", encoding="utf-8")
-    claims: list[BundleClaim] = claims_of(fresh, profile)
-    atomic_write_json(out / "claims.json", {"experiment": man.experiment, "profile": man.profile,
-                                            "spec": f"spec/{spec_name}", "tolerance": 0.10, "claims": claims,
-                                            "paper_claims": paper_claims_of(fresh), "packed": time.time(),
-                                            "run_duration_s": (man.ended - man.started) if man.started and
-                                            man.ended else None, "share": True})
+    claims: list[BundleClaim] = claims_of(stored, profile)
+    meta = red.value({"experiment": shared_man.experiment, "profile": shared_man.profile, "spec": f"spec/{spec_name}",
+                      "tolerance": 0.10, "claims": json.loads(json.dumps(claims)),
+                      "paper_claims": json.loads(json.dumps(paper_claims_of(stored))), "packed": time.time(),
+                      "run_duration_s": (man.ended - man.started) if man.started and man.ended else None,
+                      "share": True})
+    atomic_write_json(out / "claims.json", meta)
     marker: ShareMarker = {
         "schema_version": SHARE_SCHEMA, "share": True, "packed_by": f"kit pack --share (kit {__version__})",
         "packed": time.time(), "redacted": redacted, "dropped": dropped,
@@ -406,23 +487,27 @@ def fill_share(rd: RunDir, man: Manifest, analysis: Analysis, files: list[Path],
                      "run's), then redacted; unsealed: readers recompute it, kit verify checks it against the raw data"),
         "host": host_facts(shared_man, shared_run.trial_records())}
     atomic_write_json(out / SHARE_FILE, marker)
-    (out / "README.md").write_text(share_readme(man, marker, fresh), encoding="utf-8")
+    (out / "README.md").write_text(share_readme(shared_man, marker, stored, red), encoding="utf-8")
     write_sums(out)
     return marker
 
 
-def share_readme(man: Manifest, marker: ShareMarker, analysis: Analysis) -> str:
+def share_readme(man: Manifest, marker: ShareMarker, analysis: Analysis, red: Redactor) -> str:
+    """The bundle's README; every value taken from the run goes through ``red`` (the lists of what was redacted
+    are the kit's own text, which would not survive it: ``/sys, /proc``)."""
     hc = marker["host"]
-    gpus = ", ".join(g["name"] or "?" for g in hc["gpus"]) or "no GPU"
+    gpus = red.text(", ".join(g["name"] or "?" for g in hc["gpus"]) or "no GPU")
     removed = "\n".join(f"- {r}" for r in marker["redacted"])
     dropped = "\n".join(f"- {d}" for d in marker["dropped"])
-    return f"""# Shared results: {man.title or man.experiment}
+    title = red.text(man.title or man.experiment)
+    headline = red.text(str((analysis.claims or {}).get("headline") or "no claims recorded"))
+    return f"""# Shared results: {title}
 
-**Did the paper's findings hold on this host?** {(analysis.claims or {}).get("headline") or "no claims recorded"}.
+**Did the paper's findings hold on this host?** {headline}.
 
 A *share bundle* made by `{marker["packed_by"]}` for the replication map (`kit map`): the raw data
-(trials, samples), the analysis, the claims and the host class ({hc["cpu_model_name"] or "?"},
-{hc["cpu_logical"] or "?"} logical CPUs, {gpus}; profile `{man.profile}`), without anything that names the
+(trials, samples), the analysis, the claims and the host class ({red.text(hc["cpu_model_name"] or "?")},
+{hc["cpu_logical"] or "?"} logical CPUs, {gpus}; profile `{red.text(man.profile or "paper")}`), without anything that names the
 host or the people on it. `share.json` lists the host class and what was removed.
 
 ## What was redacted

@@ -31,7 +31,8 @@ from tests._runs import manifest_of, record_of, write_record
 CALIBRATED = Path(__file__).parent / "data" / "calibrated.toml"
 HOST, USER, HOME, TOKEN = "secret-host-7f3a", "alice-secret", "/home/alice-secret", "sk-abc123"
 GPU_UUID = "GPU-5d3b8a1e-77aa-4c1f-9f0e-0123456789ab"
-SECRETS = (HOST, USER, HOME, TOKEN, GPU_UUID[4:])
+NODE, PARTITION = "worker-secret-4c2e", "part-secret-91d0"  # a Slurm job's node and partition
+SECRETS = (HOST, USER, HOME, TOKEN, GPU_UUID[4:], NODE, PARTITION)
 
 
 def _rows(device: str, t0: float) -> list[dict[str, Any]]:
@@ -39,12 +40,20 @@ def _rows(device: str, t0: float) -> list[dict[str, Any]]:
             for i in range(3)]
 
 
-def secret_run(tmp: Path) -> Path:
+def secret_run(tmp: Path, host_name: str = HOST, named: bool = False) -> Path:
     """A run of calibrated.toml whose provenance, trials, logs, events, nodes and samples name the host, its user,
-    her home and an environment token, wherever a real run records such data (tests/_runs.py records)."""
+    her home and an environment token, wherever a real run records such data (tests/_runs.py records).
+    ``named``: the resolved spec the run recorded (its title, hypothesis id and question) names them too, and the
+    run recorded no copy of the spec's text (nothing kept verbatim names them)."""
+    HOST = host_name  # the host this run names
     spec_path = tmp / "calibrated.toml"
-    spec_path.write_text(CALIBRATED.read_text().replace(
-        "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.2\nslowdown_framework = "tensorflow"'))
+    text = CALIBRATED.read_text().replace(
+        "jitter_frac = 0.01", 'jitter_frac = 0.01\nslowdown = 1.2\nslowdown_framework = "tensorflow"')
+    if named:
+        text = text.replace('title = "Calibrated phases (instrument self-test)"',
+                            f'title = "Calibrated by {USER} on {HOST.upper()}"').replace(
+            'id = "H1"', f'id = "H1-{USER}"').replace('"Same time?"', f'"Same time in {HOME}/exp on {HOST}?"')
+    spec_path.write_text(text)
     spec = load_spec(spec_path)
     host = {"hostname": HOST, "os": "Debian GNU/Linux 12", "kernel": "6.1.0", "machine": "x86_64",
             "cpu_model": "AMD EPYC 9654", "cpu": {"vendor": "AuthenticAMD", "family": 25, "model": 17, "stepping": 1,
@@ -55,7 +64,7 @@ def secret_run(tmp: Path) -> Path:
             "env": {"TOKEN": TOKEN, "CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "4"}}
     man = manifest_of(spec, host=host, dataset={"name": "mnist", "source": "t10k", "directory": f"{HOME}/data/mnist",
                                                 "origin": "bundled", "sha256": {}},
-                      spec_source={"path": f"{HOME}/exp/calibrated.toml", "text": spec_path.read_text()},
+                      spec_source={"path": f"{HOME}/exp/calibrated.toml", "text": "" if named else text},
                       backend={"backend": "local", "python": f"{HOME}/.venv/bin/python"},
                       command=["kit", "run", f"{HOME}/exp/calibrated.toml", "--runs-dir", f"/tmp/{USER}/runs"],
                       kit={"version": "0.1.0", "commit": None})
@@ -67,7 +76,9 @@ def secret_run(tmp: Path) -> Path:
         rec = record_of(t, 1.0e9 + 10.0 * t.position, train_s, infer_s, host=HOST,
                         env={"framework": t.framework, "framework_version": "2.21.0", "gpu_uuid": GPU_UUID},
                         stderr_tail=f"TOKEN={TOKEN} loading {HOME}/data/mnist as {USER} on {HOST}\n",
-                        traceback_tail=f'File "{HOME}/.venv/lib/python3.11/site-packages/x.py", line 1')
+                        traceback_tail=f'File "{HOME}/.venv/lib/python3.11/site-packages/x.py", line 1',
+                        executor={"name": "slurm", "chunk": 0, "job_id": "4242", "node": NODE,
+                                  "partition": PARTITION})
         write_record(rd, rec, _rows(HOST, 1.0e9 + 10.0 * t.position))
     rd.write_samples(f"_baseline-{HOST}-chunk0", _rows(HOST, 1.0e9 - 5))
     (rd.path / "nodes").mkdir()
@@ -75,7 +86,9 @@ def secret_run(tmp: Path) -> Path:
                                                                   "env": {"TOKEN": TOKEN}}))
     (rd.path / "events.jsonl").write_text(json.dumps({"t": 1.0e9, "event": "start", "host": HOST, "pid": 7,
                                                       "boot_id": "956d3c0e-d85b-4d51-b56a-a727579f0974",
-                                                      "cwd": f"{HOME}/work"}) + "\n")
+                                                      "cwd": f"{HOME}/work"}) + "\n" + json.dumps(
+        {"t": 1.0e9 + 1, "event": "chunk_start", "chunk": 0, "job_id": "4242", "node": NODE.upper(),
+         "partition": PARTITION, "path": f"/usr/bin:{HOME}/bin"}) + "\n")
     (rd.path / "report").mkdir()
     (rd.path / "report" / "index.html").write_text(f"<p>{HOST} {HOME}</p>")
     return rd.path
@@ -254,3 +267,96 @@ def test_a_real_smoke_run_shares_without_the_hostname(tmp_path: Path) -> None:
             assert f'"{host}"'.encode() not in data and f"-{host}-".encode() not in data, p
     assert not [p for p in root.rglob("*") if host in p.name.split("-")]
     assert verify(tgz)["share"]
+
+
+# -- review findings (issue 42, item 3): each attack performed for real ------------------------------------------------
+
+@pytest.mark.slow  # packs and re-analyses a 26-trial run (seconds)
+def test_the_tarball_names_no_owner(shared: tuple[Path, Path]) -> None:
+    import getpass
+
+    with tarfile.open(shared[1]) as tar:
+        members = tar.getmembers()
+    assert members and getpass.getuser()
+    assert not [(m.name, m.uname, m.gname, m.uid, m.gid) for m in members
+                if m.uname or m.gname or m.uid != 0 or m.gid != 0 or getpass.getuser() in (m.uname, m.gname)]
+
+
+@pytest.mark.slow  # packs and re-analyses a 26-trial run (seconds)
+def test_slurm_nodes_and_partitions_are_pseudonyms_and_job_ids_are_said_kept(shared: tuple[Path, Path]) -> None:
+    root = shared[1].parent / shared[1].name.removesuffix(".tar.gz")
+    trial = json.loads(next((root / "run" / "trials").glob("*.json")).read_text())
+    assert trial["executor"]["node"].startswith("host-") and trial["executor"]["partition"] == "partition-1"
+    assert trial["executor"]["job_id"] == "4242"
+    events = [json.loads(x) for x in (root / "run" / "events.jsonl").read_text().splitlines()]
+    assert events[1]["node"] == trial["executor"]["node"] and events[1]["partition"] == "partition-1"
+    assert events[1]["path"] == "/usr/bin:<redacted>"  # a PATH-like list: each part judged on its own
+    redacted = " ".join(json.loads((root / SHARE_FILE).read_text())["redacted"])
+    assert "Slurm node names" in redacted and "job, array job and task ids: kept" in redacted
+
+
+@pytest.mark.slow  # packs and re-analyses a 26-trial run twice (seconds)
+def test_names_in_the_recorded_spec_are_redacted_and_verify_still_passes(tmp_path: Path) -> None:
+    """The claims' ids and texts, the title and paths name the user and host: the pack used to refuse ("kit bug"),
+    and wrote claims.json and README.md unredacted; now what verify recomputes is what is stored."""
+    run = secret_run(tmp_path, named=True)
+    assert f"H1-{USER}".encode() in (run / "manifest.json").read_bytes()
+    tgz = pack_share(run)
+    root = tgz.parent / tgz.name.removesuffix(".tar.gz")
+    for name in ("claims.json", "README.md", "run/analysis.json", "run/manifest.json", SHARE_FILE):
+        data = (root / name).read_bytes()
+        assert not _leaks(data) and HOST.upper().encode() not in data, name
+    claims = json.loads((root / "claims.json").read_text())
+    assert {c["id"] for c in claims["claims"]} == {"H1-<user>"}
+    assert "Calibrated by <user> on host-1" in (root / "README.md").read_text()
+    res = verify(tgz)
+    assert res["share"] and res["claims_changed"] == [] and res["claims_tested"] >= 1
+    out = CliRunner().invoke(app, ["verify", str(tgz)])
+    assert out.exit_code == 0, out.output
+
+
+@pytest.mark.slow  # writes a 26-trial run and re-analyses it (seconds)
+def test_a_host_named_like_a_word_of_the_data_is_refused_with_the_real_cause(tmp_path: Path) -> None:
+    """A host called "cpu": redacting it everywhere would rename the spec's device and collector; the pack says
+    so and what to do, never "kit bug" (the spec's text names it too: refused before anything is analysed)."""
+    for named in (False, True):
+        (tmp_path / str(named)).mkdir()
+        run = secret_run(tmp_path / str(named), host_name="cpu", named=named)
+        with pytest.raises(StoreError) as err:
+            pack_share(run)
+        assert "'cpu'" in err.value.cause and "kit bug" not in err.value.fix, err.value
+        assert "common word" in err.value.fix and "full bundle" in err.value.fix
+        res = CliRunner().invoke(app, ["pack", str(run), "--share"])
+        assert res.exit_code != 0 and isinstance(res.exception, StoreError) and "common word" in res.exception.fix
+
+
+def test_redactor_review_gaps() -> None:
+    red = Redactor(Identity(hostnames=(HOST,), users=(USER,), homes=(HOME,), partitions=(PARTITION,)))
+    # (a) a ':'-joined list that starts in a system tree: each part judged alone; no climbing out of /usr
+    assert red.text("PATH is /usr/bin:/scratch/alice/x:/bin at /a/b.py:12") == \
+        "PATH is /usr/bin:<redacted>:/bin at <redacted>:12"
+    assert red.text("/usr/../scratch/alice") == "<redacted>"
+    # (b) host names in any case, and in file names
+    assert red.text(f"{HOST.upper()} and {HOST.title()}.lan") == "host-1 and host-1.lan"
+    assert red.host_alias(HOST.upper()) == "host-1"
+    assert Identity((), (), ()).with_more(hostnames=("Big-Box",)).hostnames == ("big-box",)
+    # a pseudonymous UUID stays itself: redacting twice (run, then analysis) gives the same text
+    once = red.text(GPU_UUID)
+    assert red.text(once) == once
+    # (c) a partition is replaced by field, never as a word (partitions are called "gpu")
+    assert red.value({"partition": PARTITION, "note": f"on {PARTITION}", "executor": {"partition": "other"}}) == \
+        {"partition": "partition-1", "note": f"on {PARTITION}", "executor": {"partition": "other"}}
+
+
+@pytest.mark.slow  # writes a 26-trial run (seconds)
+def test_a_study_copy_naming_the_host_stops_the_pack(tmp_path: Path) -> None:
+    from kit.share import check_verbatim
+
+    run = secret_run(tmp_path)
+    rd = RunDir.open(run)
+    red = Redactor(Identity.of_run(rd, rd.manifest()))
+    assert NODE in red.identity.hostnames and PARTITION in red.identity.partitions
+    (run / "study").mkdir()
+    (run / "study" / "notes.md").write_text(f"measured on {HOST.upper()}")
+    with pytest.raises(StoreError, match=r"kept verbatim in a share bundle.*host name"):
+        check_verbatim(rd, rd.manifest(), red)

@@ -225,3 +225,16 @@ def test_a_checksum_mismatch_keeps_its_own_fix() -> None:
 
     err = ChecksumError("SHA-256 mismatch", where="x", fix="delete the file")
     assert with_fetch_hint(err, _specs("germino_mnist_energy")[0]) is err
+
+
+def test_the_plan_looks_for_data_in_the_data_dir_it_is_given(tmp_path: Path) -> None:
+    """`kit reproduce-all --data-dir DIR`: files in DIR are not "to download first"."""
+    studies = discover(EXPERIMENTS, only=["germino_mnist_energy"])
+    (entry,) = make_plan(studies, CPU, "auto", tmp_path, {})
+    assert entry.data.startswith("2 dataset files to download first")
+    data = tmp_path / "data" / "mnist"
+    data.mkdir(parents=True)
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        (data / name).write_bytes(b"present")  # presence only: the run checks the digests
+    (entry,) = make_plan(studies, CPU, "auto", tmp_path, {}, data_dir=tmp_path / "data")
+    assert entry.data == ""

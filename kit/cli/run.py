@@ -214,7 +214,7 @@ def reproduce_all_cmd(
     # the backend decides whether this interpreter's torchvision matters (a container brings its own)
     res = reproduce_all(runs_dir, runner, profile=profile, budget_s=budget_s, only=only or (),
                         experiments=experiments or BUNDLED, host=Host.detect(chosen), events=_ReproduceLines(io),
-                        dry_run=dry_run, trust=trust)
+                        dry_run=dry_run, trust=trust, data_dir=data_dir)
     for p in res.summary:
         io.out.print(f"summary: [bold]{esc(p)}[/]")
     if res.interrupted:

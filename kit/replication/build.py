@@ -3,9 +3,12 @@
 Runs of one host class are replicates: their verdicts are listed (and "replicates disagree" said when they
 differ), their log ratios combined by fixed-effect inverse variance (:func:`kit.replication.meta.fixed_effect`).
 Across three or more classes with an estimate, the DerSimonian-Laird pooled ratio, tau^2, I^2 and the prediction
-interval for a new host (:func:`kit.replication.meta.random_effects`). A claim judged under conditions unlike the
-paper's (the ledger's ``differences``) is shown, labelled, and kept out of the pooled figure. Runs of different
-studies or profiles are never merged: KitError naming which input has which.
+interval for a new host (:func:`kit.replication.meta.random_effects`). A claim the ledger could not judge on a host
+(verdict "not testable": conditions the paper's finding depends on were not met there, e.g. the device, the threads
+or stand-in data) is shown, labelled with why, and kept out of the pooled figure; its estimates, where the run
+has them, enter only the separate "as measured" figure, never a verdict. Differences the ledger records without
+blocking a verdict (the paper's hardware, versions it only names) label the cell. Runs of different studies,
+profiles or claim tables are never merged: KitError naming which input has which.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ ASSUMPTIONS = (
     "across host classes: DerSimonian-Laird random effects on log ratios (statsmodels combine_effects), normal "
     "95 % interval; prediction interval for a new host class: t with k - 2 df, sqrt(tau^2 + se^2) (Higgins, "
     "Thompson & Spiegelhalter 2009)",
-    "claims judged under conditions unlike the paper's (differences) are shown and kept out of the pooled figure",
+    "a claim not testable on a host class (conditions its finding depends on unmet there) is shown, labelled, and "
+    "kept out of the pooled figure; its estimates enter only the 'as measured' figure, never a verdict",
 )
 _ATTRIBUTE_ORDER = ("arch", "vendor", "device", "isa", "gpu", "threads", "versions")
 
@@ -59,16 +63,17 @@ class Cell:
     level: float  # the interval's level
     n: int  # repetitions (pairs or trials per arm) summed over the runs
     runs: int
-    differences: tuple[str, ...]  # conditions unlike the paper's (kept out of the pooled figure)
-    pooled: bool  # this cell's estimate entered the pooled figure
+    differences: tuple[str, ...]  # conditions unlike the paper's that the ledger records without blocking a verdict
+    pooled: bool  # this cell's estimate entered the pooled figure (judged: not "not testable")
     log_ratio: float | None = None
     se_log: float | None = None
+    why_not: str = ""  # not testable: the ledger's reason (the first run's)
 
     def to_json(self) -> dict[str, object]:
         return {"class": self.class_key, "verdict": self.verdict, "verdicts": list(self.verdicts),
                 "ratio": self.ratio, "low": self.low, "high": self.high, "level": self.level, "n": self.n,
                 "runs": self.runs, "differences": list(self.differences), "pooled": self.pooled,
-                "log_ratio": self.log_ratio, "se_log": self.se_log}
+                "log_ratio": self.log_ratio, "se_log": self.se_log, "why_not": self.why_not}
 
 
 @dataclass(frozen=True)
@@ -150,15 +155,22 @@ class MapResult:
                 "assumptions": list(self.assumptions)}
 
 
+def _claims_table(x: Loaded) -> str:
+    """The claims a run judged (id, kind, quantity): runs of edited specs with other claims are not merged."""
+    rows = sorted((r.id, r.kind, r.quantity) for r in (x.ledger.rows if x.ledger else ()))
+    return "; ".join(f"{i} {k} {q}" for i, k, q in rows)
+
+
 def check_same(loaded: Sequence[Loaded]) -> None:
-    """One study, one profile: else KitError naming which input has which."""
-    for what, get in (("study", lambda x: x.experiment), ("profile", lambda x: x.profile)):
+    """One study, one profile, one claims table: else KitError naming which input has which."""
+    for what, get in (("study", lambda x: x.experiment), ("profile", lambda x: x.profile),
+                      ("claims table", _claims_table)):
         first: dict[str, str] = {}
         for x in loaded:
             first.setdefault(get(x), x.source)
         if len(first) > 1:
             named = "; ".join(f"{cap(src, 120)} is {what} {cap(v, 60)!r}" for v, src in list(first.items())[:6])
-            plural = {"study": "studies", "profile": "profiles"}[what]
+            plural = {"study": "studies", "profile": "profiles", "claims table": "claims tables"}[what]
             raise UsageError(f"the inputs are of {len(first)} different {plural} and a map merges one: {named}",
                              where="kit map", fix=f"map the runs of one {what} at a time")
 
@@ -175,34 +187,49 @@ def _conf(row: ClaimVerdict) -> float:
 def _effect(row: ClaimVerdict) -> LogEffect | None:
     """The run's log ratio and standard error, when it has a positive, ordered interval."""
     est, lo, hi = row.estimate, row.low, row.high
-    if est is None or lo is None or hi is None or not (0 < lo <= est <= hi):
+    if est is None or lo is None or hi is None or not all(map(math.isfinite, (est, lo, hi))) or \
+            not (0 < lo <= est <= hi):
         return None
     return LogEffect(math.log(est), se_from_interval(lo, hi, _conf(row)))
+
+
+def _exp(x: float) -> float | None:
+    """exp of a log ratio; None where it overflows (a crafted or degenerate estimate: shown as no estimate)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return None
 
 
 def _cell(key: str, rows: Sequence[ClaimVerdict]) -> Cell:
     verdicts = tuple(r.verdict for r in rows)
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "replicates disagree"
     diffs = tuple(dict.fromkeys(cap(d, 200) for r in rows for d in r.differences))
+    judged = all(r.verdict != "not testable" for r in rows)
+    why_not = next((cap(r.reason, 300) for r in rows if r.verdict == "not testable"), "")
     effects = [e for r in rows if (e := _effect(r)) is not None]
     level = _conf(rows[0])
     n = sum(r.n for r in rows)
     if not effects:
-        return Cell(key, verdict, verdicts, None, None, None, level, n, len(rows), diffs, False)
+        return Cell(key, verdict, verdicts, None, None, None, level, n, len(rows), diffs, False, why_not=why_not)
     if len(effects) == 1 and len(rows) == 1:
         r = rows[0]
-        return Cell(key, verdict, verdicts, r.estimate, r.low, r.high, level, n, 1, diffs, not diffs,
-                    effects[0].log_ratio, effects[0].se)
+        return Cell(key, verdict, verdicts, r.estimate, r.low, r.high, level, n, 1, diffs, judged,
+                    effects[0].log_ratio, effects[0].se, why_not)
     fe = fixed_effect(effects)
     from scipy.stats import norm
 
     z = float(norm.ppf((1 + level) / 2))
-    return Cell(key, verdict, verdicts, math.exp(fe.log_ratio), math.exp(fe.log_ratio - z * fe.se),
-                math.exp(fe.log_ratio + z * fe.se), level, n, len(rows), diffs, not diffs, fe.log_ratio, fe.se)
+    ratio, low, high = _exp(fe.log_ratio), _exp(fe.log_ratio - z * fe.se), _exp(fe.log_ratio + z * fe.se)
+    if ratio is None or low is None or high is None:
+        return Cell(key, verdict, verdicts, None, None, None, level, n, len(rows), diffs, False, why_not=why_not)
+    return Cell(key, verdict, verdicts, ratio, low, high, level, n, len(rows), diffs, judged, fe.log_ratio, fe.se,
+                why_not)
 
 
 def _distinguishing(bad: Sequence[HostClass], good: Sequence[HostClass]) -> str | None:
-    """The value of one attribute that every contradicting class has and no other tested class has."""
+    """The value of one attribute that every contradicting class has and no other tested class has (with one
+    contradicting class, the answer says it is one class: one host cannot tell which of its attributes matters)."""
     for attr in _ATTRIBUTE_ORDER:
         values = {h.attributes()[attr] for h in bad}
         if len(values) == 1:
@@ -215,7 +242,7 @@ def _distinguishing(bad: Sequence[HostClass], good: Sequence[HostClass]) -> str 
 def _as_measured_text(fig: Pooled | None) -> str:
     if fig is None:
         return ""
-    return (f"as measured here, unlike the paper's conditions (no verdict): {fig.ratio:.3g} "
+    return (f"as measured where not judged (no verdict): {fig.ratio:.3g} "
             f"[{fig.ci_low:.3g}, {fig.ci_high:.3g}] over {fig.k} classes, I² {fig.i2 * 100:.0f} %")
 
 
@@ -224,24 +251,29 @@ def _answer(cells: Sequence[Cell], hosts: Mapping[str, HostClass], pooled: Poole
     by = {v: [c for c in cells if c.verdict == v] for v in ("replicated", "contradicted", "inconclusive",
                                                            "not testable", "replicates disagree")}
     if cells and len(by["not testable"]) == len(cells):
-        head = (f"not tested on any of the {total} host class{'es' if total != 1 else ''} given (conditions unlike "
-                "the paper's); what would test it is listed below")
+        head = (f"not judged on any of the {total} host class{'es' if total != 1 else ''} given; why, and what "
+                "would test it, below")
         return head + (f"; {_as_measured_text(as_measured)}" if as_measured else "")
     parts = [f"replicated on {len(by['replicated'])} of {total} host class{'es' if total != 1 else ''}"]
     if by["contradicted"]:
         bad = [hosts[c.class_key] for c in by["contradicted"]]
         good = [hosts[c.class_key] for c in cells if c.verdict in ("replicated", "inconclusive")]
         named = _distinguishing(bad, good)
-        parts.append(f"contradicted on {named}" if named else
-                     f"contradicted on {len(bad)} class{'es' if len(bad) != 1 else ''}")
+        if len(bad) == 1:
+            parts.append(f"contradicted on 1 class, the only one with {named}" if named else
+                         f"contradicted on 1 class ({bad[0].label})")
+        else:
+            parts.append(f"contradicted on {named}" if named else f"contradicted on {len(bad)} classes")
     for v in ("inconclusive", "replicates disagree"):
         if by[v]:
             parts.append(f"{v} on {len(by[v])}")
     if by["not testable"]:
         parts.append(f"not testable on {len(by['not testable'])}")
     if pooled is not None:
-        word = "heterogeneous" if pooled.i2 >= HETEROGENEOUS_I2 else "consistent across hosts"
+        word = "heterogeneous" if pooled.i2 >= HETEROGENEOUS_I2 else "no detectable heterogeneity"
         parts.append(f"{word}: I² {pooled.i2 * 100:.0f} %")
+    if as_measured is not None:
+        parts.append(_as_measured_text(as_measured))
     return "; ".join(parts)
 
 
@@ -273,7 +305,7 @@ def build_map(inputs: Inputs) -> MapResult:
             if per_run:
                 cells.append(_cell(k, per_run))
         pooled = _pooled([c for c in cells if c.pooled])
-        as_measured = _pooled([c for c in cells if not c.pooled and c.differences])
+        as_measured = _pooled([c for c in cells if not c.pooled])
         rows.append(ClaimRow(cap(cid, 40), cap(first.source, 80), cap(first.statement, 300), cap(first.quantity, 120),
                              cap(first.estimator, 80), tuple(cells), pooled,
                              _answer(cells, hosts, pooled, len(order), as_measured), as_measured))
@@ -292,6 +324,9 @@ def _pooled(cells: Sequence[Cell]) -> Pooled | None:
     if len(effects) < MIN_CLASSES:
         return None
     re = random_effects(effects)
+    values = [_exp(x) for x in (re.log_ratio, re.ci_low, re.ci_high, re.pi_low, re.pi_high)]
+    if any(v is None for v in values):
+        return None
     return Pooled(k=re.k, ratio=math.exp(re.log_ratio), ci_low=math.exp(re.ci_low), ci_high=math.exp(re.ci_high),
                   pi_low=math.exp(re.pi_low), pi_high=math.exp(re.pi_high), log_ratio=re.log_ratio, se_log=re.se,
                   tau2=re.tau2, i2=re.i2, q=re.q, level=re.level)

@@ -142,8 +142,8 @@ def _model(raw: object) -> str:
 def _threads(analysis: Analysis, host: Mapping[str, object]) -> int | None:
     """The CPU threads the trials used: what the trials reported (env.threads), else the ledger's condition line,
     else the host's logical CPUs (a trial that was not limited computes on all of them)."""
-    reported = {t.get("threads") for t in analysis.trial_env}
-    ints = sorted(v for v in reported if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    reported = [t.get("threads") for t in analysis.trial_env]  # a list: a crafted value may be unhashable
+    ints = sorted({v for v in reported if isinstance(v, int) and not isinstance(v, bool) and v > 0})
     if ints:
         return ints[0] if len(ints) == 1 else ints[-1]
     conditions = (analysis.claims or {}).get("conditions")

@@ -42,6 +42,9 @@ class Loaded:
     ledger: Ledger | None  # None: the study lists no claims of a paper
     host: HostClass
     reused: bool  # the stored analysis was reused (its seal verified), not recomputed
+    # a digest of the trials' numeric results: a second input with the same identity must have the same data
+    # (a shared bundle keeps them verbatim), else one of the two was altered and neither is mapped
+    data_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,22 @@ def run_identity(man: Manifest) -> str:
     """Study, plan digest, start and end: the same for a run directory and its (shared) bundle."""
     text = "|".join(str(x) for x in (man.experiment, man.plan_digest, man.started, man.ended))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def data_digest(run: Path) -> str:
+    """SHA-256 over each trial's id, status and numeric results, in trial order: what a run directory, its full
+    bundle and its share bundle (which redacts strings, never numbers) have in common."""
+    import json
+    import math
+
+    from kit.store import RunDir
+
+    h = hashlib.sha256()
+    for rec in sorted(RunDir.open(run).trial_records(), key=lambda r: r.trial_id):
+        nums = {k: v for k, v in rec.results.items()
+                if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
+        h.update(json.dumps([rec.trial_id, rec.status, nums], sort_keys=True).encode())
+    return h.hexdigest()[:16]
 
 
 def _analysis_of(run: Path, in_bundle: bool) -> tuple[Manifest, Analysis, bool]:
@@ -147,6 +166,7 @@ def load_one(path: Path) -> Loaded:
     source = cap(path, 200)
     if path.is_dir() and (path / "manifest.json").exists() and not (path / SUMS).exists():
         man, analysis, reused = _analysis_of(path, in_bundle=False)
+        digest = data_digest(path)
         kind = "run"
     elif (path.is_dir() and (path / SUMS).exists()) or (path.is_file() and path.name.endswith((".tar.gz", ".tgz"))):
         with tempfile.TemporaryDirectory(prefix="kit-map-") as tmp:
@@ -154,6 +174,7 @@ def load_one(path: Path) -> Loaded:
             check_integrity(root)
             man, analysis, reused = _analysis_of(root / "run", in_bundle=True)
             _check_bundle_claims(root, man, analysis)
+            digest = data_digest(root / "run")
         kind = "bundle"
     else:
         raise KitError("not a run directory or bundle", where=source,
@@ -162,15 +183,15 @@ def load_one(path: Path) -> Loaded:
     ledger = Ledger.from_json(analysis.claims, source) if analysis.claims is not None else None
     return Loaded(source=source, kind=kind, run_id=run_identity(man), experiment=man.experiment,
                   profile=analysis.profile or man.profile or "", manifest=man, analysis=analysis, ledger=ledger,
-                  host=host_class(man, analysis), reused=reused)
+                  host=host_class(man, analysis), reused=reused, data_digest=digest)
 
 
 def load_inputs(paths: Sequence[Path], progress: Progress | None = None) -> Inputs:
     """Each input loaded or refused with its reason; a run given twice is kept once (the first given)."""
-    loaded: list[Loaded] = []
+    loaded: dict[str, Loaded] = {}  # run identity -> the first input of that run
+    altered: set[str] = set()  # identities given with different trial results
     refused: list[Refused] = []
     duplicates: list[str] = []
-    seen: set[str] = set()
     for i, p in enumerate(paths, 1):
         if progress is not None:
             progress(i, len(paths), cap(p, 200))
@@ -179,12 +200,21 @@ def load_inputs(paths: Sequence[Path], progress: Progress | None = None) -> Inpu
         except KitError as exc:
             refused.append(Refused(cap(p, 200), cap(exc.one_line(), 400)))
             continue
-        except (OSError, ValueError) as exc:  # a file that vanished or cannot be read: the input's fault, said
-            refused.append(Refused(cap(p, 200), cap(f"cannot be read: {exc}", 400)))
+        except Exception as exc:  # crafted content the checks did not foresee: this input is refused with what
+            # went wrong, the other inputs are still mapped (never a traceback for one bad input)
+            refused.append(Refused(cap(p, 200), cap(f"cannot be read or analysed: {type(exc).__name__}: {exc}", 400)))
             continue
-        if one.run_id in seen:
+        first = loaded.get(one.run_id)
+        if first is None:
+            loaded[one.run_id] = one
+        elif first.data_digest == one.data_digest:
             duplicates.append(one.source)
-            continue
-        seen.add(one.run_id)
-        loaded.append(one)
-    return Inputs(tuple(loaded), tuple(refused), tuple(duplicates))
+        else:  # the same run by its identity, other trial results: one of the two was altered; neither is mapped
+            why = (f"says it is the run given as {first.source} (same study, plan, start and end) but its trial "
+                   "results differ: one of the two was altered, so neither is mapped")
+            refused += [Refused(one.source, cap(why, 400)),
+                        Refused(first.source, cap(f"its run is also given as {one.source} with other trial results: "
+                                                  "one of the two was altered, so neither is mapped", 400))]
+            altered.add(one.run_id)
+    kept = tuple(x for rid, x in loaded.items() if rid not in altered)
+    return Inputs(kept, tuple(refused), tuple(duplicates))

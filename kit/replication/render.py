@@ -58,9 +58,11 @@ def write_map(result: MapResult, out: Path) -> MapFiles:
     from kit.safeio import real_dir
     from kit.store import atomic_write_bytes
 
+    # all three rendered before any is written: a failure in one leaves no mix of new and old files
+    html, tex = render_html(result).encode("utf-8"), render_tex(result).encode("utf-8")
+    doc = (json.dumps(map_document(result), indent=1, allow_nan=False) + "\n").encode()
     real_dir(out, create=True, what="--out directory")
     paths = {"html": out / HTML_NAME, "tex": out / TEX_NAME, "json": out / JSON_NAME}
-    atomic_write_bytes(paths["html"], render_html(result).encode("utf-8"))
-    atomic_write_bytes(paths["tex"], render_tex(result).encode("utf-8"))
-    atomic_write_bytes(paths["json"], (json.dumps(map_document(result), indent=1, allow_nan=False) + "\n").encode())
+    for key, data in (("html", html), ("tex", tex), ("json", doc)):
+        atomic_write_bytes(paths[key], data)
     return {"html": str(paths["html"]), "tex": str(paths["tex"]), "json": str(paths["json"])}

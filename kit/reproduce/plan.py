@@ -61,7 +61,7 @@ def measured_walls(runs_dir: Path, ids: Sequence[str]) -> dict[tuple[str, str], 
     return {k: (wall, name) for k, (_, wall, name) in best.items()}
 
 
-def missing_data(spec: Spec) -> str:
+def missing_data(spec: Spec, data_dir: Path | None = None) -> str:
     """What the study's profile would download before its first trial: "N dataset files (X MB) to download
     first (or fetch ahead: kit datasets fetch ...)", or "" when every file is present.
 
@@ -77,7 +77,7 @@ def missing_data(spec: Spec) -> str:
     except KitError:
         return ""
     missing = [n for n in needed
-               if not any((d / n.file.name).is_file() for _, d in search_dirs(DATASETS[n.dataset]))]
+               if not any((d / n.file.name).is_file() for _, d in search_dirs(DATASETS[n.dataset], data_dir))]
     if not missing:
         return ""
     size = sum(n.file.size or 0 for n in missing)
@@ -98,7 +98,8 @@ def run_status(path: Path) -> tuple[str | None, float]:
 
 
 def make_plan(studies: Sequence[Study], host: Host, profile: str, runs_dir: Path,
-              states: Mapping[str, StudyState], budget_s: float | None = None) -> tuple[PlanEntry, ...]:
+              states: Mapping[str, StudyState], budget_s: float | None = None,
+              data_dir: Path | None = None) -> tuple[PlanEntry, ...]:
     """One entry per study, in the studies' order; the budget is spent in that order on the estimates of the
     studies that run or resume (a study without an estimate cannot be planned within a budget: skipped)."""
     walls = measured_walls(runs_dir, [s.id for s in studies])
@@ -126,7 +127,7 @@ def make_plan(studies: Sequence[Study], host: Host, profile: str, runs_dir: Path
         if lacks:
             out.append(replace(entry, reason=lacks))
             continue
-        entry = replace(entry, action="run", data=missing_data(spec))
+        entry = replace(entry, action="run", data=missing_data(spec, data_dir))
         prev = states.get(s.id)
         if prev is not None and prev.profile == chosen:
             status, share_left = run_status(prev.path(runs_dir))

@@ -197,7 +197,7 @@ def write_summary(summary: Summary, runs_dir: Path) -> list[Path]:
 def reproduce_all(runs_dir: Path, run_study: RunStudy, *, profile: str = "auto", budget_s: float | None = None,
                   only: Sequence[str] = (), experiments: Path = BUNDLED, host: Host | None = None,
                   events: ReproduceEvents | None = None, dry_run: bool = False,
-                  trust: StudyTrust | None = None) -> Outcome:
+                  trust: StudyTrust | None = None, data_dir: Path | None = None) -> Outcome:
     """Discover, plan (printed through ``events.planned`` before anything runs), run, and write the summary.
 
     The state file is checked first (:func:`kit.reproduce.state.check_state`): a run it names that is not the
@@ -207,7 +207,7 @@ def reproduce_all(runs_dir: Path, run_study: RunStudy, *, profile: str = "auto",
     studies = discover(experiments, only)
     states = load_state(runs_dir)
     check_state(states, studies, runs_dir, trust or StudyTrust())
-    plan = make_plan(studies, host, profile, runs_dir, states, budget_s)
+    plan = make_plan(studies, host, profile, runs_dir, states, budget_s, data_dir=data_dir)
     events.planned(plan, host, budget_s)
     if dry_run:
         return Outcome(tuple(Result(e, "skipped", "dry run") for e in plan))
