@@ -5,7 +5,8 @@ trial, and the baseline before the first trial says nothing about what ran
 during the tenth. So each timed phase is checked on its own:
 
 * **foreign CPU**: the host's busy CPU time over the phase (``cpu/total/busy_cpu_s``,
-  steal included: a VM's neighbours), minus the trial's own CPU time (``cpu_s``
+  steal included: a VM's neighbours; for a pinned trial only its CPUs' and their SMT
+  siblings', kit.disturbance_cpus, the host-wide figure kept beside it), minus the trial's own CPU time (``cpu_s``
   in its phase markers: the harness process and its finished children), minus
   the kit process's own (``cpu/kit/cpu_s``: the collectors), per second of
   phase: the mean number of CPUs something else kept busy;
@@ -27,10 +28,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
+from kit import disturbance_cpus as on_cpus
 from kit.records import JsonTable, TrialRecord
 
 # Default limit of foreign CPU (mean CPUs busy outside the trial and the kit over a timed phase). Measured on
@@ -74,6 +76,11 @@ class PhaseJson(TypedDict):
     disturbed: bool
     causes: list[str]
     why: str | None
+    foreign_cpu_host: NotRequired[float | None]  # host-wide, beside ``foreign_cpu`` on the trial's CPUs
+    cpus: NotRequired[list[int]]  # the CPUs ``foreign_cpu`` covers ([]: host-wide)
+    late_samples: NotRequired[int | None]  # sampling gaps beyond LATE_SAMPLE_PERIODS periods (the kit's CPU)
+    max_sample_gap_s: NotRequired[float | None]
+    telemetry: NotRequired[str | None]  # the telemetry's flag (never the timing's)
 
 
 class LimitsJson(TypedDict):
@@ -90,6 +97,7 @@ class TrialDisturbanceJson(TypedDict):
     cause: str | None
     limits: LimitsJson
     phases: dict[str, PhaseJson]
+    cpus: NotRequired[on_cpus.CpuScopeJson | None]  # the pinned trial's CPUs (None: host-wide; absent: older)
 
 
 class RerunBudgetJson(TypedDict):
@@ -157,6 +165,11 @@ class PhaseDisturbance:
     gpu_throttle: tuple[str, ...] = ()
     causes: tuple[str, ...] = ()
     why: str | None = None
+    foreign_cpu_host: float | None = None  # host-wide figure (= foreign_cpu when ``cpus`` is empty)
+    cpus: tuple[int, ...] = ()  # the CPUs foreign_cpu covers: the trial's and their SMT siblings; (): host-wide
+    late_samples: int | None = None  # gaps between the CPU collector's readings beyond LATE_SAMPLE_PERIODS
+    max_sample_gap_s: float | None = None
+    telemetry: str | None = None  # late samples: the kit's CPU was loaded; flags the telemetry, not the timing
 
     @property
     def disturbed(self) -> bool:
@@ -166,7 +179,9 @@ class PhaseDisturbance:
         return {"phase": self.phase, "duration_s": self.duration_s, "judged": self.judged,
                 "foreign_cpu": self.foreign_cpu, "trial_cpu": self.trial_cpu, "freq_drop_frac": self.freq_drop_frac,
                 "foreign_gpu_procs": self.foreign_gpu_procs, "gpu_throttle": list(self.gpu_throttle),
-                "disturbed": self.disturbed, "causes": list(self.causes), "why": self.why}
+                "disturbed": self.disturbed, "causes": list(self.causes), "why": self.why,
+                "foreign_cpu_host": self.foreign_cpu_host, "cpus": list(self.cpus), "late_samples": self.late_samples,
+                "max_sample_gap_s": self.max_sample_gap_s, "telemetry": self.telemetry}
 
 
 @dataclass(frozen=True)
@@ -175,6 +190,7 @@ class TrialDisturbance:
 
     phases: tuple[PhaseDisturbance, ...] = field(default_factory=tuple)
     limits: Limits = field(default_factory=Limits)
+    cpus: on_cpus.CpuScope | None = None  # the pinned trial's CPUs (None: not pinned, judged host-wide)
 
     @property
     def disturbed(self) -> bool:
@@ -189,7 +205,8 @@ class TrialDisturbance:
     def as_dict(self) -> TrialDisturbanceJson:
         return {"schema": 1, "disturbed": self.disturbed, "cause": self.cause,
                 "limits": {"foreign_cpu": self.limits.foreign_cpu, "freq_drop_frac": self.limits.freq_drop_frac},
-                "phases": {p.phase: p.as_dict() for p in self.phases}}
+                "phases": {p.phase: p.as_dict() for p in self.phases},
+                "cpus": self.cpus.as_dict() if self.cpus is not None else None}
 
 
 def _number(x: Any) -> float | None:
@@ -236,8 +253,10 @@ def _phase_marks(markers: Sequence[Mapping[str, Any]]) -> list[tuple[str, float,
 
 
 def assess(markers: Sequence[Mapping[str, Any]], readings: Sequence[Reading], period_s: float,
-           limits: Limits | None = None, idle_freq_mhz: float | None = None) -> TrialDisturbance:
-    """Per timed phase of one trial: foreign CPU, frequency drop, foreign GPU processes and GPU throttling."""
+           limits: Limits | None = None, idle_freq_mhz: float | None = None,
+           cpus: on_cpus.CpuScope | None = None) -> TrialDisturbance:
+    """Per timed phase of one trial: foreign CPU (on a pinned trial's ``cpus`` and their SMT siblings, the host-wide
+    figure kept beside it: kit.disturbance_cpus), frequency drop, foreign GPU processes and GPU throttling."""
     limits = limits or Limits()
     readings = list(readings)
     busy_t, busy_v = _series(readings, "cpu", "total", "busy_cpu_s")
@@ -245,6 +264,9 @@ def assess(markers: Sequence[Mapping[str, Any]], readings: Sequence[Reading], pe
     freq_t, freq_v = _series(readings, "cpu", "total", "freq_mhz")
     procs_t, procs_v = _series(readings, "nvml", None, "foreign_procs")
     thr_t, thr_v = _series(readings, "nvml", None, "throttle_reasons")
+    per_cpu = on_cpus.PerCpuCounters.from_readings(readings)
+    judged_on = on_cpus.scope_cpus(cpus, per_cpu)
+    kit_shares = cpus is None or cpus.kit_shares
     phases = []
     for phase, t0, t1, c0, c1 in _phase_marks(markers):
         dur = t1 - t0
@@ -265,7 +287,8 @@ def assess(markers: Sequence[Mapping[str, Any]], readings: Sequence[Reading], pe
             drop = 1.0 - float(np.median(fin)) / idle_freq_mhz
             if limits.freq_drop_frac > 0 and drop > limits.freq_drop_frac:
                 causes.append(f"CPU frequency {float(np.median(fin)):.0f} MHz, {drop:.0%} below idle")
-        foreign = trial = None
+        foreign = trial = host = None
+        covered: tuple[int, ...] = ()
         why = None
         if dur < MIN_PERIODS * period_s:
             why = f"phase of {dur:.3g} s is shorter than {MIN_PERIODS} sampling periods ({period_s:g} s)"
@@ -279,12 +302,22 @@ def assess(markers: Sequence[Mapping[str, Any]], readings: Sequence[Reading], pe
             else:
                 assert h0 is not None and h1 is not None and k0 is not None and k1 is not None
                 trial = (c1 - c0) / dur
-                foreign = max(0.0, ((h1 - h0) - (c1 - c0) - (k1 - k0)) / dur)
+                host = max(0.0, ((h1 - h0) - (c1 - c0) - (k1 - k0)) / dur)
+                own = (on_cpus.foreign_on_cpus(per_cpu, judged_on, t0, t1, c1 - c0, (k1 - k0) if kit_shares else 0.0)
+                       if judged_on else None)
+                covered = judged_on if own is not None else ()
+                foreign = own if own is not None else host
                 if limits.foreign_cpu > 0 and foreign > limits.foreign_cpu:
-                    causes.append(f"foreign CPU {foreign:.2f} CPUs (limit {limits.foreign_cpu:g})")
+                    where = f" on CPU(s) {','.join(map(str, covered))}" if covered else ""
+                    causes.append(f"foreign CPU {foreign:.2f} CPUs{where} (limit {limits.foreign_cpu:g})")
+        gaps = on_cpus.sampling_gaps(kit_t, t0, t1, period_s)
         judged = why is None or bool(causes)
-        phases.append(PhaseDisturbance(phase, dur, judged, foreign, trial, drop, procs, throttle, tuple(causes), why))
-    return TrialDisturbance(tuple(phases), limits)
+        phases.append(PhaseDisturbance(phase, dur, judged, foreign, trial, drop, procs, throttle, tuple(causes), why,
+                                       foreign_cpu_host=host, cpus=covered,
+                                       late_samples=gaps.late_samples if gaps else None,
+                                       max_sample_gap_s=gaps.max_gap_s if gaps else None,
+                                       telemetry=gaps.note if gaps else None))
+    return TrialDisturbance(tuple(phases), limits, cpus)
 
 
 _GPU_REASONS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",

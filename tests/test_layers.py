@@ -25,7 +25,7 @@ KIT = ROOT / "kit"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("container side", ("kit.harness", "kit.workloads")),
     ("base", ("kit", "kit.errors", "kit.fmt", "kit.safeio", "kit.nvml", "kit.metric_catalog", "kit.dataset_types",
-              "kit.disturbance", "kit.spec_invalid", "kit.claim_spec",
+              "kit.disturbance", "kit.disturbance_cpus", "kit.slow_phase", "kit.spec_invalid", "kit.claim_spec",
               "kit.records", "kit.analysis_rows", "kit.analysis_record",
               "kit.manifest", "kit.study_api", "kit.private_files", "kit.proctree")),
     ("statistics", ("kit.stats",)),

@@ -41,7 +41,7 @@ def test_rerun_summary_keeps_the_logged_values_of_waits_and_baseline() -> None:
 def test_disturbance_json_shape() -> None:
     phase = PhaseDisturbance("train", 2.0, True, 0.1, 0.9, None, None, (), (), None)
     d = TrialDisturbance((phase,)).as_dict()
-    assert list(d) == ["schema", "disturbed", "cause", "limits", "phases"]
+    assert list(d) == ["schema", "disturbed", "cause", "limits", "phases", "cpus"]  # cpus: issue 43 (None: host-wide)
     assert list(d["phases"]["train"])[:3] == ["phase", "duration_s", "judged"] and d["phases"]["train"]["disturbed"] is False
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kit import slow_phase
 from kit.analysis.telemetry import (
     LIMITING_REASONS,
     TrialTelemetry,
@@ -272,6 +273,8 @@ def disturbed_trials(c: Ctx) -> list[Threat]:
     share = len(still) / measured if measured else 1.0
     effect_txt = (f"; their time was {effect:.3g}x the median of the quiet trials of the same arm and phase"
                   if effect is not None else "")
+    if slow_phase.SLOW_CAUSE in causes:  # contention by its effect alone: the rule is stated with the count
+        effect_txt += f"; {slow_phase.SlowRule().text()}"
     return [Threat("disturbed", "internal", "high" if share > 0.1 else "medium", "Trials disturbed while they ran",
                    f"{len(still)} of {measured} counted trials were still disturbed after the re-runs "
                    f"({', '.join(causes)[:300]}){effect_txt}; they are counted, and comparisons whose sides differ "

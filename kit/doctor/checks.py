@@ -139,6 +139,47 @@ def check_controls() -> list[Finding]:
     return [finding(f"control: {what}", ok, detail, "" if ok else "nothing the kit can do here; see 'Noisy hosts' "
                     "in the README") for what, ok, detail in controls()]
 
+def check_visibility(root: Path = Path("/")) -> list[Finding]:
+    """What the host lets the kit see of other work, and what it cannot (issue 43).
+
+    The disturbance check (kit.disturbance) reads per-CPU busy time (steal included) from /proc/stat, so it can
+    tell load on the trial's own CPUs from load elsewhere; inside a container the cgroup's CPU accounting is the
+    container's own share. Nothing on a guest shows another VM's memory-bandwidth or cache traffic, or I/O
+    contention: those are caught only by their effect, a phase slow against the run's quiet trials with no cause
+    seen (kit.slow_phase). ``root``: the file system to read (tests)."""
+    def read(rel: str) -> str:
+        try:
+            return (root / rel).read_text(encoding="utf-8", errors="replace")[:1_000_000]
+        except OSError:
+            return ""
+
+    stat = read("proc/stat").splitlines()
+    cpus = [ln.split() for ln in stat if ln.startswith("cpu") and ln[3:4].isdigit()]
+    total = next((ln.split() for ln in stat if ln.startswith("cpu ")), [])
+    seen, unseen = [], []
+    if cpus:
+        seen.append(f"per-CPU busy time of {len(cpus)} CPUs (load on the trial's own CPUs told from load elsewhere)")
+    else:
+        unseen.append("per-CPU counters (/proc/stat unreadable: only host-wide load, if any)")
+    vm = " hypervisor" in read("proc/cpuinfo").replace("\t", " ")
+    if len(total) > 8:
+        steal_s = int(total[8]) / 100 if total[8].isdigit() else 0.0
+        seen.append(f"steal time ({steal_s:.0f} s since boot{'; a VM' if vm else ''})" if steal_s or vm
+                    else "steal time (0 so far: bare metal, or a hypervisor that does not report it)")
+    if read("sys/fs/cgroup/cpu.stat").startswith("usage_usec"):
+        seen.append("cgroup CPU accounting (v2 cpu.stat: a container's own CPU time)")
+    elif read("sys/fs/cgroup/cpuacct/cpuacct.usage").strip():
+        seen.append("cgroup CPU accounting (v1 cpuacct)")
+    else:
+        unseen.append("cgroup CPU accounting (no cpu.stat or cpuacct here)")
+    unseen.append("another VM's or process's memory-bandwidth, cache and I/O contention, except by its effect: a "
+                  "phase slow against the run's quiet trials with no cause seen is flagged 'slow, cause not seen'")
+    detail = ("sees: " + "; ".join(seen) + " | cannot see: " + "; ".join(unseen)) if seen else \
+        "cannot see: " + "; ".join(unseen)
+    return [finding("host visibility", bool(cpus), detail, "on a host without /proc/stat the kit cannot tell "
+                    "whose CPU time a phase lost; run on Linux, or read a disturbed trial's figures with care")]
+
+
 def check_cpu_builds(driver: str | None = None, cudas: dict[str, str | None] | None = None,
                      versions: dict[str, str] | None = None) -> list[Finding]:
     """On a host without an NVIDIA driver: a CUDA build of a framework carries gigabytes of GPU libraries it
@@ -205,7 +246,7 @@ def run_checks(data_dir: Path | None = None, download: bool = True, check_downlo
     findings = [finding("python", sys.version_info >= (3, 11), sys.version.split()[0], "use Python 3.11 or newer",
                         optional=False)]
     for check in (check_frameworks, check_torchvision, check_seal_key, check_driver, check_cpu_builds, check_engine, check_collectors,
-                  check_governor, check_controls, check_tex):
+                  check_governor, check_controls, check_visibility, check_tex):
         findings += check()
     reachable = probe_hosts(download_hosts(), probe) if download and check_downloads_ else None
     findings += check_downloads(reachable, download) + check_datasets(data_dir, download, reachable)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kit import disturbance, studies
+from kit import disturbance, slow_phase, studies
 from kit.backends.base import Backend
 from kit.collectors.quiet import QUIET_WINDOW_S, QuietWait, wait_for_quiet
 from kit.executors import Executor
@@ -41,6 +41,7 @@ class RunContext:
     retry: dict[str, TrialRecord] = field(default_factory=dict)  # finished trials to run again, as recorded
     idle_freq_mhz: float | None = None  # median CPU frequency of the idle baseline (throttling reference)
     reruns: disturbance.RerunLedger | None = None  # the run's re-run budget and what is spent of it
+    quiet: slow_phase.QuietTimes | None = None  # the quiet trials' times per pass so far (kit.slow_phase)
     limits: disturbance.Limits = field(init=False)  # when a timed phase counts as disturbed ([design])
 
     def __post_init__(self) -> None:
@@ -75,6 +76,14 @@ def rerun_ledger(ctx: RunContext) -> disturbance.RerunLedger:
     ctx.rd.log_event("rerun_budget", **budget.as_dict(), spent=spent, chunk=ctx.opts.chunk,
                      wait_for_quiet_s=ctx.opts.wait_for_quiet_s)
     return disturbance.RerunLedger(budget, spent=spent)
+
+
+def quiet_times(ctx: RunContext) -> slow_phase.QuietTimes:
+    """The run's quiet references for the slow-phase rule: read once from the finished trials (a resume keeps
+    them), then grown by each new record (kit.run.trial.run_one)."""
+    if ctx.quiet is None:
+        ctx.quiet = slow_phase.QuietTimes.from_records(ctx.rd.trial_records())
+    return ctx.quiet
 
 
 def quiet_wait(ctx: RunContext, when: str) -> QuietWait:

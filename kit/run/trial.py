@@ -12,7 +12,7 @@ import socket
 import time
 from typing import cast
 
-from kit import disturbance
+from kit import disturbance, disturbance_cpus, slow_phase
 from kit.backends.base import TrialOutcome
 from kit.collectors.base import TrialTarget
 from kit.errors import disk_error
@@ -32,7 +32,7 @@ from kit.records import (
     TrialOutcomeFields,
     TrialRecord,
 )
-from kit.run.context import RunContext, quiet_wait, rerun_ledger
+from kit.run.context import RunContext, quiet_times, quiet_wait, rerun_ledger
 from kit.run.host import ambient, cooldown, drain, sampling
 from kit.run.prepare import make_collectors
 
@@ -129,16 +129,24 @@ def run_one(ctx: RunContext, trial: Trial) -> TrialRecord:
         outcome = ctx.backend.run_trial(trial.arm, work, resolved.data_dir, ctx.spec.design.timeout_s, target)
     ended = time.time()
     rows, reports = drain(collectors)
+    pin = ctx.backend.pinning  # a pinned trial's foreign load is judged on its own CPUs (kit.disturbance_cpus)
+    scope = disturbance_cpus.trial_scope(pin.trial_cpus, pin.kit_cpus, outcome.markers,
+                                         (outcome.result or {}).get("env"))
     shaken = disturbance.assess(outcome.markers, [(r.t, r.source, r.device, r.metric, r.value) for r in rows],
-                                ctx.spec.telemetry.period_s, ctx.limits, ctx.idle_freq_mhz)
+                                ctx.spec.telemetry.period_s, ctx.limits, ctx.idle_freq_mhz, cpus=scope)
+    fields = outcome_fields(outcome, started, ended, reports, waited, ctx.backend.name, device)
+    if not trial.warmup and fields.status == "ok":  # a phase slow with no cause seen is disturbed too (kit.slow_phase)
+        shaken = slow_phase.amend(shaken, slow_phase.judge(trial.arm, trial.config_id, slow_phase.phase_seconds(
+            fields.results, fields.phases), quiet_times(ctx)))
     executor = (cast(ExecutorJson, {"name": ctx.executor.name, "chunk": ctx.opts.chunk, **job_identity()})
                 if ctx.shared else None)
     pin = ctx.backend.pinning
     record = TrialRecord.from_outcome(
-        trial, outcome_fields(outcome, started, ended, reports, waited, ctx.backend.name, device), ambient=room,
+        trial, fields, ambient=room,
         disturbance=cast(DisturbanceJson, shaken.as_dict()), pinning=_pinning(pin if pin.active else None),
         executor=executor, previous_attempts=tuple(rd.attempt_files(trial.trial_id)))
     rd.write_trial(record, rows)
+    ctx.quiet = quiet_times(ctx).with_record(record)
     shutil.rmtree(work, ignore_errors=True)
     return record
 
