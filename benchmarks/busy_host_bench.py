@@ -1,7 +1,11 @@
 """Issue 39: what a busy host does to a quick run. One invocation, two LeNet quick runs of the same kit:
 
-    .venv/bin/python benchmarks/busy_host_bench.py [--hogs 1] [--timeout-min 30] [--kit-root DIR] \
-        > docs/evidence/busy-host-<date>.md
+    .venv/bin/python benchmarks/busy_host_bench.py [--hogs 1] [--hog-cpu N] [--cpuset auto] [--timeout-min 30] \
+        [--kit-root DIR] [--only quiet|hog] > docs/evidence/busy-host-<date>.md
+
+Issue 43 added ``--cpuset auto`` (the run pinned: ``[container] cpuset = "auto"`` appended to a copy of the
+study's directory, so the trials run on CPU 1.. and the kit on CPU 0) and ``--hog-cpu N`` (each hog pinned to CPU N
+with ``sched_setaffinity``): with both, a hog on the kit's CPU and one on the trial's CPU are two invocations.
 
 1. "quiet": no load added by this script (the host's own background load is sampled and printed beside it);
 2. "hog": the same run while ``--hogs`` processes spin on the CPU for the whole run (started before the run, so the
@@ -25,6 +29,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,8 +45,10 @@ NOTE = re.compile(r"host busy|stopped re-running|re-runs? stopped|budget|waiting
 ANSWER = re.compile(r"\b(faster|slower) than\b|\bno (significant )?difference\b|\binconclusive\b", re.I)
 
 
-def _spin(stop: mp.synchronize.Event) -> None:
-    """A CPU hog: pure-Python arithmetic until told to stop (no I/O, no sleeping)."""
+def _spin(stop: mp.synchronize.Event, cpu: int | None = None) -> None:
+    """A CPU hog: pure-Python arithmetic until told to stop (no I/O, no sleeping), on CPU ``cpu`` when given."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
     x = 0
     while not stop.is_set():
         for _ in range(100_000):
@@ -61,6 +68,7 @@ class Outcome:
     disturbed_kept: int = 0
     load_mean: float = 0.0
     answers: list[str] = field(default_factory=list)
+    medians: dict[str, tuple[float, float]] = field(default_factory=dict)  # arm -> (train_time_s, infer_time_s)
     notes: list[str] = field(default_factory=list)
     tail: str = ""
 
@@ -69,8 +77,15 @@ def _loadavg1() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return float("nan") if not n else (xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2)
+
+
 def _count(run_dir: Path, out: Outcome) -> None:
     """Trials, archived attempts and kept-disturbed flags from the run directory (any kit version's layout)."""
+    times: dict[str, tuple[list[float], list[float]]] = {}
     for rec_path in sorted((run_dir / "trials").glob("*.json")):
         try:
             rec = json.loads(rec_path.read_text())
@@ -79,9 +94,16 @@ def _count(run_dir: Path, out: Outcome) -> None:
         if rec.get("warmup"):
             continue
         out.measured += 1
+        res = rec.get("results") or {}
+        if rec.get("status") == "ok" and isinstance(res, dict):
+            tr, inf = times.setdefault(str(rec.get("arm")), ([], []))
+            for key, into in (("train_time_s", tr), ("infer_time_s", inf)):
+                if isinstance(res.get(key), (int, float)):
+                    into.append(float(res[key]))
         dist = rec.get("disturbance") or {}
         if isinstance(dist, dict) and dist.get("disturbed"):
             out.disturbed_kept += 1
+    out.medians = {arm: (_median(tr), _median(inf)) for arm, (tr, inf) in sorted(times.items())}
     attempts = run_dir / "attempts"
     if attempts.is_dir():
         out.archived = sum(1 for p in attempts.rglob("*.json") if p.parent.name != "telemetry"
@@ -95,15 +117,30 @@ def _count(run_dir: Path, out: Outcome) -> None:
         pass
 
 
-def run_once(label: str, kit_root: Path, hogs: int, timeout_s: float, runs_dir: Path) -> Outcome:
+def _pinned_spec(kit_root: Path, tmp: Path, cpuset: str) -> Path:
+    """A copy of the study's directory whose spec asks for ``[container] cpuset`` (the copy keeps the study's
+    relative paths); the checkout's own spec is not touched."""
+    src = kit_root / SPEC
+    dst = tmp / "study" / src.parent.name
+    shutil.copytree(src.parent, dst)
+    spec = dst / src.name
+    text = spec.read_text()
+    if "\n[container]" in text:
+        raise SystemExit(f"{src} has a [container] table already: set its cpuset there instead")
+    spec.write_text(text + f'\n[container]\ncpuset = "{cpuset}"\n')
+    return spec
+
+
+def run_once(label: str, kit_root: Path, hogs: int, timeout_s: float, runs_dir: Path, spec: Path,
+             hog_cpu: int | None = None) -> Outcome:
     stop = mp.Event()
-    procs = [mp.Process(target=_spin, args=(stop,), daemon=True) for _ in range(hogs)]
+    procs = [mp.Process(target=_spin, args=(stop, hog_cpu), daemon=True) for _ in range(hogs)]
     for p in procs:
         p.start()
     if hogs:
         time.sleep(3)  # the hog is there before the run begins, as a colleague's job would be
     env = dict(os.environ, PYTHONPATH=str(kit_root), COLUMNS="160", KIT_NO_BROWSER="1")
-    cmd = [sys.executable, "-m", "kit", "run", SPEC, "--profile", "quick", "--backend", "local",
+    cmd = [sys.executable, "-m", "kit", "run", str(spec), "--profile", "quick", "--backend", "local",
            "--runs-dir", str(runs_dir)]
     loads: list[float] = []
     done = threading.Event()
@@ -154,21 +191,30 @@ def main() -> int:
     ap.add_argument("--timeout-min", type=float, default=30.0, help="stop a run (SIGTERM) after this many minutes")
     ap.add_argument("--kit-root", type=Path, default=ROOT, help="the checkout whose kit runs (default: this one)")
     ap.add_argument("--only", choices=("quiet", "hog"), help="run one of the two only")
+    ap.add_argument("--hog-cpu", type=int, help="pin each hog to this CPU (default: the scheduler places them)")
+    ap.add_argument("--cpuset", help='run the study with [container] cpuset set to this ("auto": trial on CPU 1.., '
+                    "the kit on CPU 0)")
     args = ap.parse_args()
+    if args.hog_cpu is not None and args.hog_cpu not in os.sched_getaffinity(0):
+        raise SystemExit(f"--hog-cpu {args.hog_cpu}: not a CPU this process may use {sorted(os.sched_getaffinity(0))}")
     root = args.kit_root.resolve()
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    print(f"# Busy host: LeNet quick, quiet and beside {args.hogs} CPU hog(s)\n")
+    where = f" pinned to CPU {args.hog_cpu}" if args.hog_cpu is not None else ""
+    print(f"# Busy host: LeNet quick, quiet and beside {args.hogs} CPU hog(s){where}\n")
     print(f"- kit source: `{root}` (this checkout at {commit}{'' if root == ROOT else ', another tree'})")
     print(f"- host: {os.cpu_count()} CPUs; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"- command: `python -m kit run {SPEC} --profile quick --backend local --runs-dir <tmp>`\n")
+    pinned = f' (a copy with [container] cpuset = "{args.cpuset}")' if args.cpuset else ""
+    print(f"- command: `python -m kit run {SPEC}{pinned} --profile quick --backend local --runs-dir <tmp>`\n")
     results: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="busy-bench-") as tmp:
+        spec = _pinned_spec(root, Path(tmp), args.cpuset) if args.cpuset else root / SPEC
         for label, hogs in (("quiet", 0), ("hog", args.hogs)):
             if args.only and label != args.only:
                 continue
             print(f"running {label} ...", file=sys.stderr, flush=True)
-            results.append(run_once(label, root, hogs, args.timeout_min * 60, Path(tmp) / label))
+            results.append(run_once(label, root, hogs, args.timeout_min * 60, Path(tmp) / label, spec,
+                                    args.hog_cpu))
         print("| run | wall | cut | exit | background load (runnable, less hogs) | measured trials | planned "
               "| archived re-run attempts | attempts per trial | disturbed kept |")
         print("|---|---|---|---|---|---|---|---|---|---|")
@@ -176,6 +222,12 @@ def main() -> int:
             per = (o.measured + o.archived) / o.measured if o.measured else float("nan")
             print(f"| {o.label} | {_fmt_s(o.wall_s)} | {'yes' if o.cut else 'no'} | {o.rc} | {o.load_mean:.2f} "
                   f"| {o.measured} | {o.planned or '?'} | {o.archived} | {per:.2f} | {o.disturbed_kept} |")
+        arms = sorted({a for o in results for a in o.medians})
+        print("\n| run | " + " | ".join(f"{a} train / infer median (s)" for a in arms) + " |")
+        print("|---|" + "---|" * len(arms))
+        for o in results:
+            cells = [f"{o.medians[a][0]:.3f} / {o.medians[a][1]:.4f}" if a in o.medians else "-" for a in arms]
+            print(f"| {o.label} | " + " | ".join(cells) + " |")
         if len(results) == 2:
             q, h = results
             print(f"\nwall time, hog / quiet: **{h.wall_s / q.wall_s:.2f}×**"

@@ -570,9 +570,11 @@ def rerun_summary(events: Iterable[Mapping[str, Any]]) -> RerunSummary:
 
 
 def busy_baseline_text(foreign_cpu: float, cpus: int, limit_cpu: float, budget: RerunBudget, wait_s: float | None,
-                       resume: str) -> str:
-    """The one line a run prints when its idle baseline shows other work: the figure, the cost, the choice."""
-    head = (f"host busy before the first trial: other work kept {foreign_cpu:.1f} of {cpus} CPUs busy during the "
+                       resume: str, on: str = "") -> str:
+    """The one line a run prints when its idle baseline shows other work: the figure, the cost, the choice (``on``:
+    the pinned trials' CPUs the figure covers, kit.collectors.quiet.LoadScope.where; "" host-wide)."""
+    of = on if on else f"of {cpus} CPUs"
+    head = (f"host busy before the first trial: other work kept {foreign_cpu:.1f} CPUs busy {of} during the "
             f"idle baseline (a trial is disturbed above {limit_cpu:g}); most trials will likely be disturbed, costing "
             f"up to {budget.total} re-run{'' if budget.total == 1 else 's'} ({budget.frac:.0%} of {budget.measured_trials} "
             "measured trials), the rest "

@@ -317,3 +317,109 @@ def test_a_run_pinned_auto_beside_a_hog_on_the_kits_cpu_re_runs_nothing(tmp_path
                     assert p["trial_cpu"] < 0.8, p  # something really took the trial's CPU
     assert judged >= 8
     assert len(reruns) == len(list(rd.checked_attempts()))
+
+
+# An unpinned hog that keeps its own account: each ~0.5 ms slice of its thread's CPU time, with the wall time and
+# the CPU the kernel last ran it on (/proc/thread-self/stat, field 39), so the test knows how much of the phase it
+# spent on the trial's CPU without asking the counters under test.
+HOG_UNPINNED = """
+import json, sys, time
+out, secs = sys.argv[1], float(sys.argv[2])
+def cpu():
+    with open("/proc/thread-self/stat", "rb") as f:
+        s = f.read()
+    return int(s[s.rindex(b")") + 2:].split()[36])
+rows, end, last = [], time.time() + secs, time.thread_time()
+while time.time() < end:
+    for _ in range(20000):
+        pass
+    now = time.thread_time()
+    rows.append((time.time(), cpu(), now - last))
+    last = now
+with open(out, "w") as f:
+    json.dump(rows, f)
+"""
+
+
+@pytest.mark.slow
+def test_real_unpinned_loops_are_foreign_in_proportion_to_their_time_on_the_trials_cpu(tmp_path: Path) -> None:
+    """Two busy loops the scheduler may put on either CPU, beside a trial pinned to one (a 30 % duty) and the kit on
+    the other: the phase's foreign CPU is the loops' own account of their time on the trial's CPU, per second."""
+    kit_cpu, trial_cpu = _two_cpus()
+    marks = tmp_path / "markers.jsonl"
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {kit_cpu})
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG_UNPINNED, str(tmp_path / f"hog{i}.json"), "5"],
+                             preexec_fn=lambda: os.sched_setaffinity(0, before)) for i in range(2)]
+    try:
+        with CpuCollector(0.1) as col:
+            time.sleep(0.5)
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            subprocess.run(["taskset", "-c", str(trial_cpu), sys.executable, "-c", TRIAL, str(marks), "0.3", "2.5"],
+                           check=True, env=env, timeout=60)
+            time.sleep(0.3)
+        for h in hogs:
+            h.wait(timeout=30)
+    finally:
+        for h in hogs:
+            h.kill()
+        os.sched_setaffinity(0, before)
+    markers = [json.loads(line) for line in marks.read_text().splitlines()]
+    t0 = next(m["t"] for m in markers if m.get("event") == "phase_start" and m.get("phase") == "train")
+    t1 = next(m["t"] for m in markers if m.get("event") == "phase_end" and m.get("phase") == "train")
+    slices = [row for i in range(2) for row in json.loads((tmp_path / f"hog{i}.json").read_text())
+              if t0 <= row[0] <= t1]
+    share = sum(dt for _, c, dt in slices if c == trial_cpu) / (t1 - t0)  # the loops on the trial's CPU
+    hogs_all = sum(dt for _, _, dt in slices) / (t1 - t0)  # the loops anywhere
+    scope = on_cpus.trial_scope((trial_cpu,), (kit_cpu,), markers, None)
+    rows = [(r.t, r.source, r.device, r.metric, r.value) for r in col.rows]
+    (p,) = assess(markers, rows, 0.1, cpus=scope).phases
+    assert p.judged and p.cpus == (trial_cpu,) and p.foreign_cpu is not None, p
+    assert p.foreign_cpu_host is not None
+    # what else ran on the host (this 2-core machine may run another test beside this one): the host-wide figure
+    # less the loops' own time; on a quiet host ~0 and the figure on the trial's CPU is the loops' share there
+    other = max(0.0, p.foreign_cpu_host - hogs_all)
+    assert share - 0.15 <= p.foreign_cpu <= share + other + 0.15, (p, share, other)
+    if share > 0.25 + 0.15:
+        assert p.disturbed, (p, share)
+    elif share + other < 0.25 - 0.15:
+        assert not any("foreign CPU" in c for c in p.causes), (p, share)
+
+
+def test_a_pinned_runs_baseline_counts_other_work_on_the_trials_cpus_only(tmp_path: Path) -> None:
+    """The idle baseline and the quiet wait count other work where the phases are judged: a hog on the kit's CPU
+    makes a pinned run's host "quiet", and the busy line names the trials' CPUs."""
+    from kit.collectors.quiet import LoadReading, LoadScope, foreign_cpu, read_load
+    from kit.disturbance import RerunBudget, busy_baseline_text
+
+    line = busy_baseline_text(0.9, 1, 0.25, RerunBudget(8, 0.25, 2), None, "kit run --resume R",
+                              LoadScope((1,), False).where)
+    assert "0.9 CPUs busy on the trials' CPU(s) 1 during the idle baseline" in line
+    # the kit's own CPU time is subtracted only where it may run
+    a, b = LoadReading(0.0, 10.0, 1.0), LoadReading(1.0, 10.9, 1.5)
+    assert foreign_cpu(a, b) == pytest.approx(0.4)
+    assert LoadScope((1,), False).where and not LoadScope().where
+    # an offline or unknown CPU in the scope runs nothing
+    assert read_load(scope=LoadScope((65535,), False)).busy_cpu_s == 0.0
+    assert read_load(scope=LoadScope((65535,), False)).own_cpu_s == 0.0
+
+
+@pytest.mark.slow
+def test_real_hog_on_the_kits_cpu_leaves_the_trials_cpus_quiet_for_the_baseline() -> None:
+    from kit.collectors.quiet import LoadScope, foreign_cpu, read_load
+
+    kit_cpu, trial_cpu = _two_cpus()
+    hog = subprocess.Popen([sys.executable, "-c", HOG, str(kit_cpu)])
+    try:
+        time.sleep(0.5)
+        scope = LoadScope((trial_cpu,), False)
+        host0, on0 = read_load(), read_load(scope=scope)
+        time.sleep(2.0)
+        host1, on1 = read_load(), read_load(scope=scope)
+    finally:
+        hog.kill()
+        hog.wait(timeout=10)
+    host, on = foreign_cpu(host0, host1), foreign_cpu(on0, on1)
+    assert host is not None and on is not None
+    assert host > 0.8, host  # the hog, host-wide
+    assert host - on > 0.8, (host, on)  # none of it on the trial's CPU

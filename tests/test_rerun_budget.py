@@ -25,6 +25,7 @@ from kit import disturbance
 from kit.collectors.quiet import LoadReading, QuietWait, wait_for_quiet
 from kit.disturbance import KEEP_BUDGET, KEEP_PERSISTENT, RerunBudget, RerunHooks, RerunLedger, rerun_summary
 from kit.errors import SpecError
+from kit.pinning import Pinning
 from kit.plan import make_plan
 from kit.run import RunEvents, RunOptions, start_run
 from kit.run.context import quiet_wait as _quiet_wait
@@ -78,7 +79,8 @@ class _Host:
 
     def ctx(self) -> Any:
         """What kit.run.context.rerun_ledger reads of a run's context."""
-        return cast(Any, SimpleNamespace(spec=self.spec, plan=self.plan, rd=self.rd, only=None, opts=RunOptions()))
+        return cast(Any, SimpleNamespace(spec=self.spec, plan=self.plan, rd=self.rd, only=None, opts=RunOptions(),
+                                        backend=SimpleNamespace(pinning=Pinning())))
 
     def run(self, ledger: RerunLedger, wait: Any = None, stop_after: int | None = None) -> None:
         for t in self.plan.trials:
@@ -239,9 +241,10 @@ def test_a_busy_baseline_says_its_figure_cost_and_choice_and_records_them(tmp_pa
     ctx.events, ctx.reruns = said, _rerun_ledger(ctx)
     busy = _baseline_load(ctx, LoadReading(0.0, 100.0, 1.0), LoadReading(5.0, 110.0, 1.5))  # 9.5 s over 5 s
     cpus = os.cpu_count()
-    assert busy == {"foreign_cpu": 1.9, "cpus": cpus, "limit_cpu": 0.25, "busy": True, "choice": "go_on"}
+    assert busy == {"foreign_cpu": 1.9, "cpus": cpus, "on_cpus": [], "limit_cpu": 0.25, "busy": True,
+                    "choice": "go_on"}
     (line,) = said.lines
-    for part in (f"1.9 of {cpus} CPUs busy", "up to 4 re-runs (25% of 16 measured trials)", "Going on (the default)",
+    for part in (f"1.9 CPUs busy of {cpus} CPUs", "up to 4 re-runs (25% of 16 measured trials)", "Going on (the default)",
                  f"kit run --resume {host.rd.path} --wait-for-quiet 10m", "to stop, press Ctrl-C"):
         assert part in line, (part, line)
     quiet = _baseline_load(ctx, LoadReading(0.0, 100.0, 1.0), LoadReading(5.0, 100.3, 1.2))
@@ -250,7 +253,7 @@ def test_a_busy_baseline_says_its_figure_cost_and_choice_and_records_them(tmp_pa
     # --wait-for-quiet: the choice, the countdown (an injected clock: no real sleeping) and the outcome, recorded
     ctx.opts = RunOptions(wait_for_quiet_s=120)
     fake = _FakeHost(cpus=1.9, until=1000.0 + 20.0)
-    monkeypatch.setattr("kit.run.context.wait_for_quiet", lambda secs, limit, tick: wait_for_quiet(
+    monkeypatch.setattr("kit.run.context.wait_for_quiet", lambda secs, limit, tick, read: wait_for_quiet(
         secs, limit, tick=tick, read=fake.read, sleep=fake.sleep, clock=fake.clock))
     assert _baseline_load(ctx, LoadReading(0.0, 100.0, 1.0), LoadReading(5.0, 110.0, 1.5))["choice"] == "wait_for_quiet"
     assert "Waiting up to 2 min for a quiet window" in said.lines[-1]

@@ -124,6 +124,27 @@ def test_busy_host_before_trials() -> None:
     assert unknown.status == "threat" and unknown.severity == "low" and "baseline_s" in unknown.mitigation
 
 
+def test_a_busy_host_is_no_threat_to_trials_pinned_away_from_the_load() -> None:
+    """Issue 43: a hog on the kit's CPU makes the baseline busy host-wide; a pinned run whose trials' CPUs were quiet
+    says so (mitigated), and one busy there too keeps the threat."""
+    busy = baseline_facts(cpu_rows(55.0, 1.0))
+
+    def with_load(load: dict) -> Ctx:
+        return Ctx(bare_manifest(host={"cpu_logical": 2}, baseline={"load": load}), records_of([]), pd.DataFrame(),
+                   {"trial_telemetry": [], "baseline": busy})
+
+    (t,) = foreign_load(with_load({"foreign_cpu": 0.02, "cpus": 1, "on_cpus": [1], "busy": False}))
+    assert t.status == "mitigated" and t.severity == "info" and "on the trials' CPU(s) 1" in t.evidence, t
+    assert "0.02 CPUs busy" in t.evidence and t.numbers["on_cpus"] == "1"
+    (there,) = foreign_load(with_load({"foreign_cpu": 0.9, "cpus": 1, "on_cpus": [1], "busy": True}))
+    assert there.status == "threat" and there.title == "Host busy before the trials"
+    for crafted in ({"foreign_cpu": "0", "on_cpus": [1], "busy": False}, {"foreign_cpu": 0.0, "on_cpus": ["1"],
+                    "busy": False}, {"foreign_cpu": float("nan"), "on_cpus": [1], "busy": False}, [], None,
+                    {"foreign_cpu": 0.0, "on_cpus": [], "busy": False}):
+        (t,) = foreign_load(with_load(crafted))  # type: ignore[arg-type]
+        assert t.status == "threat", crafted  # not recorded as pinned and quiet: the host-wide threat stands
+
+
 def test_start_temperature_gap_between_frameworks() -> None:
     trials = [record(i, arm, 0.0, {"gpu0": (48.0 if arm == "pytorch" else 41.0) + 0.1 * i, "cpu": 40.0},
                      reached=arm != "pytorch") for i, arm in enumerate(ARMS * 5)]

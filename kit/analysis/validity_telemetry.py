@@ -16,6 +16,7 @@ is not blamed on it; old records without ``gpus`` keep every GPU.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -229,7 +230,14 @@ def foreign_load(c: Ctx) -> list[Threat]:
     load_txt = "" if load1 is None else f", load average {load1:.2f} on {logical} CPUs"
     shaken = c.analysis.get("disturbance") or {}
     during = bool(shaken.get("reruns") or shaken.get("still_disturbed_trials"))
-    if busy or gpu_busy:
+    pinned = _pinned_quiet(c.manifest.baseline.get("load"))
+    if busy and not gpu_busy and pinned is not None:  # issue 43: busy elsewhere, quiet where the trials ran
+        out.append(Threat("foreign_cpu", "internal", "info", "Host busy before the trials, not on the trials' CPUs",
+                          f"idle baseline: mean CPU utilisation {util_txt}{load_txt}; on the trials' CPU(s) "
+                          f"{pinned[0]} other work kept {pinned[1]:.2f} CPUs busy",
+                          "the trials were pinned away from the load (cpuset); their phases were judged on their own "
+                          "CPUs", status="mitigated", numbers={**nums, "on_cpus": pinned[0], "foreign_cpu": pinned[1]}))
+    elif busy or gpu_busy:
         gpu_txt = f", {base['foreign_procs_max']} process(es) on the GPU" if gpu_busy else ""
         out.append(Threat("foreign_cpu", "internal", "medium", "Host busy before the trials",
                           f"idle baseline: mean CPU utilisation {util_txt}{load_txt}{gpu_txt}",
@@ -244,6 +252,19 @@ def foreign_load(c: Ctx) -> list[Threat]:
                           f"idle baseline: mean CPU utilisation {util_txt}{load_txt}",
                           "idle baseline checked at run start", status="mitigated", numbers=nums))
     return out
+
+
+def _pinned_quiet(load: object) -> tuple[str, float] | None:
+    """A pinned run's idle baseline that was quiet on its trials' CPUs (kit.run.host.baseline_load's ``on_cpus``):
+    those CPUs as text and the figure there; None when not pinned, not recorded, or busy there too."""
+    if not isinstance(load, Mapping):
+        return None
+    cpus, figure = load.get("on_cpus"), load.get("foreign_cpu")
+    if (not isinstance(cpus, list) or not cpus or not all(isinstance(x, int) and not isinstance(x, bool) for x in cpus)
+            or load.get("busy") is not False or isinstance(figure, bool) or not isinstance(figure, (int, float))
+            or not math.isfinite(figure)):
+        return None
+    return ",".join(map(str, cpus[:64])), float(figure)
 
 
 @rule

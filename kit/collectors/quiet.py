@@ -3,7 +3,9 @@
 The figure is the one kit.disturbance judges a trial's timed phase by: the host's busy CPU time (steal included)
 minus the kit process's own, per second of wall time, i.e. the mean number of CPUs something else kept busy. It is
 measured here between two readings of the cumulative counters, with nothing of the kit's running but itself
-(before the first trial, or between trials), so no trial's CPU time needs subtracting.
+(before the first trial, or between trials), so no trial's CPU time needs subtracting. For a pinned run (issue 43)
+it is read on the trials' CPUs and their SMT siblings only (:class:`LoadScope`), as the phases are judged: a hog on
+the kit's own CPU does not make a host busy for trials that never run there.
 
 The wait checks windows of :data:`QUIET_WINDOW_S` (the default idle baseline's span) and pauses between checks with
 a growing back-off (:data:`BACKOFF_S`): a load that has lasted a minute is unlikely to end in the next five
@@ -23,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from kit.collectors.cpu import _idle_s, _total_s
+from kit.collectors.cpu import _idle_s, _total_s, busy_s, cpu_ids
 from kit.errors import KitError
 
 QUIET_WINDOW_S = 5.0  # a quiet window must last this long (the default telemetry.baseline_s)
@@ -41,10 +43,33 @@ class LoadReading:
     own_cpu_s: float
 
 
-def read_load(clock: Callable[[], float] = time.monotonic) -> LoadReading:
-    total = psutil.cpu_times()
+@dataclass(frozen=True)
+class LoadScope:
+    """Where other work is counted: ``cpus`` (the pinned trials' CPUs and their SMT siblings; () the whole host),
+    and whether the kit itself may run there (its CPU time is then subtracted)."""
+
+    cpus: tuple[int, ...] = ()
+    kit_shares: bool = True
+
+    @property
+    def where(self) -> str:
+        """How a message names the scope: "of N CPUs" host-wide, "on the trials' CPU(s) 1" pinned."""
+        return f"on the trials' CPU(s) {','.join(map(str, self.cpus))}" if self.cpus else ""
+
+
+HOST = LoadScope()
+
+
+def read_load(clock: Callable[[], float] = time.monotonic, scope: LoadScope = HOST) -> LoadReading:
     own = os.times()
-    return LoadReading(clock(), _total_s(total) - _idle_s(total), float(own.user + own.system))
+    own_s = float(own.user + own.system) if scope.kit_shares else 0.0
+    if not scope.cpus:
+        total = psutil.cpu_times()
+        return LoadReading(clock(), _total_s(total) - _idle_s(total), own_s)
+    per = list(psutil.cpu_times(percpu=True))
+    by_id = dict(zip(cpu_ids(len(per)), per, strict=True))
+    # a scope CPU /proc/stat does not list is offline: it runs nothing
+    return LoadReading(clock(), sum(busy_s(by_id[c]) for c in scope.cpus if c in by_id), own_s)
 
 
 def foreign_cpu(before: LoadReading, after: LoadReading) -> float | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kit import disturbance, slow_phase, studies
+from kit import disturbance, disturbance_cpus, pinning, slow_phase, studies
 from kit.backends.base import Backend
-from kit.collectors.quiet import QUIET_WINDOW_S, QuietWait, wait_for_quiet
+from kit.collectors.quiet import HOST, QUIET_WINDOW_S, LoadScope, QuietWait, read_load, wait_for_quiet
 from kit.executors import Executor
 from kit.records import Plan, TrialRecord
 from kit.run.options import RunEvents, RunOptions
@@ -86,6 +86,18 @@ def quiet_times(ctx: RunContext) -> slow_phase.QuietTimes:
     return ctx.quiet
 
 
+def load_scope(ctx: RunContext) -> LoadScope:
+    """Where the idle baseline and the quiet wait count other work: a pinned run's trial CPUs and their SMT
+    siblings, as its phases are judged (kit.disturbance_cpus); the host when not pinned or pinned to every CPU."""
+    pin = ctx.backend.pinning
+    if not pin.trial_cpus:
+        return HOST
+    covered = disturbance_cpus.cover(pin.trial_cpus, disturbance_cpus.read_siblings(pin.trial_cpus))
+    if set(covered) >= set(pinning.available_cpus()):
+        return HOST
+    return LoadScope(covered, not pin.kit_cpus or bool(set(pin.kit_cpus) & set(covered)))
+
+
 def quiet_wait(ctx: RunContext, when: str) -> QuietWait:
     """Wait (bounded by --wait-for-quiet) for a quiet window, with a countdown; log and say how it ended."""
     secs = ctx.opts.wait_for_quiet_s
@@ -94,7 +106,9 @@ def quiet_wait(ctx: RunContext, when: str) -> QuietWait:
     ctx.events.message(f"waiting up to {disturbance.duration_text(secs)} for a quiet window (other work at most "
                        f"{limit:g} CPUs over {QUIET_WINDOW_S:g} s); Ctrl-C stops the run")
     try:
-        res = wait_for_quiet(secs, limit, tick=lambda left, cpu: ctx.events.waiting(when, left, cpu))
+        scope = load_scope(ctx)
+        res = wait_for_quiet(secs, limit, tick=lambda left, cpu: ctx.events.waiting(when, left, cpu),
+                             read=lambda: read_load(scope=scope))
     except KeyboardInterrupt:
         ctx.rd.log_event("quiet_wait", when=when, quiet=False, outcome="interrupted", duration_s=secs)
         raise

@@ -16,10 +16,10 @@ from typing import TypedDict, cast
 
 from kit import disturbance
 from kit.collectors.base import Collector, Row, TrialTarget
-from kit.collectors.quiet import LoadReading, foreign_cpu, read_load
+from kit.collectors.quiet import HOST, LoadReading, LoadScope, foreign_cpu, read_load
 from kit.provenance import host_provenance
 from kit.records import AmbientJson, CollectorJson, CooldownJson
-from kit.run.context import RunContext, quiet_wait, rerun_ledger
+from kit.run.context import RunContext, load_scope, quiet_wait, rerun_ledger
 from kit.run.prepare import make_collectors
 from kit.store import BASELINE_ID, atomic_write_json
 
@@ -28,7 +28,8 @@ class BaselineLoad(TypedDict, total=False):
     """``baseline.load`` of the manifest: other work on the CPUs during the idle baseline, and the choice made."""
 
     foreign_cpu: float | None
-    cpus: int
+    cpus: int  # how many CPUs the figure covers (the host's; a pinned run's trial CPUs and their siblings)
+    on_cpus: list[int]  # those CPUs by number ([]: the whole host)
     limit_cpu: float
     busy: bool
     choice: str  # go_on | wait_for_quiet | quiet
@@ -81,17 +82,18 @@ def baseline(ctx: RunContext) -> None:
     target = TrialTarget(gpu_indices=allowed)
     collectors = make_collectors(ctx.prepared.collectors, target)
     t0 = time.time()
+    scope = load_scope(ctx)
     with sampling(collectors):
-        load0 = read_load()
+        load0 = read_load(scope=scope)
         time.sleep(secs)
-        load1 = read_load()
+        load1 = read_load(scope=scope)
     rows, reports = drain(collectors)
     ctx.rd.write_samples(name, rows)
     temps = idle_temps(rows)
     ctx.baseline = temps
     freqs = [r.value for r in rows if r.source == "cpu" and r.device == "total" and r.metric == "freq_mhz"]
     ctx.idle_freq_mhz = statistics.median(freqs) if freqs else None
-    load = baseline_load(ctx, load0, load1)
+    load = baseline_load(ctx, load0, load1, scope)
     info = {"start": t0, "duration_s": secs, "temps_c": temps, "collectors": reports, "samples": name,
             "freq_mhz": ctx.idle_freq_mhz,
             "gpu_indices": allowed if allowed is not None else "all", "load": load}
@@ -105,21 +107,23 @@ def baseline(ctx: RunContext) -> None:
             ctx.rd.update_manifest(baseline=info)
 
 
-def baseline_load(ctx: RunContext, before: LoadReading, after: LoadReading) -> BaselineLoad:
+def baseline_load(ctx: RunContext, before: LoadReading, after: LoadReading, scope: LoadScope = HOST) -> BaselineLoad:
     """Other work on the CPUs during the idle baseline: the figure, and (when busy) one line with its cost and the
-    choice, logged as ``baseline_load`` (foreign_cpu, cpus, limit_cpu, busy, choice: go_on | wait_for_quiet | quiet)."""
+    choice, logged as ``baseline_load`` (foreign_cpu, cpus, on_cpus, limit_cpu, busy, choice: go_on |
+    wait_for_quiet | quiet). A pinned run counts it on its trials' CPUs (``scope``), where its phases are judged."""
     limit = ctx.spec.design.disturbance_cpu
     figure = foreign_cpu(before, after)
-    cpus = os.cpu_count() or 1
+    cpus = len(scope.cpus) or os.cpu_count() or 1
     busy = figure is not None and limit > 0 and figure > limit
     choice = ("wait_for_quiet" if ctx.opts.wait_for_quiet_s else "go_on") if busy else "quiet"
-    load = BaselineLoad(foreign_cpu=None if figure is None else round(figure, 3), cpus=cpus, limit_cpu=limit,
-                        busy=busy, choice=choice)
+    load = BaselineLoad(foreign_cpu=None if figure is None else round(figure, 3), cpus=cpus,
+                        on_cpus=list(scope.cpus), limit_cpu=limit, busy=busy, choice=choice)
     ctx.rd.log_event("baseline_load", **load, wait_for_quiet_s=ctx.opts.wait_for_quiet_s)
     if busy and figure is not None:
         budget = ctx.reruns.budget if ctx.reruns is not None else rerun_ledger(ctx).budget
         ctx.events.message(disturbance.busy_baseline_text(figure, cpus, limit, budget, ctx.opts.wait_for_quiet_s,
-                                                          f"continue with: kit run --resume {ctx.rd.path}"))
+                                                          f"continue with: kit run --resume {ctx.rd.path}",
+                                                          scope.where))
     return load
 
 
