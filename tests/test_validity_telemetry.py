@@ -145,6 +145,27 @@ def test_a_busy_host_is_no_threat_to_trials_pinned_away_from_the_load() -> None:
         assert t.status == "threat", crafted  # not recorded as pinned and quiet: the host-wide threat stands
 
 
+def test_late_samples_are_a_threat_to_the_telemetry_only() -> None:
+    from kit.analysis.validity_telemetry import late_telemetry
+
+    def rec(i: int, late: int | None, warmup: bool = False) -> dict:
+        phase = {"phase": "train", "duration_s": 2.0, "judged": True, "foreign_cpu": 0.0, "disturbed": False,
+                 "causes": [], "late_samples": late}
+        if late is None:
+            del phase["late_samples"]  # a record made before issue 43
+        return {**record(i, "pytorch", 0.0), "warmup": warmup, "disturbance": {"phases": {"train": phase}}}
+
+    assert late_telemetry(ctx([rec(0, 0), rec(1, None)])) == []
+    (t,) = late_telemetry(ctx([rec(0, 0), rec(1, 3), rec(2, 1), rec(3, 9, warmup=True), rec(4, None)]))
+    assert t.rule == "late_telemetry" and t.severity == "low" and t.status == "threat"
+    assert t.numbers == {"phases": 3, "late_phases": 2, "gaps": 4, "trial_ids": ["t1", "t2"]}
+    assert "not affected" in t.evidence and "cpuset" in t.mitigation
+    (crafted,) = late_telemetry(ctx([rec(0, 2), {**rec(1, 0), "disturbance": {"phases": {"x": "y"}}},
+                                     {**rec(2, 0), "disturbance": {"phases": {"train": {"late_samples": -4}}}},
+                                     {**rec(3, 0), "disturbance": {"phases": {"train": {"late_samples": True}}}}]))
+    assert crafted.numbers["late_phases"] == 1 and crafted.numbers["phases"] == 1
+
+
 def test_start_temperature_gap_between_frameworks() -> None:
     trials = [record(i, arm, 0.0, {"gpu0": (48.0 if arm == "pytorch" else 41.0) + 0.1 * i, "cpu": 40.0},
                      reached=arm != "pytorch") for i, arm in enumerate(ARMS * 5)]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kit import disturbance_cpus as on_cpus
 from kit import slow_phase
 from kit.analysis.telemetry import (
     LIMITING_REASONS,
@@ -301,6 +302,38 @@ def disturbed_trials(c: Ctx) -> list[Threat]:
                    f"({', '.join(causes)[:300]}){effect_txt}; they are counted, and comparisons whose sides differ "
                    "in them are called suspect", "re-run on a quiet host or an exclusive job (kit doctor)",
                    numbers=numbers)]
+
+
+@rule
+def late_telemetry(c: Ctx) -> list[Threat]:
+    """Phases whose samples came late (kit.disturbance_cpus.SamplingGaps): the kit's own CPU was busy or the sampler
+    stalled. That touches the telemetry (power and energy integrals are interpolated over the gaps), never the
+    timing, which the trial measures itself; so it is a threat to the telemetry only."""
+    late: list[tuple[str, str, int]] = []
+    judged = 0
+    for rec in c.trials:
+        if rec.warmup or not isinstance(rec.disturbance, Mapping):
+            continue
+        phases = rec.disturbance.get("phases")
+        for name, stored in (phases.items() if isinstance(phases, Mapping) else ()):
+            if not isinstance(stored, Mapping):
+                continue
+            got = on_cpus.phase_cpus(stored)
+            if got.late_samples is None:
+                continue
+            judged += 1
+            if got.late_samples:
+                late.append((rec.trial_id, str(name)[:40], got.late_samples))
+    if not late:
+        return []
+    gaps = sum(n for *_, n in late)
+    return [Threat("late_telemetry", "internal", "low", "Telemetry late in some phases",
+                   f"{len(late)} of {judged} timed phases had {gaps} sampling gap(s) longer than "
+                   f"{on_cpus.LATE_SAMPLE_PERIODS:g} periods: the kit's CPU was busy or the sampler stalled; power, "
+                   "energy and utilisation there are interpolated over the gaps (the phases' times are not affected)",
+                   "keep the kit's CPU free: [container] cpuset = \"auto\" gives it one of its own",
+                   numbers={"phases": judged, "late_phases": len(late), "gaps": gaps,
+                            "trial_ids": sorted({t for t, _, _ in late})[:20]})]
 
 
 def _disturbed_effect(c: Ctx, rows: list[Mapping[str, Any]]) -> float | None:
