@@ -103,13 +103,19 @@ def _write(path: Path, data: bytes) -> None:
 def _reseal(dest: Path, content: dict[str, Any], raw: str) -> bytes:
     """analysis.json's bytes for ``content`` sealed by the imported kit for the run ``dest`` as it is now, as
     kit.analysis.analyze.analyze_run writes them (kit.store.atomic_write_json's format)."""
-    from kit.freshness import SEAL_KEY, inputs_digest, seal
+    from kit import freshness
+    from kit.freshness import SEAL_KEY, seal
     from kit.store import RunDir
     from kit.studies import resolve_hooks
 
     hooks = resolve_hooks(dest, RunDir.open(dest).manifest(), None).state()
     body = {k: v for k, v in content.items() if k != SEAL_KEY}
-    sealed = seal(body, inputs_digest(dest, raw), hooks)
+    if hasattr(freshness, "sealed_text"):  # a version-3 seal (per-file digests, over the bytes), as analyze_run
+        text, sealed_v3 = freshness.sealed_text(body, freshness.scan_inputs(dest), hooks)
+        if sealed_v3 is None:
+            raise SystemExit("no seal key: run `kit doctor`")
+        return text
+    sealed = seal(body, freshness.inputs_digest(dest, raw), hooks)  # an older kit (--baseline)
     if sealed is None:
         raise SystemExit("no seal key: run `kit doctor`")
     body[SEAL_KEY] = sealed

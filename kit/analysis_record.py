@@ -11,7 +11,7 @@ error further in); an older kit's file reads with what it lacks as None or empty
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,12 +129,18 @@ def _table(obj: Mapping[str, JsonValue], key: str, where: str) -> JsonTable:
     return v if isinstance(v, dict) else {}
 
 
-def _rows(obj: Mapping[str, JsonValue], key: str, where: str) -> tuple[JsonTable, ...]:
+def _rows(obj: Mapping[str, JsonValue], key: str, where: str,
+          keep: Callable[[JsonTable], bool] | None = None) -> tuple[JsonTable, ...]:
+    """``obj[key]`` checked to be a list of tables (one pass: `kit history` reads a thousand of them); with
+    ``keep``, only the rows it keeps."""
     rows = obj.get(key, [])
-    ok = isinstance(rows, list) and all(isinstance(r, dict) for r in rows)
-    _need(ok, where, key, "a list of tables", rows if not isinstance(rows, list) else
-          [r for r in rows if not isinstance(r, dict)][:1])
-    return tuple(r for r in rows if isinstance(r, dict)) if isinstance(rows, list) else ()
+    if not isinstance(rows, list):
+        _need(False, where, key, "a list of tables", rows)
+        return ()
+    out = tuple(r for r in rows if isinstance(r, dict) and (keep is None or keep(r)))
+    if (keep is None and len(out) != len(rows)) or (keep is not None and not all(isinstance(r, dict) for r in rows)):
+        _need(False, where, key, "a list of tables", [r for r in rows if not isinstance(r, dict)][:1])
+    return out
 
 
 @dataclass(frozen=True)
@@ -181,8 +187,12 @@ class Analysis:
     telemetry: TelemetrySeries | None = field(default=None, compare=False, repr=False)  # in memory only
 
     @classmethod
-    def from_json(cls, obj: Any, where: str) -> Analysis:
-        """An analysis.json object, checked (StoreError naming the key) and typed."""
+    def from_json(cls, obj: Any, where: str, series: tuple[str, str] | None = None) -> Analysis:
+        """An analysis.json object, checked (StoreError naming the key) and typed.
+
+        ``series`` (metric, phase): keep and type only that series' value rows, for a reader that needs one
+        series of many runs (`kit history`: typing the 770 rows of a LeNet run was two thirds of reading it);
+        such a record's ``values`` hold only those rows."""
         _need(isinstance(obj, dict), where, "analysis.json", "a JSON object", type(obj).__name__)
         version = obj.get("schema_version")
         _need(isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= ANALYSIS_SCHEMA, where,
@@ -196,7 +206,10 @@ class Analysis:
         configs = obj.get("configs", {})
         _need(isinstance(configs, dict) and all(isinstance(v, dict) for v in configs.values()), where, "configs",
               "a table of configuration tables", configs)
-        values = _value_rows(_rows(obj, "values", where), where)
+        metric, phase = series or ("", "")
+        rows = _rows(obj, "values", where, None if series is None else
+                     lambda r: r.get("metric") == metric and r.get("phase") == phase)
+        values = _value_rows(rows, where)
         trial_env = _rows(obj, "trial_env", where)
         for i, env in enumerate(trial_env):
             _need(isinstance(env.get("arm"), str), where, f"trial_env[{i}].arm", "an arm name", env.get("arm"))

@@ -85,15 +85,17 @@ class CompareOptions:
     phases: tuple[str, ...] | None = None  # None: every phase
     n_boot: int = 5000
     seed: int = 0
+    verify_all: bool = False  # re-hash every input file of each run to check its seal (kit.freshness)
 
 
-def load_analysis(run_dir: Path) -> Analysis:
+def load_analysis(run_dir: Path, verify_all: bool = False) -> Analysis:
     """analysis.json of a run when this kit sealed it from the run's inputs as they are now, else recomputed
     (a forged or stale file never answers: kit.freshness). A comparison reads only the generic values and
-    provenance, never a study's own sections, so it runs no study code it was not given."""
+    provenance, never a study's own sections, so it runs no study code it was not given. ``verify_all``: the
+    seal check re-hashes every input file, not only those whose size or mtime moved."""
     from kit.analysis.analyze import current_analysis
 
-    return current_analysis(run_dir, need_study=False)[0]
+    return current_analysis(run_dir, need_study=False, verify_all=verify_all)[0]
 
 
 def check_options(opts: CompareOptions) -> None:
@@ -290,7 +292,7 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
     opts = opts or CompareOptions()
     check_options(opts)
     man_a, man_b = RunDir.open(run_a).manifest(), RunDir.open(run_b).manifest()
-    an_a, an_b = load_analysis(run_a), load_analysis(run_b)
+    an_a, an_b = load_analysis(run_a, opts.verify_all), load_analysis(run_b, opts.verify_all)
     prov_a, prov_b = provenance(man_a, an_a), provenance(man_b, an_b)
     diffs = provenance_differences(prov_a, prov_b)
     hard = [d for d in diffs if d.key == "host.hostname" or (d.key.startswith("gpu") and d.key.endswith(".name"))]
@@ -338,11 +340,14 @@ def compare_runs(run_a: Path, run_b: Path, opts: CompareOptions | None = None) -
 def _row(cfg: str, metric: str, phase: str, arm: str, a: np.ndarray, b: np.ndarray, paired: bool,
          opts: CompareOptions) -> CompareRow:
     """One comparison of B against A (paired: position i of each is one block), before its Holm family."""
-    comp = stats.compare_two(b, a, paired=paired, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed)
-    medians = comp.ratio
     hl = hl_ratio(b, a, paired=paired, conf=1 - opts.alpha) if min(len(a), len(b)) else None
+    hl_ok = hl is not None and hl.estimate is not None
+    # the medians' bootstrap interval is shown only where the verdict cannot rest on the HL ratio: drawn only there
+    comp = stats.compare_two(b, a, paired=paired, alpha=opts.alpha, n_boot=opts.n_boot, seed=opts.seed,
+                             ratio_interval=not hl_ok)
+    medians = comp.ratio
     est: float | None
-    if hl is not None and hl.estimate is not None:  # the ratio the verdicts test (module docstring)
+    if hl_ok and hl is not None and hl.estimate is not None:  # the ratio the verdicts test (module docstring)
         est, low, high = hl.estimate, hl.low, hl.high
         estimator = (f"{HL_RATIO_TEXT} B/A: exp of the "
                      + ("pseudo-median of the paired log ratios" if paired else "median of all pairwise log ratios")
@@ -415,7 +420,7 @@ def compare_arms(run: Path, arm_a: str, arm_b: str, opts: CompareOptions | None 
     """
     opts = opts or CompareOptions()
     check_options(opts)
-    man, an = RunDir.open(run).manifest(), load_analysis(run)
+    man, an = RunDir.open(run).manifest(), load_analysis(run, opts.verify_all)
     arms = list(man.arms)
     for arm in (arm_a, arm_b):
         if arm not in arms:

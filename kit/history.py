@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 
 from kit import history_cache, stats
-from kit.analysis.metrics import METRICS
 from kit.analysis_record import Analysis
 from kit.errors import AnalysisError
 from kit.history_cache import CachedRun
 from kit.manifest import Manifest
+from kit.metric_catalog import METRICS  # (kit.analysis.metrics: pandas, which a cached call never needs)
 from kit.store import RunDir
 
 
@@ -101,6 +101,22 @@ class HistoryStep:
     p_adj: float | None = None
     verdict: str = "not tested"
 
+    @classmethod
+    def from_json(cls, r: object) -> HistoryStep | None:
+        """A step as :meth:`to_json` wrote it (the steps cache), checked; None for anything else."""
+        if not isinstance(r, dict):
+            return None
+        ints = ("index", "n_before", "n_after", "runs_before", "runs_after")
+        nums = ("ratio", "ratio_low", "ratio_high", "p", "p_adj")
+        if not (all(type(r.get(k)) is int for k in ints) and isinstance(r.get("from"), str)
+                and isinstance(r.get("to"), str) and isinstance(r.get("verdict"), str)
+                and all(r.get(k) is None or (type(r.get(k)) is float and math.isfinite(r[k])) for k in nums)):
+            return None
+        return cls(index=r["index"], from_label=r["from"], to_label=r["to"], ratio=r["ratio"],
+                   ratio_low=r["ratio_low"], ratio_high=r["ratio_high"], p=r["p"], n_before=r["n_before"],
+                   n_after=r["n_after"], runs_before=r["runs_before"], runs_after=r["runs_after"],
+                   p_adj=r["p_adj"], verdict=r["verdict"])
+
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "from": self.from_label, "to": self.to_label, "ratio": self.ratio,
                 "ratio_low": self.ratio_low, "ratio_high": self.ratio_high, "p": self.p, "n_before": self.n_before,
@@ -146,7 +162,7 @@ def _label(man: Manifest, analysis: Analysis, arm: str, run_name: str) -> str:
     return man.label or arm_version(analysis, arm) or run_name  # (the manifest has no run_dir key)
 
 
-def _extract(path: Path, metric: str, phase: str, arm: str | None) -> tuple[CachedRun, bool]:
+def _extract(path: Path, metric: str, phase: str, arm: str | None, verify_all: bool = False) -> tuple[CachedRun, bool]:
     """What history needs of one run, from its (fresh) analysis: experiment, label, arm, start, trial values; and
     whether the analysis was recomputed (analysis.json rewritten: the caller fingerprints the run again)."""
     rd = RunDir.open(path)
@@ -154,9 +170,16 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None) -> tuple[Cach
     skipped = CachedRun(experiment=man.experiment, skip=True)
     if not rd.finished_ids():
         return skipped, False
-    from kit.analysis.analyze import current_analysis
+    from kit.freshness import stored_analysis
 
-    analysis, recomputed = current_analysis(path, rd, need_study=False)  # history reads values only
+    # values only (no study code); the analysis code (pandas, scipy) is imported only for a run to recompute
+    stored = stored_analysis(path, rd, need_study=False, verify_all=verify_all, series=(metric, phase))
+    recomputed = stored is None
+    if stored is None:
+        from kit.analysis.analyze import analyze_run
+
+        stored = analyze_run(path, write="if-possible")
+    analysis = stored
     chosen = arm or analysis.arms[0]
     vals = analysis.values_of(metric, phase, chosen)
     started = man.started
@@ -174,24 +197,24 @@ PARALLEL_MIN_RUNS = 64
 
 
 def _read_run(path: Path, seen: tuple[str, float] | None, metric: str, phase: str, arm: str | None,
-              use_cache: bool) -> CachedRun:
+              use_cache: bool, verify_all: bool = False) -> CachedRun:
     """One run for the cache: its fingerprint (taken before reading, unless the caller has it) and ``_extract``.
 
     A change made while the run is read moves the fingerprint, so the run is read again next time; when the
     analysis had to be recomputed (analysis.json rewritten) the run is fingerprinted again after it.
     """
     fp, newest = seen or (history_cache.fingerprint(path) if use_cache else ("", 0.0))
-    entry, recomputed = _extract(path, metric, phase, arm)
+    entry, recomputed = _extract(path, metric, phase, arm, verify_all)
     if recomputed and use_cache:
         fp, newest = history_cache.fingerprint(path)
     return dataclasses.replace(entry, fp=fp, newest=newest)
 
 
 def _read_all(todo: list[tuple[Path, tuple[str, float] | None]], metric: str, phase: str, arm: str | None,
-              use_cache: bool) -> Iterator[CachedRun]:
+              use_cache: bool, verify_all: bool = False) -> Iterator[CachedRun]:
     """``_read_run`` of each run, in order; in a process pool (one worker per CPU, at most 8) for many runs."""
     workers = min(8, os.cpu_count() or 1, len(todo))
-    args = [(p, fp, metric, phase, arm, use_cache) for p, fp in todo]
+    args = [(p, fp, metric, phase, arm, use_cache, verify_all) for p, fp in todo]
     if len(todo) < PARALLEL_MIN_RUNS or workers < 2:
         for a in args:
             yield _read_run(*a)
@@ -203,8 +226,12 @@ def _read_all(todo: list[tuple[Path, tuple[str, float] | None]], metric: str, ph
 
 
 def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment: str | None, *,
-            use_cache: bool = True, on_run: Callable[[int, int], None] | None = None) -> list[HistoryPoint]:
+            use_cache: bool = True, on_run: Callable[[int, int], None] | None = None,
+            verify_all: bool = False) -> list[HistoryPoint]:
     """Per run (in start order): label and the measured values of ``metric`` in ``phase`` for ``arm``.
+
+    ``verify_all`` (``--verify-all``): no entry of the cache is believed and every run's seal is checked by
+    re-hashing all its input files (kit.freshness), not only those whose size or mtime moved.
 
     Runs whose files are unchanged since the last call come from the user's history cache (kit/history_cache.py);
     the others are read from their analysis, recomputed when stale. ``on_run(done, total)`` reports progress.
@@ -218,6 +245,8 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     cached = history_cache.load(cpath) if use_cache else {}
     entries: dict[str, CachedRun] = {}
     todo: list[tuple[Path, tuple[str, float] | None]] = []
+    if verify_all:
+        cached = {}  # nothing believed; what is read now is saved
     in_cache = [path for path in found if path.name in cached]
     seen_fp = dict(zip((p.name for p in in_cache), history_cache.fingerprints(in_cache), strict=True))
     for path in found:
@@ -233,7 +262,7 @@ def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment
     done = len(entries)
     if on_run:
         on_run(done, len(found))
-    for (path, _), entry in zip(todo, _read_all(todo, metric, phase, arm, use_cache), strict=True):
+    for (path, _), entry in zip(todo, _read_all(todo, metric, phase, arm, use_cache, verify_all), strict=True):
         entries[path.name] = entry
         done += 1
         if on_run:
@@ -394,6 +423,37 @@ def detect_steps(runs: Sequence[HistoryPoint], *, threshold: float = 0.05, alpha
     return [s for s in judged if s.verdict in ("regression", "improvement")]
 
 
+def _in_range(x: object, high: float) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < high
+
+
+def _steps_key(runs: Sequence[HistoryPoint], threshold: float, alpha: float, lower_is_better: bool | None) -> str:
+    """What the steps of a series depend on: each run's label and values in order, the options and the kit build
+    (its statistics code). A cached call whose runs are all unchanged reuses them: no test is run again and
+    scipy is never imported (that import was most of a cached call)."""
+    import hashlib
+    import json
+
+    from kit.freshness import kit_build
+
+    doc = {"build": kit_build(), "threshold": threshold, "alpha": alpha, "lower": lower_is_better,
+           "runs": [[r.label, list(r.values)] for r in runs]}
+    return hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
+
+
+def _steps_of(rows: list[Any] | None) -> list[HistoryStep] | None:
+    """Steps from the steps cache, checked (None for anything malformed: they are detected again)."""
+    if rows is None:
+        return None
+    out = []
+    for r in rows:
+        step = HistoryStep.from_json(r)
+        if step is None:
+            return None
+        out.append(step)
+    return out
+
+
 def _finite(x: float | None) -> float | None:
     """A statistic as the JSON has it: a Python float, None where it is not finite (kit.stats.common)."""
     return None if x is None or not math.isfinite(x) else float(x)
@@ -401,17 +461,26 @@ def _finite(x: float | None) -> float | None:
 
 def history(runs_dir: Path, metric: str, phase: str = "train", arm: str | None = None, experiment: str | None = None,
             threshold: float = 0.05, alpha: float = 0.05, *, use_cache: bool = True,
-            on_run: Callable[[int, int], None] | None = None) -> HistorySeries:
+            on_run: Callable[[int, int], None] | None = None, verify_all: bool = False) -> HistorySeries:
     """``metric`` in ``phase`` across the runs under ``runs_dir`` (one arm, one experiment), with its steps."""
-    from kit.compare import check_alpha, check_threshold
+    if not (_in_range(threshold, 10) and _in_range(alpha, 1)):  # kit.compare's checks say what is wrong
+        from kit.compare import check_alpha, check_threshold
 
-    check_threshold(threshold)
-    check_alpha(alpha)
-    runs = collect(runs_dir, metric, phase, arm, experiment, use_cache=use_cache, on_run=on_run)
+        check_threshold(threshold)
+        check_alpha(alpha)
+    runs = collect(runs_dir, metric, phase, arm, experiment, use_cache=use_cache, on_run=on_run,
+                   verify_all=verify_all)
     if not runs:
         raise AnalysisError(f"no run has measured {metric} in the {phase} phase", where=str(runs_dir),
                             fix="check --metric, --phase and --arm against the runs' analysis.json")
-    steps = detect_steps(runs, threshold=threshold, alpha=alpha, lower_is_better=METRICS[metric].lower_is_better)
+    lower = METRICS[metric].lower_is_better
+    spath = history_cache.cache_path(runs_dir, f"steps|{metric}|{phase}|{arm or ''}|{experiment or ''}")
+    key = _steps_key(runs, threshold, alpha, lower)
+    steps = _steps_of(history_cache.load_steps(spath, key)) if use_cache else None
+    if steps is None:
+        steps = detect_steps(runs, threshold=threshold, alpha=alpha, lower_is_better=lower)
+        if use_cache:
+            history_cache.save_steps(spath, key, [s.to_json() for s in steps])
     caveats = []
     if len(runs) < MIN_RUNS_BETWEEN:
         caveats.append(f"{len(runs)} runs: the run-to-run noise of the host needs {MIN_RUNS_BETWEEN} runs to be "

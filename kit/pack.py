@@ -25,10 +25,11 @@ from typing import TypedDict
 from kit.analysis_record import Analysis
 from kit.analysis_rows import table_of
 from kit.errors import StoreError
+from kit.freshness import analysis_bytes
 from kit.manifest import Manifest
 from kit.records import JsonValue
 from kit.safeio import create_exclusive
-from kit.store import ANALYSIS, RunDir, atomic_write_json
+from kit.store import ANALYSIS, RunDir, atomic_write_bytes, atomic_write_json
 from kit.trust import StudyTrust
 
 SUMS = "SHA256SUMS"
@@ -270,7 +271,8 @@ def pack(run_dir: Path, out: Path | None = None, trust: StudyTrust | None = None
 
     rd = RunDir.open(run_dir)
     man = rd.manifest()
-    analysis, _ = current_analysis(rd.path, rd, trust=trust)  # never pack an analysis made before the last trial
+    # never pack an analysis made before the last trial; the full re-hash (a bundle is the last word on a run)
+    analysis, _ = current_analysis(rd.path, rd, trust=trust, verify_all=True)
     out = Path(out) if out else rd.path.parent / f"{rd.path.name}.{suffix}"
     tgz = out.parent / f"{out.name}.tar.gz"
     for p in (out, tgz):
@@ -347,7 +349,7 @@ def _remove_stale_temporaries(out: Path) -> None:
 def _fill_bundle(rd: RunDir, man: Manifest, analysis: Analysis, files: list[Path], out: Path) -> None:
     _copy_run(rd, files, out / "run")
     # the analysis the claims come from, even where it could not be written back (a read-only run directory)
-    atomic_write_json(out / "run" / ANALYSIS, analysis.to_json())
+    atomic_write_bytes(out / "run" / ANALYSIS, analysis_bytes(analysis.to_json()))  # its seal as written
     spec_name = Path(str((man.spec_source.path if man.spec_source else None) or f"{man.experiment}.toml")).name
     if not spec_name.endswith(".toml") or spec_name.startswith("."):  # a crafted manifest names no path here
         spec_name = "experiment.toml"

@@ -28,9 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kit.collectors.base import SAMPLE_COLUMNS, Row
 from kit.errors import StoreError, disk_error
@@ -38,6 +36,9 @@ from kit.manifest import MANIFEST_SCHEMA, Manifest
 from kit.records import TrialRecord
 from kit.safeio import create_exclusive, load_json, open_append, read_capped, real_dir
 from kit.spec import check_recorded
+
+if TYPE_CHECKING:  # pandas loads where samples are read or written: `kit status` reads none (issue 44)
+    import pandas as pd
 
 SCHEMA_VERSION = MANIFEST_SCHEMA  # manifest.json's schema_version
 MANIFEST = "manifest.json"
@@ -118,6 +119,8 @@ def atomic_write_json(path: Path, obj: Any, after: str = "") -> None:
 
 def rows_to_frame(rows: Iterable[Row] | pd.DataFrame | None) -> pd.DataFrame:
     """Rows in the long format as a typed DataFrame (empty rows -> empty frame)."""
+    import pandas as pd
+
     if isinstance(rows, pd.DataFrame):
         df = rows
     else:

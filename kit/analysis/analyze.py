@@ -29,13 +29,13 @@ from kit.analysis.hypotheses import hypothesis_rows, median_durations, sequentia
 from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
 from kit.analysis.summary import descriptives, measured, run_summary, trial_env
 from kit.analysis.telemetry_series import figure_trials, telemetry_series
-from kit.analysis_record import ANALYSIS_SCHEMA, SEAL_KEY, Analysis, AnalysisSoFar
+from kit.analysis_record import ANALYSIS_SCHEMA, Analysis, AnalysisSoFar
 from kit.analysis_rows import HypothesisResult
 from kit.errors import AnalysisError, DiskError, KitError
-from kit.freshness import inputs_digest, raw_digest, seal, seal_holds
+from kit.freshness import raw_digest, scan_inputs, sealed_text, stored_analysis
 from kit.manifest import Manifest
 from kit.records import TrialRecord, counted
-from kit.store import ANALYSIS, RunDir, atomic_write_json
+from kit.store import ANALYSIS, RunDir, atomic_write_bytes
 from kit.studies import Hooks, resolve_hooks, study_extras
 from kit.trust import StudyTrust
 
@@ -96,7 +96,7 @@ def analyze_run(run_dir: Any, trust: StudyTrust | None = None, write: bool | str
     """
     rd = RunDir.open(run_dir)
     digest = raw_digest(rd.path)  # before reading: a trial written meanwhile makes the analysis stale, not wrong
-    inputs = inputs_digest(rd.path, digest)
+    inputs = scan_inputs(rd.path)  # per file (kit.freshness): later seal checks re-hash only what moved
     manifest = rd.manifest()
     hooks = resolve_hooks(rd.path, manifest, trust)
     try:
@@ -108,14 +108,12 @@ def analyze_run(run_dir: Any, trust: StudyTrust | None = None, write: bool | str
                             where=str(rd.path), fix="if this kit wrote the run and nobody edited it, this is a kit "
                             "bug: re-run with --debug and report it", detail=traceback.format_exc()) from None
     analysis = dataclasses.replace(analysis, raw_digest=digest)
-    content = analysis.to_json()
-    sealed = seal(content, inputs, hooks.state())  # over the content as written
+    text, sealed = sealed_text(analysis.to_json(), inputs, hooks.state())  # over the bytes as written
     if sealed is not None:
         analysis = dataclasses.replace(analysis, seal=sealed)
-        content[SEAL_KEY] = sealed
     if write:
         try:
-            atomic_write_json(rd.path / ANALYSIS, content)
+            atomic_write_bytes(rd.path / ANALYSIS, text)
         except DiskError:
             if write != "if-possible":
                 raise
@@ -150,21 +148,22 @@ def _analyze(rd: RunDir, manifest: Manifest, hooks: Hooks) -> Analysis:
 
 
 def current_analysis(run_dir: Path, rd: RunDir | None = None, trust: StudyTrust | None = None,
-                     need_study: bool = True) -> tuple[Analysis, bool]:
+                     need_study: bool = True, verify_all: bool = False,
+                     series: tuple[str, str] | None = None) -> tuple[Analysis, bool]:
     """(analysis of the run as it is on disk, typed, whether it had to be recomputed); ``rd``: the run already
     opened.
 
     analysis.json is reused only when its seal holds (:func:`kit.freshness.seal_holds`: this user's kit made it
     from the run's inputs as they are now); with ``need_study`` also only when it was made with the study code
-    this reader would use (``trust``). Otherwise the analysis is recomputed, and written back where the run
+    this reader would use (``trust``). The check re-hashes only the input files whose size or mtime moved since
+    the seal; ``verify_all`` re-hashes all of them (``--verify-all``; what ``kit pack`` always does). ``series``
+    (metric, phase): a stored analysis is typed with only that series' values (:meth:`Analysis.from_json`). Otherwise the analysis is recomputed, and written back where the run
     directory allows it (a read-only run is analysed in memory).
     """
     rd = rd or RunDir.open(run_dir)
-    stored = rd.analysis_json()  # None for a planted link, a FIFO, garbage: never reused, recomputed below
-    if isinstance(stored, dict):
-        hooks = resolve_hooks(rd.path, rd.manifest(), trust).state() if need_study else None
-        if seal_holds(stored, rd.path, hooks):
-            return Analysis.from_json(stored, str(rd.path / ANALYSIS)), False
+    stored = stored_analysis(rd.path, rd, trust, need_study, verify_all, series)
+    if stored is not None:
+        return stored, False
     return analyze_run(rd.path, trust=trust, write="if-possible"), True
 
 

@@ -39,7 +39,6 @@ from typing import Any
 
 from scipy.stats import norm
 
-from kit.analysis.power_cache import mde_paired_sd
 from kit.analysis_rows import Design, HypothesisResult
 from kit.records import JsonTable
 from kit.stats.common import MIN_N_FOR_TESTS
@@ -67,6 +66,8 @@ def mde_sd(n: int, level: float, power: float = POWER, ties: bool = False,
     """
     if n <= 0:
         return None
+    from kit.analysis.power_cache import mde_paired_sd  # the simulations: not for `kit list` (issue 44)
+
     return mde_paired_sd(n, level, power, ties=ties, step_sd=step_sd)
 
 

@@ -3,7 +3,7 @@
 :mod:`kit.stats.power` and :mod:`kit.stats.detectability` are pure: the order statistics they simulate are
 handed out by a ``keep`` store, by default none. Simulating them again costs seconds of every ``kit run``'s
 analysis and every ``kit compare``, so the kit keeps them on disk between processes (``$KIT_POWER_CACHE`` or
-``~/.cache/kit/power``; ``KIT_POWER_CACHE=off``: never), keyed by their kind, arguments and a digest of
+``$XDG_CACHE_HOME/kit/power`` or ``~/.cache/kit/power``; ``KIT_POWER_CACHE=off``: never), keyed by their kind, arguments and a digest of
 :func:`kit.stats.power.simulation_facts` (the simulation's code, sizes, seed and numpy version). The functions
 below under their old names (``mde_paired_sd``, ``detectability``, ...) are the pure ones with ``keep``
 = :func:`on_disk`: what the analysis, the design table and ``kit compare`` call.
@@ -41,10 +41,15 @@ ENTRY_SUFFIX = ".kpow"  # not .npy: an entry is a MAC line followed by the .npy 
 
 
 def _cache_dir() -> Path | None:
+    """``$KIT_POWER_CACHE`` ("off": none), else ``$XDG_CACHE_HOME/kit/power`` (an absolute XDG_CACHE_HOME, as the
+    XDG spec requires), else ``~/.cache/kit/power``."""
     value = os.environ.get(ENV_CACHE)
     if value == "off":
         return None
-    return Path(value) if value else Path.home() / ".cache" / "kit" / "power"
+    if value:
+        return Path(value)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "kit" / "power"
 
 
 @lru_cache(maxsize=1)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kit.manifest import Manifest
 from kit.records import TrialRecord, counted
+
+if TYPE_CHECKING:  # annotations only: `kit list` reaches this module and reads no samples (issue 44)
+    import pandas as pd
 
 SEVERITIES = ("high", "medium", "low", "info")
 

@@ -41,6 +41,9 @@ MarkdownOpt = Annotated[bool, typer.Option("--markdown", help="Print the answer 
                                            "go to stderr. The exit code is unchanged.")]
 OnlyChangesOpt = Annotated[bool, typer.Option("--only-changes", help="With --markdown: only regressions, "
                                               "improvements and suspect changes; the rest counted in one line.")]
+VerifyAllOpt = Annotated[bool, typer.Option("--verify-all", help="Check each run's analysis seal by re-hashing all "
+                                            "of its raw files, not only those whose size or mtime changed (and "
+                                            "believe no cached entry).")]
 
 
 def _markdown_on_stdout(io: Output, command: str, markdown: bool, only_changes: bool, json_out: bool) -> None:
@@ -75,6 +78,7 @@ def compare(
     metric: Annotated[list[str] | None, typer.Option("--metric", metavar="<str>", help="Compare only these metrics (repeatable; default time_s, throughput_ips, step_time_s, latency_ms, accuracy).")] = None,
     markdown: MarkdownOpt = False,
     only_changes: OnlyChangesOpt = False,
+    verify_all: VerifyAllOpt = False,
 ) -> None:
     """Compare two runs, or two arms of one run (e.g. two framework versions): ratio, test, effect size,
     minimum detectable change and a three-way verdict per metric (change, no change, inconclusive)."""
@@ -99,7 +103,8 @@ def compare(
     need_run_dir(run_a)
     if run_b is not None:
         need_run_dir(run_b)
-    opts = CompareOptions(threshold=threshold, alpha=alpha, allow_different_hosts=allow_different_hosts)
+    opts = CompareOptions(threshold=threshold, alpha=alpha, allow_different_hosts=allow_different_hosts,
+                          verify_all=verify_all)
     if metric:
         from kit.analysis.metrics import METRICS
 
@@ -301,6 +306,7 @@ def history_cmd(
                                              "(~/.cache/kit/history or $KIT_HISTORY_CACHE).")] = True,
     markdown: MarkdownOpt = False,
     only_changes: OnlyChangesOpt = False,
+    verify_all: VerifyAllOpt = False,
     publish: Annotated[Path | None, typer.Option("--publish", help="Write a static site of every series (all studies, metrics, phases and arms: --metric/--phase/--arm/--experiment do not restrict it) into this directory; works from file://.")] = None,
 ) -> None:
     """A metric across runs of successive versions, with the steps where it changed."""
@@ -323,7 +329,7 @@ def history_cmd(
 
     with Progress(console=io.err, transient=True) as progress:
         task = progress.add_task("reading runs", total=None)
-        res = history(runs_dir, metric, phase, arm, experiment, threshold, use_cache=cache,
+        res = history(runs_dir, metric, phase, arm, experiment, threshold, use_cache=cache, verify_all=verify_all,
                       on_run=lambda done, total: progress.update(task, completed=done, total=total))
     table = Table(title=esc(f"{metric} ({phase}, {res.arm}) across {len(res.runs)} runs"))
     for col in ("#", "label", "version (this arm's)", "n", "median", "IQR"):

@@ -52,14 +52,10 @@ app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_e
 
 
 def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
+    if value:  # `kit --version` alone never gets here (kit.cli.main answers it before typer loads)
+        from kit.cli.version import version_line
 
-        try:
-            v = version("dlbench-kit")
-        except PackageNotFoundError:
-            v = "unknown (not installed as a package)"
-        print(f"kit {v}")
+        print(version_line())
         raise typer.Exit()
 
 

@@ -91,8 +91,8 @@ def _analysis_of(run: Path, in_bundle: bool) -> tuple[Manifest, Analysis, bool]:
     """The run's analysis: the stored one when its seal verifies, else recomputed (generic statistics, no study
     code); a bundle's run is never written into (that would break its SHA256SUMS)."""
     from kit.analysis.analyze import analyze_run, current_analysis
-    from kit.freshness import seal_holds
-    from kit.store import ANALYSIS, RunDir
+    from kit.freshness import stored_analysis
+    from kit.store import RunDir
     from kit.trust import StudyTrust
 
     rd = RunDir.open(run)
@@ -102,9 +102,9 @@ def _analysis_of(run: Path, in_bundle: bool) -> tuple[Manifest, Analysis, bool]:
     if not in_bundle:
         analysis, recomputed = current_analysis(run, rd, trust=StudyTrust(allow_list=False), need_study=False)
         return man, analysis, not recomputed
-    stored = rd.analysis_json()
-    if isinstance(stored, dict) and seal_holds(stored, rd.path, None):
-        return man, Analysis.from_json(stored, str(rd.path / ANALYSIS)), True
+    stored = stored_analysis(rd.path, rd, need_study=False, verify_all=True)  # a bundle: every file re-hashed
+    if stored is not None:
+        return man, stored, True
     return man, analyze_run(run, trust=StudyTrust(allow_list=False), write=False), False
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from kit.analysis_record import Analysis
 from kit.errors import ReportError, disk_error
 from kit.report.context import build_context
+from kit.report.figures import vector_formats
 from kit.store import REPORT, RunDir
 from kit.studies import resolve_hooks
 from kit.trust import StudyTrust
@@ -58,7 +59,9 @@ def write_report(run_dir: Path, analysis: Analysis, formats: tuple[str, ...] = (
                           fix=f"use a comma-separated subset of {', '.join(FORMATS)}")
     rd = RunDir.open(run_dir)
     manifest = rd.manifest()
-    ctx = build_context(manifest, analysis, rd.path, resolve_hooks(rd.path, manifest, trust))
+    # the figures' PDFs only for LaTeX: an HTML page needs the SVGs alone, and saving is most of the drawing time
+    with vector_formats(pdf="latex" in formats or "pdf" in formats):
+        ctx = build_context(manifest, analysis, rd.path, resolve_hooks(rd.path, manifest, trust))
     out_dir = rd.subdir(REPORT)
     paths: list[Path] = []
     if "html" in formats:

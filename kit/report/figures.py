@@ -1,27 +1,69 @@
 """Figures drawn from finished analysis data only (no run directory access).
 
 Each function takes the analysis' rows (value rows, telemetry series) and returns an SVG string (vector; the HTML page
-shows it as an image the kit encodes, kit.report.svg_safe) that also carries the
-same figure as PDF (``.pdf``, for LaTeX).
-Matplotlib runs headless (Agg).
+shows it as an image the kit encodes, kit.report.svg_safe) that also carries the same figure as PDF (``.pdf``, for
+LaTeX) when a LaTeX format was asked for (:func:`vector_formats`): each figure is drawn once, as one figure object,
+saved as SVG and, only for LaTeX, as PDF. Saving is most of a report's drawing time (issue 44: 18 ``savefig``
+calls, 4 s, for an HTML page that needed 9).
+
+Matplotlib runs headless (Agg), chosen when this module is imported and before pyplot is (:func:`headless`);
+matplotlib itself (0.3 s to import) is imported only when a figure is drawn (:func:`pyplot`).
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 from kit.analysis.metrics import METRICS
 from kit.analysis_record import TrialSeries
 from kit.analysis_rows import ValueRow
+
+# Whether to_svg also writes the PDF: the LaTeX formats need it, the HTML page does not. A context variable, so
+# the choice of one report (kit.report.write_report) reaches study code's figures too, and ends with that report.
+_PDF_WANTED: ContextVar[bool] = ContextVar("kit_report_pdf_wanted", default=True)
+
+
+def headless() -> None:
+    """The non-interactive Agg backend for every figure of this process, set before pyplot is imported (a GUI
+    backend probes its toolkit at that import and opens windows on a desktop). Without importing matplotlib:
+    MPLBACKEND is what matplotlib reads when it is first imported; once imported (not yet pyplot), it is told."""
+    if "matplotlib.pyplot" in sys.modules:
+        return  # someone chose already; the kit saves its figures to files with any backend
+    if "matplotlib" in sys.modules:
+        sys.modules["matplotlib"].use("Agg")
+    else:
+        os.environ["MPLBACKEND"] = "Agg"
+
+
+headless()  # as the module loads: study code importing pyplot after the kit's figures gets Agg too
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, imported on the first figure drawn."""
+    headless()
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@contextmanager
+def vector_formats(pdf: bool) -> Iterator[None]:
+    """Within this block :func:`to_svg` writes the PDF beside the SVG only when ``pdf`` (a LaTeX format was
+    asked for); outside any block it writes both, as every study's code has always received."""
+    token = _PDF_WANTED.set(pdf)
+    try:
+        yield
+    finally:
+        _PDF_WANTED.reset(token)
+
 
 # Okabe-Ito colours: told apart by colour-blind readers and in greyscale print (the brand red and
 # orange of the two frameworks are not).
@@ -50,26 +92,33 @@ def arm_color(arm: str, i: int) -> str:
 
 
 class VectorFigure(str):
-    """An SVG string that also holds the same figure as PDF bytes (``pdf``) for LaTeX."""
+    """An SVG string that also holds the same figure as PDF bytes (``pdf``) for LaTeX; None when the figure was
+    drawn for the HTML page alone (:func:`vector_formats`)."""
 
     pdf: bytes | None = None
 
 
 def to_svg(fig: Any) -> VectorFigure:
-    """SVG for the HTML report and PDF for LaTeX, from one matplotlib figure (then closed)."""
+    """SVG for the HTML report and, when a LaTeX format needs it (:func:`vector_formats`), PDF for LaTeX, both
+    from this one matplotlib figure (then closed): the figure is built once, only the files it is saved to vary.
+    """
+    import matplotlib
+
     buf = io.StringIO()
     # a fixed salt makes matplotlib's SVG ids (clip paths, glyphs) the same on every render: the same run
-    # gives the same report, byte for byte (tests/test_report_golden.py)
+    # gives the same report, byte for byte (tests/test_report_golden.py, tests/test_report_formats.py)
     with matplotlib.rc_context({"svg.hashsalt": "kit-report"}):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    pdf = io.BytesIO()
-    fig.savefig(pdf, format="pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
-    plt.close(fig)
+    pdf = None
+    if _PDF_WANTED.get():
+        pdf = io.BytesIO()
+        fig.savefig(pdf, format="pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
+    pyplot().close(fig)
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     # let the page scale the figure: drop fixed width/height, keep the viewBox
     out = VectorFigure(re.sub(r'<svg([^>]*?) width="[^"]+" height="[^"]+"', r'<svg\1', svg, count=1))
-    out.pdf = pdf.getvalue()
+    out.pdf = None if pdf is None else pdf.getvalue()
     return out
 
 
@@ -80,7 +129,7 @@ def telemetry_series(series: Sequence[TrialSeries], arms: list[str], panels: lis
     ``series``: one line each (:class:`kit.analysis_record.TrialSeries`, time relative to the train phase
     start); ``panels``: (metric key, axis label).
     """
-    fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 1.7 * len(panels) + 0.4), sharex=True, squeeze=False)
+    fig, axes = pyplot().subplots(len(panels), 1, figsize=(6.4, 1.7 * len(panels) + 0.4), sharex=True, squeeze=False)
     for ax, (key, label) in zip(axes[:, 0], panels, strict=True):
         for i, a in enumerate(arms):
             first = True
@@ -112,7 +161,7 @@ def boxplot(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str]
     scale, unit = axis_scale(m.unit)
     groups = list(configs) if configs else [None]
     rng = np.random.default_rng(0)
-    fig, ax = plt.subplots(figsize=(4.2 if configs is None else max(4.2, 1.6 * len(groups)), 3.2))
+    fig, ax = pyplot().subplots(figsize=(4.2 if configs is None else max(4.2, 1.6 * len(groups)), 3.2))
     width = 0.8 / len(arms) if configs else 0.5
     for i, a in enumerate(arms):
         data, pos = [], []
@@ -151,7 +200,7 @@ def schedule_plot(values: Sequence[ValueRow], metric: str, phase: str, arms: lis
     """
     m = METRICS[metric]
     scale, unit = axis_scale(m.unit)
-    fig, ax = plt.subplots(figsize=(6.4, 2.8))
+    fig, ax = pyplot().subplots(figsize=(6.4, 2.8))
     markers = "os^vDP*X"
     for i, a in enumerate(arms):
         pts = [(math.nan if v.position is None else v.position, v.value * scale, v) for v in values if v.metric == metric and v.phase == phase

@@ -215,7 +215,8 @@ def _median_ratio(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def ratio_of_medians(
-    a: ArrayLike, b: ArrayLike, *, conf: float = 0.95, n_boot: int = 5000, seed: int = 0, paired: bool = False
+    a: ArrayLike, b: ArrayLike, *, conf: float = 0.95, n_boot: int = 5000, seed: int = 0, paired: bool = False,
+    interval: bool = True,
 ) -> Ratio:
     """median(a)/median(b) with a BCa interval from ``scipy.stats.bootstrap``.
 
@@ -251,6 +252,8 @@ def ratio_of_medians(
                       "resample of the pairs gives the ratio 1, so the interval is the point")
     if min(x.size, y.size) < 2:
         return result(est, math.nan, math.nan, "an arm has a single value: no bootstrap interval")
+    if not interval:  # the caller uses the estimate only (kit compare, where the verdict rests on another ratio)
+        return result(est, math.nan, math.nan, "interval not drawn: the caller needed the estimate only")
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = sps.bootstrap(
