@@ -88,6 +88,15 @@ def test_warnings_qualify_the_answer_most_consequential_first() -> None:
     assert answer(_analysis(quick))["warnings"][0].startswith("QUICK profile, not the published protocol; 10 pairs")
 
 
+def test_a_pinned_runs_busy_baseline_is_estimated_on_its_own_cpus() -> None:
+    """Issue 43: one foreign CPU on the one CPU a pinned trial has halves it (2x), whatever the host-wide load says."""
+    a = copy.deepcopy(GOLDEN)
+    row = next(t for t in a["validity"] if t["title"] == "Host busy before the trials")
+    row["numbers"].update(on_cpus="1", on_cpus_count=1, foreign_cpu_on_cpus=1.0)
+    top = ranked(_analysis(a))[0]
+    assert top["title"] == "Host busy before the trials" and "1/2.0 of them: up to 2.0× slower" in top["effect_text"]
+
+
 def test_threats_one_row_per_fact_ranked_by_effect() -> None:
     rows = ranked(_analysis(GOLDEN))
     titles = [t["title"] for t in rows]

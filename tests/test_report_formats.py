@@ -220,3 +220,20 @@ if __name__ == "__main__":  # regenerate the golden set: tests/data/golden/repor
     with tempfile.TemporaryDirectory(prefix="kit-report-golden-") as tmp:
         for p in regenerate(Path(tmp)):
             print(p.relative_to(REPO))
+
+
+@pytest.mark.slow
+def test_a_stored_analysis_is_reused_while_its_seal_holds_and_gives_the_same_report(tmp_path: Path) -> None:
+    """`kit report` of a run it analysed before reads its sealed analysis.json instead of recomputing it (issue 44)
+    and writes the same report; --reanalyse, or an edited input, recomputes."""
+    run = render(tmp_path / "run", "html,latex")
+    first = outputs(run)
+    again = CliRunner().invoke(app, ["report", str(run), "--format", "html,latex"])
+    assert again.exit_code == 0 and "(stored, its seal holds" in again.output, again.output
+    assert outputs(run) == first
+    forced = CliRunner().invoke(app, ["report", str(run), "--format", "html", "--reanalyse"])
+    assert forced.exit_code == 0 and "(stored" not in forced.output, forced.output
+    trial = sorted((run / "trials").glob("*.json"))[-1]
+    trial.write_text(trial.read_text().replace("}", " }", 1))  # same content, other bytes: the seal no longer holds
+    edited = CliRunner().invoke(app, ["report", str(run), "--format", "html"])
+    assert edited.exit_code == 0 and "(stored" not in edited.output, edited.output

@@ -16,7 +16,6 @@ is not blamed on it; old records without ``gpus`` keep every GPU.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -240,6 +239,9 @@ def foreign_load(c: Ctx) -> list[Threat]:
                           "CPUs", status="mitigated", numbers={**nums, "on_cpus": pinned[0], "foreign_cpu": pinned[1]}))
     elif busy or gpu_busy:
         gpu_txt = f", {base['foreign_procs_max']} process(es) on the GPU" if gpu_busy else ""
+        there = _pinned_load(c.manifest.baseline.get("load"))
+        if there is not None:  # a pinned run: the load on its trials' CPUs is what a trial would share
+            nums.update(on_cpus=there[0], on_cpus_count=there[1], foreign_cpu_on_cpus=there[2])
         out.append(Threat("foreign_cpu", "internal", "medium", "Host busy before the trials",
                           f"idle baseline: mean CPU utilisation {util_txt}{load_txt}{gpu_txt}",
                           "stop other work on the host (or use an exclusive job) before running", numbers=nums))
@@ -255,17 +257,26 @@ def foreign_load(c: Ctx) -> list[Threat]:
     return out
 
 
-def _pinned_quiet(load: object) -> tuple[str, float] | None:
-    """A pinned run's idle baseline that was quiet on its trials' CPUs (kit.run.host.baseline_load's ``on_cpus``):
-    those CPUs as text and the figure there; None when not pinned, not recorded, or busy there too."""
+def _pinned_load(load: object) -> tuple[str, int, float] | None:
+    """A pinned run's idle-baseline load on its trials' CPUs (kit.run.host.baseline_load's ``on_cpus``): those
+    CPUs as text, how many, and the foreign CPUs there; None when not pinned or not recorded as numbers."""
     if not isinstance(load, Mapping):
         return None
     cpus, figure = load.get("on_cpus"), load.get("foreign_cpu")
-    if (not isinstance(cpus, list) or not cpus or not all(isinstance(x, int) and not isinstance(x, bool) for x in cpus)
-            or load.get("busy") is not False or isinstance(figure, bool) or not isinstance(figure, (int, float))
-            or not math.isfinite(figure)):
+    if (not isinstance(cpus, list) or not cpus or len(cpus) > 4096
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in cpus)
+            or isinstance(figure, bool) or not isinstance(figure, (int, float)) or not 0 <= figure < 1e6):
         return None
-    return ",".join(map(str, cpus[:64])), float(figure)
+    return ",".join(map(str, cpus[:64])), len(cpus), float(figure)
+
+
+def _pinned_quiet(load: object) -> tuple[str, float] | None:
+    """A pinned run's idle baseline that was quiet on its trials' CPUs: those CPUs as text and the figure there;
+    None when not pinned, not recorded, or busy there too."""
+    got = _pinned_load(load)
+    if got is None or not isinstance(load, Mapping) or load.get("busy") is not False:
+        return None
+    return got[0], got[2]
 
 
 @rule

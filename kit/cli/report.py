@@ -107,8 +107,11 @@ def report_cmd(
     trust_study_code: Annotated[bool, typer.Option("--trust-study-code", help=TRUST_HELP)] = False,
     study: Annotated[Path | None, typer.Option("--study", help=STUDY_HELP)] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout (analysis, report files, claims, hypotheses); the tables go to stderr.")] = False,
+    reanalyse: Annotated[bool, typer.Option("--reanalyse", help="Recompute the analysis even where the stored, sealed analysis.json still holds.")] = False,
+    verify_all: Annotated[bool, typer.Option("--verify-all", help="Check the stored analysis's seal by re-hashing every input file, not only those whose size or mtime moved.")] = False,
 ) -> None:
-    """Analyse a run directory (no trial is run) and write its report."""
+    """Analyse a run directory (no trial is run) and write its report: a stored analysis.json is reused while its
+    seal holds (this kit made it from the run's files as they are now), otherwise recomputed."""
     io = Output.of(ctx)
     formats = tuple(f.strip() for f in format.split(",") if f.strip())
     bad = [f for f in formats if f not in ("html", "latex", "pdf")]
@@ -120,7 +123,8 @@ def report_cmd(
         io.to_stderr()
     from kit.trust import StudyTrust
 
-    make_report(io, run_dir, formats, StudyTrust(trust_run_copy=trust_study_code, study_dir=study))
+    make_report(io, run_dir, formats, StudyTrust(trust_run_copy=trust_study_code, study_dir=study),
+                reuse=not reanalyse, verify_all=verify_all)
     if json_out:
         print_json(io, run_summary(run_dir), "run-summary")
 
@@ -137,18 +141,25 @@ def _print_incomplete(io: Output, run_dir: Path, finished: int, planned: int) ->
         io.out.print(f"[yellow]{esc(in_user_terms(note))}[/]", soft_wrap=True)
 
 
-def make_report(io: Output, run_dir: Path, formats: tuple[str, ...], trust: Any = None) -> None:
-    from kit.analysis.analyze import analyze_run
+def make_report(io: Output, run_dir: Path, formats: tuple[str, ...], trust: Any = None, reuse: bool = False,
+                verify_all: bool = False) -> None:
+    """Analyse (``reuse``: take the stored analysis while its seal holds, kit.analysis.analyze.current_analysis)
+    and render the asked formats; print the answer, the claims and the hypotheses."""
+    from kit.analysis.analyze import analyze_run, current_analysis
     from kit.report import write_report
     from kit.report.answer import answer
 
-    analysis = analyze_run(run_dir, trust=trust)
+    if reuse:
+        analysis, recomputed = current_analysis(Path(run_dir), trust=trust, verify_all=verify_all)
+    else:
+        analysis, recomputed = analyze_run(run_dir, trust=trust), True
     paths = write_report(run_dir, analysis, formats, trust)
     _print_incomplete(io, run_dir, analysis.run.finished, analysis.run.planned)
     io.out.print(f"[bold]Answer:[/] {esc(answer(analysis)['headline'])}", soft_wrap=True)
     _print_claims(io, analysis)
     _print_hypotheses(io, analysis)
-    io.out.print(f"analysis: [bold]{esc(Path(run_dir) / 'analysis.json')}[/]")
+    io.out.print(f"analysis: [bold]{esc(Path(run_dir) / 'analysis.json')}[/]"
+                 + ("" if recomputed else " (stored, its seal holds; --reanalyse recomputes it)"))
     for p in paths:
         io.out.print(f"report: [bold]{esc(p)}[/]")
     print_study_notice(io, analysis.study_code.get("notice"))

@@ -123,7 +123,10 @@ def _estimate(t: RankedThreat, analysis: Analysis) -> None:
     elif rule == "foreign_cpu" and t["severity"] != "info":
         load, cores = number_of(nums.get("load1_median")), number_of(nums.get("cpu_logical"))
         util = number_of(nums.get("cpu_util_mean_pct"))
-        if load is not None and cores:
+        pinned, pinned_n = number_of(nums.get("foreign_cpu_on_cpus")), number_of(nums.get("on_cpus_count"))
+        if pinned is not None and pinned_n:  # a pinned run: the load on its own CPUs (kit.run.host.baseline_load)
+            slow = max(1.0, (float(pinned) + float(pinned_n)) / float(pinned_n))
+        elif load is not None and cores:
             slow = max(1.0, (float(load) + 1) / float(cores))
         elif util is not None:
             slow = 1 + float(util) / 100
