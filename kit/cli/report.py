@@ -110,8 +110,10 @@ def report_cmd(
     reanalyse: Annotated[bool, typer.Option("--reanalyse", help="Recompute the analysis even where the stored, sealed analysis.json still holds.")] = False,
     verify_all: Annotated[bool, typer.Option("--verify-all", help="Check the stored analysis's seal by re-hashing every input file, not only those whose size or mtime moved.")] = False,
 ) -> None:
-    """Analyse a run directory (no trial is run) and write its report: a stored analysis.json is reused while its
-    seal holds (this kit made it from the run's files as they are now), otherwise recomputed."""
+    """Analyse a run directory (no trial is run) and write its report.
+
+    A stored analysis.json is reused while its seal holds (this kit made it from the run's files as they are now);
+    otherwise it is recomputed."""
     io = Output.of(ctx)
     formats = tuple(f.strip() for f in format.split(",") if f.strip())
     bad = [f for f in formats if f not in ("html", "latex", "pdf")]
