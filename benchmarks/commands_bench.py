@@ -14,7 +14,8 @@ Everything runs on copies under a temporary folder, never on the runs given:
 
 - ``--runs A B`` (default: the newest two LeNet runs under ./runs) are copied (cp -a); a warm-up `kit report` of
   each stores its sealed analysis (the seal is this user's kit's, over the kit's own sources: a run copied from
-  elsewhere is re-analysed once) and fills the power-simulation cache, as a user's earlier report would have.
+  elsewhere is re-analysed once) and fills the power-simulation and figure caches, as a user's earlier report would
+  have (each kit's own, never the user's).
   "report (stored analysis)" then reads analysis.json; "report (recomputed)" removes it before each repeat.
 - the 10^6-sample run is a copy of A whose samples/*.parquet are made denser: between two consecutive samples of
   a series (source, device, metric) ``k - 1`` more, at evenly spaced times and linearly interpolated values (a
@@ -145,7 +146,8 @@ class Kit:
     def env(self) -> dict[str, str]:
         return {**os.environ, "PYTHONPATH": str(self.snapshot), "KIT_CONFIG_DIR": str(self.work / "config"),
                 "KIT_CACHE_DIR": str(self.work / "cache"), "KIT_POWER_CACHE": str(self.work / "power-cache"),
-                "KIT_HISTORY_CACHE": str(self.work / "history-cache"), "KIT_NO_BROWSER": "1", "COLUMNS": "160"}
+                "KIT_HISTORY_CACHE": str(self.work / "history-cache"), "KIT_FIGURE_CACHE": str(self.work / "figure-cache"),
+                "KIT_NO_BROWSER": "1", "COLUMNS": "160"}
 
     def argv(self, cmd: Command) -> list[str]:
         runs = self.work / "runs"

@@ -46,7 +46,6 @@ table: they get the full check, with the digest they were made with.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import json
@@ -59,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kit.analysis_record import Analysis
+from kit.build_id import kit_build  # (re-exported: kit.freshness.kit_build)
 from kit.errors import StoreError
 from kit.private_files import mac, mac_holds
 from kit.records import JsonTable, JsonValue
@@ -118,21 +118,6 @@ def raw_digest(run_dir: Path) -> str:
     for sub in (TRIALS, "samples", ATTEMPTS):
         _hash_tree(h, os.fspath(run_dir), sub)
     return h.hexdigest()
-
-
-@functools.cache
-def kit_build() -> str:
-    """The kit's version and a digest of its Python sources: another build may analyse differently."""
-    from kit import __version__
-
-    root = Path(__file__).resolve().parent
-    h = hashlib.sha256(__version__.encode())
-    for p in sorted(root.rglob("*.py")):
-        if "__pycache__" in p.parts:
-            continue
-        h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(p.read_bytes())
-    return f"{__version__}+{h.hexdigest()[:16]}"
 
 
 def _inputs_digest_v2(run_dir: Path, raw: str | None = None) -> str:

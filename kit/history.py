@@ -17,20 +17,25 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from kit import history_cache, stats
-from kit.analysis_record import Analysis
 from kit.errors import AnalysisError
 from kit.history_cache import CachedRun
-from kit.manifest import Manifest
 from kit.metric_catalog import METRICS  # (kit.analysis.metrics: pandas, which a cached call never needs)
-from kit.store import RunDir
+
+if TYPE_CHECKING:  # a cached call reads no run: numpy, kit.store and kit.manifest load only to read or test one
+    import numpy as np
+
+    from kit.analysis_record import Analysis
+    from kit.manifest import Manifest
+
+# kit.stats.MIN_N_FOR_TESTS, without importing numpy for a cached call (tests/test_history_speed_read.py)
+MIN_N_FOR_TESTS = 10
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:
@@ -165,15 +170,18 @@ def _label(man: Manifest, analysis: Analysis, arm: str, run_name: str) -> str:
 def _extract(path: Path, metric: str, phase: str, arm: str | None, verify_all: bool = False) -> tuple[CachedRun, bool]:
     """What history needs of one run, from its (fresh) analysis: experiment, label, arm, start, trial values; and
     whether the analysis was recomputed (analysis.json rewritten: the caller fingerprints the run again)."""
-    rd = RunDir.open(path)
-    man = rd.manifest()
-    skipped = CachedRun(experiment=man.experiment, skip=True)
-    if not rd.finished_ids():
-        return skipped, False
     from kit.freshness import stored_analysis
+    from kit.history_read import sealed_series
+    from kit.store import RunDir
 
-    # values only (no study code); the analysis code (pandas, scipy) is imported only for a run to recompute
-    stored = stored_analysis(path, rd, need_study=False, verify_all=verify_all, series=(metric, phase))
+    rd, man = RunDir.open_with_manifest(path)
+    skipped = CachedRun(experiment=man.experiment, skip=True)
+    if not _any_trial(path):
+        return skipped, False
+    # values only (no study code), and of a text-sealed file only the members history reads (kit.history_read);
+    # the analysis code (pandas, scipy) is imported only for a run to recompute
+    stored = sealed_series(path, metric, phase, verify_all) or stored_analysis(
+        path, rd, need_study=False, verify_all=verify_all, series=(metric, phase))
     recomputed = stored is None
     if stored is None:
         from kit.analysis.analyze import analyze_run
@@ -189,6 +197,15 @@ def _extract(path: Path, metric: str, phase: str, arm: str | None, verify_all: b
                      version=arm_version(analysis, chosen),
                      started=started if started is not None and math.isfinite(started) else 0.0,
                      values=tuple(float(v) for v in vals)), recomputed
+
+
+def _any_trial(run_dir: Path) -> bool:
+    """Whether ``RunDir.finished_ids()`` is non-empty (a ``trials/*.json``), without pathlib's glob: a third of a
+    millisecond a run, a thousand times in a first call."""
+    try:
+        return any(n.endswith(".json") and not n.startswith(".") for n in os.listdir(run_dir / history_cache.TRIALS))
+    except OSError:  # absent, not a directory, unreadable: what the glob finds there, nothing
+        return False
 
 
 # Runs read in worker processes when at least this many are not in the cache (parsing each analysis.json and
@@ -222,7 +239,25 @@ def _read_all(todo: list[tuple[Path, tuple[str, float] | None]], metric: str, ph
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        yield from pool.map(_read_run, *zip(*args, strict=True), chunksize=max(1, min(32, len(todo) // (4 * workers))))
+        # (every worker is started by map, before the thread: a fork never copies a half-done import)
+        results = pool.map(_read_run, *zip(*args, strict=True), chunksize=max(1, min(32, len(todo) // (4 * workers))))
+        warm = threading.Thread(target=_import_step_code, name="kit-history-imports")
+        warm.start()
+        yield from results
+    warm.join()
+
+
+def _import_step_code() -> None:
+    """Import what :func:`detect_steps` runs (scipy.stats through kit.stats, kit.compare) while the workers read
+    the runs: the main process only waits for them then, and these imports were a fifth of a first call over
+    1,000 runs (a call with new runs detects its steps anew). Any failure is left to the real import."""
+    try:
+        import kit.compare
+        import kit.stats.comparison
+        import kit.stats.descriptive
+        import kit.stats.multiplicity  # noqa: F401
+    except Exception:  # raised again, with its cause, where the steps are detected
+        pass
 
 
 def collect(runs_dir: Path, metric: str, phase: str, arm: str | None, experiment: str | None, *,
@@ -297,6 +332,8 @@ def _noise_scale(med: np.ndarray, runs: Sequence[HistoryPoint]) -> float:
     MIN_RUNS_BETWEEN runs on, the larger of it and the between-run scale (MAD of successive differences /
     sqrt(2), insensitive to one step among them).
     """
+    import numpy as np
+
     resid = np.concatenate([np.asarray(r.values, float) - r.median for r in runs])
     within = float(stats.describe(resid).mad_normal) or float(np.std(resid))
     n = float(np.median([len(r.values) for r in runs]))
@@ -398,6 +435,8 @@ def detect_steps(runs: Sequence[HistoryPoint], *, threshold: float = 0.05, alpha
     """Validated steps between runs: index of the first run after the step, ratio, p, verdict."""
     if len(runs) < 2:
         return []
+    import numpy as np
+
     med = np.asarray([r.median for r in runs], float)
     cand = candidate_steps(med, runs)
     steps = []
@@ -434,7 +473,7 @@ def _steps_key(runs: Sequence[HistoryPoint], threshold: float, alpha: float, low
     import hashlib
     import json
 
-    from kit.freshness import kit_build
+    from kit.build_id import kit_build
 
     doc = {"build": kit_build(), "threshold": threshold, "alpha": alpha, "lower": lower_is_better,
            "runs": [[r.label, list(r.values)] for r in runs]}
@@ -486,9 +525,9 @@ def history(runs_dir: Path, metric: str, phase: str = "train", arm: str | None =
         caveats.append(f"{len(runs)} runs: the run-to-run noise of the host needs {MIN_RUNS_BETWEEN} runs to be "
                        "estimated, so a step is judged against the trials' own noise only (a busy host between "
                        "runs can read as a step)")
-    small = [r.label for r in runs if r.n < stats.MIN_N_FOR_TESTS]
+    small = [r.label for r in runs if r.n < MIN_N_FOR_TESTS]
     if small:
-        caveats.append(f"{len(small)} run(s) have fewer than {stats.MIN_N_FOR_TESTS} measured trials (e.g. "
+        caveats.append(f"{len(small)} run(s) have fewer than {MIN_N_FOR_TESTS} measured trials (e.g. "
                        f"{small[0]}): a step right before such a run (the newest, say) cannot be tested")
     return HistorySeries(
         runs_dir=str(runs_dir), metric=metric, unit=METRICS[metric].unit, phase=phase, arm=runs[0].arm,

@@ -33,13 +33,18 @@ import math
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kit.private_files import PrivateDir, UnsafeFileError, open_blob, open_dir, sealed_blob
-from kit.store import ANALYSIS, ATTEMPTS, MANIFEST, TRIALS
+
+# kit.store's names of a run's files (tests/test_history_speed_read.py holds them equal): importing kit.store (its
+# collectors, the spec model) was a third of a cached `kit history`, which reads no run.
+MANIFEST, ANALYSIS, TRIALS, SAMPLES, ATTEMPTS = "manifest.json", "analysis.json", "trials", "samples", "attempts"
+NODES, STUDY = "nodes", "study"  # (kit.store.NODES; the study copy, which kit.freshness.scan_inputs also covers)
+STUDY_DEPTH = 16  # as deep as kit.freshness looks into study/
 
 ENV = "KIT_HISTORY_CACHE"
 VERSION = 3  # 2: the document is MAC'd (kit.private_files.sealed_blob); 3: an entry carries its arm's own version
@@ -153,8 +158,11 @@ def cache_path(runs_dir: Path, key: str) -> Path:
 def fingerprint(run_dir: Path) -> tuple[str, float]:
     """(digest of the lstat of every file that decides the run's values, newest ctime among them).
 
-    The lines are gathered and hashed once, the newest time kept in integer nanoseconds: a cached `kit history`
-    over 1,000 runs fingerprints 45,000 files, and the per-file Python work was most of its time."""
+    Every input the analysis's seal covers (kit.freshness.scan_inputs: trials/, samples/, attempts/, nodes/, the
+    study copy in study/, manifest.json) and analysis.json itself: an entry is served only while a fresh read
+    would find them as they were. The lines are gathered and hashed once, the newest time kept in integer
+    nanoseconds: a cached `kit history` over 1,000 runs fingerprints 45,000 files, and the per-file Python work
+    was most of its time."""
     lines: list[str] = []
     put = lines.append
     newest_ns = 0
@@ -167,27 +175,40 @@ def fingerprint(run_dir: Path) -> tuple[str, float]:
             continue
         put(f"{name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_mode}\n")
         newest_ns = max(newest_ns, st.st_ctime_ns, st.st_mtime_ns)
-    for sub in (TRIALS, "samples", ATTEMPTS):
-        try:
-            st = os.lstat(run_dir / sub)
-            put(f"{sub}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_mode}\n")
-            newest_ns = max(newest_ns, st.st_ctime_ns, st.st_mtime_ns)
-            if not stat.S_ISDIR(st.st_mode):  # a link planted in the run is recorded, never followed
-                continue
-            with os.scandir(run_dir / sub) as it:
-                entries = sorted(it, key=lambda e: e.name)
-            for e in entries:
-                st = e.stat(follow_symlinks=False)
-                put(f"{sub}/{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_mode}\n")
-                newest_ns = max(newest_ns, st.st_ctime_ns, st.st_mtime_ns)
-        except OSError:  # absent, unreadable or changing: a fingerprint no cache entry has
-            put(f"{sub}:absent-or-unreadable\n")
+    for sub in (TRIALS, SAMPLES, ATTEMPTS, NODES, STUDY):
+        newest_ns = max(newest_ns, _fingerprint_tree(put, run_dir, sub, recursive=sub == STUDY))
     return hashlib.sha256("".join(lines).encode()).hexdigest(), newest_ns / 1e9
 
 
+def _fingerprint_tree(put: Callable[[str], None], run_dir: Path, sub: str, recursive: bool, depth: int = 0) -> int:
+    """The lines of ``sub`` and of its entries (of its subdirectories too when ``recursive``, as deep as the seal
+    looks); the newest of their times. A link is recorded, never followed."""
+    newest_ns = 0
+    try:
+        st = os.lstat(run_dir / sub)
+        put(f"{sub}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_mode}\n")
+        newest_ns = max(st.st_ctime_ns, st.st_mtime_ns)
+        if not stat.S_ISDIR(st.st_mode):
+            return newest_ns
+        with os.scandir(run_dir / sub) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            st = e.stat(follow_symlinks=False)
+            if recursive and stat.S_ISDIR(st.st_mode) and depth < STUDY_DEPTH:
+                newest_ns = max(newest_ns, _fingerprint_tree(put, run_dir, f"{sub}/{e.name}", True, depth + 1))
+                continue
+            put(f"{sub}/{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}:{st.st_mode}\n")
+            newest_ns = max(newest_ns, st.st_ctime_ns, st.st_mtime_ns)
+    except OSError:  # absent, unreadable or changing: a fingerprint no cache entry has
+        put(f"{sub}:absent-or-unreadable\n")
+    return newest_ns
+
+
 # Runs fingerprinted in worker processes from this many on: ~50 lstat calls a run, so 10,000 runs are half a
-# million system calls (3-4 s on one core, a third of `kit history`'s budget at that size).
-PARALLEL_FINGERPRINTS = 2000
+# million system calls (3-4 s on one core, a third of `kit history`'s budget at that size). At 1,000 runs two
+# workers took 0.16 s where one process took 0.23-0.26 s (2 cores, the other engineers' load ~1.5; at a load
+# of 5 neither wins): a cached call over 1,000 runs is ~0.7 s, so that is a tenth of it.
+PARALLEL_FINGERPRINTS = 800
 
 
 def fingerprints(run_dirs: Sequence[Path]) -> list[tuple[str, float]]:

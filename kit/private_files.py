@@ -41,8 +41,8 @@ from typing import Literal
 from kit.errors import KitError
 from kit.safeio import kind_of
 
-Domain = Literal["analysis-seal", "power-cache", "history-cache"]
-DOMAINS: frozenset[str] = frozenset(("analysis-seal", "power-cache", "history-cache"))
+Domain = Literal["analysis-seal", "power-cache", "history-cache", "figure-cache"]
+DOMAINS: frozenset[str] = frozenset(("analysis-seal", "power-cache", "history-cache", "figure-cache"))
 BLOB_MAGIC = b"KITMAC1 "  # the first line of a MAC'd blob: magic, 64 hex digits, newline
 _BLOB_HEAD = len(BLOB_MAGIC) + 64 + 1
 GROUP_OTHER_WRITE = 0o022

@@ -27,6 +27,8 @@ os.environ["KIT_CONFIG_DIR"] = tempfile.mkdtemp(prefix="kit-test-config-")
 # session, so the runs that tests start with `kit run` share the draws (deterministic: seed, code and numpy are in
 # each entry's key) instead of each analysis simulating them again, and the user's own cache is never touched.
 os.environ["KIT_POWER_CACHE"] = tempfile.mkdtemp(prefix="kit-test-power-")
+# The report figures (kit.report.figure_cache) likewise: one directory for the session, never the user's.
+os.environ["KIT_FIGURE_CACHE"] = tempfile.mkdtemp(prefix="kit-test-figures-")
 # A user's images/matrix.local.toml (kit images add) never changes a test: set at import, because tests
 # parametrised over the matrix's rows read it while they are collected, before any fixture runs.
 os.environ["KIT_LOCAL_MATRIX"] = str(Path(tempfile.mkdtemp(prefix="kit-test-matrix-")) / "matrix.local.toml")

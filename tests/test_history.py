@@ -40,7 +40,9 @@ def test_history_over_real_runs(tmp_path: Path) -> None:
     runs_dir = tmp_path / "runs"
     for i, slowdown in enumerate((1.0, 1.0, 1.25, 1.25)):
         spec = tmp_path / f"v{i}.toml"
+        # no warm-up block: history reads the measured trials only, and a busy-wait phase has nothing to warm
         spec.write_text(CALIBRATED.read_text().replace("repetitions = 12", "repetitions = 6").replace(
+            "warmup_repetitions = 1", "warmup_repetitions = 0").replace(
             "jitter_frac = 0.01", f"jitter_frac = 0.01\nslowdown = {slowdown}"))
         start_run(load_spec(spec), RunOptions(runs_root=runs_dir, label=f"2.{i}"))
     res = history(runs_dir, "time_s", "train", "pytorch").to_json()

@@ -130,6 +130,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> Iterator[Drawn]:
 
     counter = Drawn()
     init, savefig = Figure.__init__, Figure.savefig
+    monkeypatch.setenv("KIT_FIGURE_CACHE", "off")  # every figure drawn here, none from kit.report.figure_cache
 
     def counted_init(self: Figure, *args: object, **kwargs: object) -> None:
         counter.made += 1

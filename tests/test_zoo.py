@@ -217,30 +217,66 @@ PAIRS = [pytest.param("resnet18", 32, True, marks=TV), pytest.param("mobilenet_v
          ("lstm_lm", 32, True)]  # torch.nn.LSTM has two bias vectors per gate, Keras one: within 1 % here
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("model", "size", "same"), PAIRS)
-def test_model_pairs_parameter_counts(model: str, size: int, same: bool) -> None:
-    """Both frameworks build every model; the libraries' definitions agree where the report says 'same'."""
-    torch_code = f"""
+# One process per framework builds every model the session's parameter-count tests ask for (TensorFlow and
+# torchvision in one process can crash): starting the framework once, not once per model, saves about ten seconds a
+# model on a 2-core host. Each model is built and counted on its own: one that fails is that test's failure, with
+# its traceback, and leaves the others' counts standing.
+_COUNT_TORCH = """
+import json, sys, traceback
 from kit.workloads import zoo_torch
-print(zoo_torch.param_count(zoo_torch.build("{model}", 10, True, 16)))
+for model in json.loads(sys.argv[1]):
+    try:
+        print(json.dumps({"key": model, "count": zoo_torch.param_count(zoo_torch.build(model, 10, True, 16))}))
+    except Exception:
+        print(json.dumps({"key": model, "error": traceback.format_exc()[-2000:]}))
+    sys.stdout.flush()
 """
-    keras_code = f"""
-import os
+_COUNT_KERAS = """
+import gc, json, os, sys, traceback
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import keras, numpy as np
 from kit.workloads import zoo_keras
-m = zoo_keras.build(keras, "{model}", 10, True, 16, {size})
-print(sum(int(np.prod(w.shape)) for w in m.trainable_weights))
+for model, size in json.loads(sys.argv[1]):
+    try:
+        m = zoo_keras.build(keras, model, 10, True, 16, size)
+        print(json.dumps({"key": [model, size], "count": sum(int(np.prod(w.shape)) for w in m.trainable_weights)}))
+        del m
+    except Exception:
+        print(json.dumps({"key": [model, size], "error": traceback.format_exc()[-2000:]}))
+    sys.stdout.flush()
+    keras.backend.clear_session()
+    gc.collect()
 """
 
-    def count(code: str) -> int:  # one framework per process: TensorFlow and torchvision in one process can crash
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return int(proc.stdout.strip().splitlines()[-1])
 
-    pt, tf = count(torch_code), count(keras_code)
+@pytest.fixture(scope="module")
+def param_counts(request: pytest.FixtureRequest) -> dict[str, dict[object, object]]:
+    """{"pytorch": {model: count or error}, "tensorflow": {(model, size): count or error}} for the pairs that run."""
+    wanted = sorted({(it.callspec.params["model"], it.callspec.params["size"]) for it in request.session.items
+                     if getattr(it, "originalname", None) == "test_model_pairs_parameter_counts"
+                     and it.get_closest_marker("skip") is None and hasattr(it, "callspec")})
+    out: dict[str, dict[object, object]] = {}
+    for arm, code, keys in (("pytorch", _COUNT_TORCH, sorted({m for m, _ in wanted})), ("tensorflow", _COUNT_KERAS,
+                                                                                       wanted)):
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps(keys)], capture_output=True, text=True,
+                              timeout=600 + 120 * len(keys), cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"key"')]
+        got = {(r["key"] if isinstance(r["key"], str) else tuple(r["key"])): r.get("count", r.get("error"))
+               for r in rows}
+        for key in keys:  # a process that died mid-way: the models it did not reach fail with its stderr
+            got.setdefault(key, f"{arm} process exited {proc.returncode} before this model:\n{proc.stderr[-2000:]}")
+        out[arm] = got
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "size", "same"), PAIRS)
+def test_model_pairs_parameter_counts(model: str, size: int, same: bool,
+                                      param_counts: dict[str, dict[object, object]]) -> None:
+    """Both frameworks build every model; the libraries' definitions agree where the report says 'same'."""
+    pt, tf = param_counts["pytorch"][model], param_counts["tensorflow"][(model, size)]
+    assert isinstance(pt, int), pt
+    assert isinstance(tf, int), tf
     diff = abs(pt - tf) / pt * 100
     print(f"{model} at {size} px: pytorch {pt:,} tensorflow {tf:,} ({diff:.2f} %)")
     assert (diff <= zoo.PARAM_DIFF_PCT) == same, (pt, tf)

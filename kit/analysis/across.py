@@ -34,19 +34,20 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
-from scipy import stats as sps
-from scipy.optimize import brentq
 
 from kit.analysis.threats import Threat
 from kit.analysis_rows import HypothesisResult
 from kit.errors import AnalysisError
-from kit.stats import MIN_N_FOR_TESTS, TestResult, wilcoxon_paired
+from kit.stats.common import MIN_N_FOR_TESTS
 from kit.stats.common import AsDict as _AsDict
-from kit.stats.effects import cliffs_delta
+from kit.stats.normal import nct_sf, t_isf, t_ppf, t_sf
 from kit.stats.power import POWER
+
+if TYPE_CHECKING:  # scipy.stats (0.75 s at import) loads only where a test runs: `kit show` designs without it
+    from kit.stats.rank_tests import TestResult
 
 CONF = 0.95
 DEVICE_TEXT = {"cpu": "on the CPU", "gpu": "on the GPU", "auto": "on device auto (the GPU where the host has one)"}
@@ -202,10 +203,10 @@ def mean_log(values: Sequence[float], conf: float = CONF) -> MeanLog:
         return MeanLog(n, math.exp(m), math.exp(m), math.exp(m), conf, m, 0.0, None, n - 1, None,
                        "every value is equal: no spread, the t test is undefined")
     se = sd / math.sqrt(n)
-    q = float(sps.t.ppf(0.5 + conf / 2, n - 1))
+    q = t_ppf(0.5 + conf / 2, n - 1)
     t = m / se
     return MeanLog(n, math.exp(m), math.exp(m - q * se), math.exp(m + q * se), conf, m, sd, t, n - 1,
-                   float(2 * sps.t.sf(abs(t), n - 1)))
+                   float(2 * t_sf(abs(t), n - 1)))
 
 
 @dataclass(frozen=True)
@@ -266,8 +267,8 @@ def t_power(effect_sd: float, n: int, level: float) -> float:
     """Power of the two-sided one-sample t test (n values, ``level``) at a mean of ``effect_sd`` SDs (noncentral t;
     both tails through the survival function, whose far lower tail scipy returns as NaN where it is 0)."""
     df, nc = n - 1, effect_sd * math.sqrt(n)
-    q = float(sps.t.isf(level / 2, df))
-    upper, lower = float(sps.nct.sf(q, df, nc)), float(sps.nct.sf(q, df, -nc))
+    q = t_isf(level / 2, df)
+    upper, lower = nct_sf(q, df, nc), nct_sf(q, df, -nc)
     return (upper if math.isfinite(upper) else 0.0) + (lower if math.isfinite(lower) else 0.0)
 
 
@@ -277,6 +278,8 @@ def mde_networks_sd(n: int, level: float, power: float = POWER) -> float | None:
     ``power`` at two-sided ``level``; None below 2 networks."""
     if n < 2:
         return None
+    from scipy.optimize import brentq
+
     return float(brentq(lambda d: t_power(d, n, level) - power, 0.0, 1e4))
 
 
@@ -320,6 +323,8 @@ def across_networks(ratios: Sequence[ConfigRatio], device: str, level: float, co
     test = mean_log(means, conf)
     if test.p is None or test.t is None:
         return replace(base, reason=f"{j} {unit}s {device_text(device)}: {test.reason}")
+    from kit.stats.rank_tests import wilcoxon_paired
+
     signed = wilcoxon_paired(np.asarray(means), np.zeros(j))
     d = mde_networks_sd(j, level, power)
     mde = math.expm1(d * between) if d is not None and between is not None else None
@@ -366,6 +371,9 @@ def hypothesis_fields(res: AcrossNetworks, a: str, b: str, alpha: float) -> dict
 
 
 def _comparison(res: AcrossNetworks, a: str, b: str, alpha: float) -> dict[str, Any]:
+    from kit.stats.effects import cliffs_delta
+    from kit.stats.rank_tests import TestResult
+
     means = np.array([n.mean_log for n in res.networks], dtype=float)
     test = None
     if res.testable and res.test is not None and res.test.t is not None and res.test.p is not None:

@@ -16,21 +16,12 @@ import math
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kit import __version__
-from kit.analysis.claim_facts import claim_verdicts
-from kit.analysis.equivalence import check_equivalence
-from kit.analysis.host_state import disturbance_table
-from kit.analysis.hypotheses import hypothesis_rows, median_durations, sequential_looks
-from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS, VALUE_COLUMNS, trial_metric_rows
-from kit.analysis.summary import descriptives, measured, run_summary, trial_env
-from kit.analysis.telemetry_series import figure_trials, telemetry_series
 from kit.analysis_record import ANALYSIS_SCHEMA, Analysis, AnalysisSoFar
-from kit.analysis_rows import HypothesisResult
 from kit.errors import AnalysisError, DiskError, KitError
 from kit.freshness import raw_digest, scan_inputs, sealed_text, stored_analysis
 from kit.manifest import Manifest
@@ -39,32 +30,46 @@ from kit.store import ANALYSIS, RunDir, atomic_write_bytes
 from kit.studies import Hooks, resolve_hooks, study_extras
 from kit.trust import StudyTrust
 
+if TYPE_CHECKING:  # the analysis' own stack (pandas, scipy.stats: ~1.5 s of imports) loads where it computes, so
+    # that a report or compare of a run whose sealed analysis holds (current_analysis) reads it without them
+    import pandas as pd
+
+    from kit.analysis.sample_arrays import SampleArrays
+
 
 def load_values(rd: RunDir, trials: Sequence[TrialRecord], metrics: tuple[str, ...],
                 facts: list[dict[str, Any]] | None = None,
-                kept: dict[str, pd.DataFrame | None] | None = None) -> pd.DataFrame:
+                kept: dict[str, SampleArrays | None] | None = None) -> pd.DataFrame:
     """The per-trial metric table of a run (one row per trial, phase and metric).
 
     With ``facts`` (a list to fill), also each trial's telemetry facts for the
     validity rules, from the same read of its samples; with ``kept`` (trial ids
     to their samples, None until read), the samples of those trials, for the
-    report's telemetry figure (kit.analysis.telemetry_series).
+    report's telemetry figure (kit.analysis.telemetry_series): the rows of its
+    panels' series only, which is all it reads (a frame of every row took a
+    quarter of a second at 10^6 samples).
     """
+    import pandas as pd
+
     from kit.analysis.energy import load_idle_power
+    from kit.analysis.metrics import VALUE_COLUMNS, trial_metric_rows
+    from kit.analysis.sample_arrays import read_sample_arrays
     from kit.analysis.telemetry import TrialTelemetry
+    from kit.analysis.telemetry_series import PANELS
     from kit.analysis.validity_telemetry import trial_facts
 
     rows: list[dict[str, Any]] = []
     idle = load_idle_power(rd)  # the idle baseline's power per host and energy domain: net-of-idle energy
     for rec in trials:
-        samples = rd.read_samples(rec.trial_id)
+        # as arrays (kit.analysis.sample_arrays): no pandas frame of the whole file, which at 10^6 rows took seconds
+        samples = read_sample_arrays(rd, rec.trial_id)
         as_json = rec.to_json()  # the readers of kit.analysis.telemetry and .metrics take the trial file's JSON
         tel = TrialTelemetry.of(as_json, samples)  # attributed to phases once, read by the metrics and the threats
         rows += trial_metric_rows(as_json, samples, metrics, tel, idle)
-        if facts is not None:
-            facts.append(trial_facts(rec, samples, tel))
-        if kept is not None and rec.trial_id in kept:
-            kept[rec.trial_id] = samples
+        if facts is not None:  # the threat facts read only NVML series: a frame of those rows alone
+            facts.append(trial_facts(rec, tel.rows_of("nvml"), tel))
+        if kept is not None and rec.trial_id in kept:  # the rows the figure's panels read, as read_samples has them
+            kept[rec.trial_id] = samples.take(samples.having((p[0], p[2]) for p in PANELS))
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 
@@ -73,6 +78,8 @@ def load_baseline(rd: RunDir, trials: Sequence[TrialRecord] | None = None) -> di
 
     With ``trials`` whose records name their GPUs, only those GPUs' rows count.
     """
+    import pandas as pd
+
     from kit.analysis.telemetry import trial_gpu_indices
     from kit.analysis.validity_telemetry import baseline_facts
     from kit.store import BASELINE_ID, SAMPLES
@@ -121,7 +128,9 @@ def analyze_run(run_dir: Any, trust: StudyTrust | None = None, write: bool | str
 
 
 def _analyze(rd: RunDir, manifest: Manifest, hooks: Hooks) -> Analysis:
+    from kit.analysis.sample_arrays import read_sample_arrays
     from kit.analysis.screen import retried_trials, screen_trials
+    from kit.analysis.telemetry_series import figure_trials, telemetry_series
 
     raw = rd.trial_records()
     retried = retried_trials(rd.checked_attempts(), raw)
@@ -132,16 +141,17 @@ def _analyze(rd: RunDir, manifest: Manifest, hooks: Hooks) -> Analysis:
     metrics = _metrics_of(manifest)
     facts: list[dict[str, Any]] = []
     drawn, _ = figure_trials(raw, manifest.arms)  # the report's telemetry figure: from the samples read here
-    kept: dict[str, pd.DataFrame | None] = {t.trial_id: None for t in drawn}
+    kept: dict[str, SampleArrays | None] = {t.trial_id: None for t in drawn}
     values = load_values(rd, trials, metrics, facts, kept)
     nodes = rd.nodes()
     if nodes:
         manifest = manifest.with_nodes(nodes)
     analysis = compute_analysis(manifest, trials, values, trial_telemetry=facts, baseline=load_baseline(rd, trials),
                                 hooks=hooks, retried=retried)
-    def samples_of(trial_id: str) -> pd.DataFrame:
+
+    def samples_of(trial_id: str) -> SampleArrays:
         got = kept.get(trial_id)
-        return got if got is not None else rd.read_samples(trial_id)
+        return got if got is not None else read_sample_arrays(rd, trial_id)
 
     return dataclasses.replace(analysis, excluded_trials=tuple(excluded), retried_trials=tuple(retried),
                                telemetry=telemetry_series(raw, manifest.arms, samples_of))
@@ -168,6 +178,8 @@ def current_analysis(run_dir: Path, rd: RunDir | None = None, trust: StudyTrust 
 
 
 def _metrics_of(manifest: Manifest) -> tuple[str, ...]:
+    from kit.analysis.metrics import DEFAULT_METRICS, METRICS, NVML_METRICS
+
     wanted = list(DEFAULT_METRICS)
     if "nvml" in manifest.telemetry_collectors:
         wanted += [m for m in NVML_METRICS if m not in wanted]
@@ -217,8 +229,14 @@ def compute_analysis(manifest: Manifest, trials: Sequence[TrialRecord], values: 
     configs = manifest.configs
     use = usable(values)
 
+    from kit.analysis.claim_facts import claim_verdicts
     from kit.analysis.design import design_table
     from kit.analysis.devices import device_summary
+    from kit.analysis.equivalence import check_equivalence
+    from kit.analysis.host_state import disturbance_table
+    from kit.analysis.hypotheses import hypothesis_rows, median_durations, sequential_looks
+    from kit.analysis.summary import descriptives, measured, run_summary, trial_env
+    from kit.analysis_rows import HypothesisResult
     from kit.plan import config_label
 
     labels = {cid: config_label(cfg) for cid, cfg in configs.items()} if len(configs) > 1 else None

@@ -37,11 +37,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from scipy.stats import norm
-
 from kit.analysis_rows import Design, HypothesisResult
 from kit.records import JsonTable
 from kit.stats.common import MIN_N_FOR_TESTS
+from kit.stats.normal import norm_isf, norm_ppf
 from kit.stats.power import TIES_STEP_SD, min_p, min_p_asymptotic
 
 UNITS = ("trial", "configuration")
@@ -75,7 +74,7 @@ def mde_sd_asymptotic(n: int, level: float, power: float = POWER) -> float | Non
     """The normal-theory figure the kit printed before issue 25 (ARE 3/pi): kept to show how far off it is."""
     if n <= 0:
         return None
-    return float((norm.isf(level / 2) + norm.ppf(power)) / math.sqrt(n * ARE_SIGNED_RANK))
+    return float((norm_isf(level / 2) + norm_ppf(power)) / math.sqrt(n * ARE_SIGNED_RANK))
 
 
 def mde_ratio(delta_sd: float | None, cv: float) -> float | None:

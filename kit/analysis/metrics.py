@@ -37,12 +37,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import numpy as np
 
 from kit.metric_catalog import METRICS, MetricDef
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas is the callers' (kit compare and the report read METRICS here without it)
+    import pandas as pd
+
     from kit.analysis.energy import IdleByHost, IdlePower
+    from kit.analysis.phase_stats import PhaseEnergy, PhaseSummary
+    from kit.analysis.sample_arrays import SampleArrays
     from kit.analysis.telemetry import TrialTelemetry
 
 TEST_PHASES = ("train", "infer")
@@ -59,15 +63,36 @@ DEFAULT_METRICS = ("time_s", "cpu_util_pct", "trial_cpu_util_pct", "cpu_temp_c",
 NVML_METRICS = ("gpu_power_phase_w", "gpu_power_instant_w")
 
 
-Groups = dict[tuple[str, str, str], pd.DataFrame]  # (phase, source, metric) -> its summary rows, in order
+Groups = dict[tuple[str, str, str], list["PhaseSummary"]]  # (phase, source, metric) -> its summary rows, in order
 
 
-def _groups(summaries: pd.DataFrame) -> Groups:
+def _groups(summaries: Sequence[PhaseSummary]) -> Groups:
     """The summary rows by (phase, source, metric), split once per trial instead of filtered once per metric."""
-    if summaries.empty:
-        return {}
-    return {(str(k[0]), str(k[1]), str(k[2])): g
-            for k, g in summaries.groupby(["phase", "source", "metric"], sort=False, observed=True)}
+    out: Groups = {}
+    for row in summaries:
+        out.setdefault((row.phase, row.source, row.metric), []).append(row)
+    return out
+
+
+def _nansum(xs: Sequence[float]) -> float:
+    """pandas' Series.sum: NaN counts as 0, then numpy's (pairwise) sum of the values in order."""
+    arr = np.array(xs, dtype=np.float64)
+    arr[np.isnan(arr)] = 0.0
+    return float(arr.sum())
+
+
+def _nanmean(xs: Sequence[float]) -> float:
+    """pandas' Series.mean (no bottleneck): the NaN-as-0 sum over the count of values that are not NaN."""
+    arr = np.array(xs, dtype=np.float64)
+    count = float(np.count_nonzero(~np.isnan(arr)))
+    with np.errstate(all="ignore"):
+        return float(_nansum(xs) / count) if count else float("nan")
+
+
+def _nanmax(xs: Sequence[float]) -> float:
+    arr = np.array(xs, dtype=np.float64)
+    arr = arr[~np.isnan(arr)]
+    return float(arr.max()) if arr.size else float("nan")
 
 
 def _telemetry_value(m: MetricDef, groups: Groups, phase: str) -> tuple[float | None, int]:
@@ -75,17 +100,17 @@ def _telemetry_value(m: MetricDef, groups: Groups, phase: str) -> tuple[float | 
     if sel is None:
         return None, 0
     if m.device is not None:
-        sel = sel[sel["device"] == m.device]
-    sel = sel[sel["n"] > 0]
-    if sel.empty:
+        sel = [r for r in sel if r.device == m.device]
+    sel = [r for r in sel if r.n > 0]
+    if not sel:
         return None, 0
     if m.agg == "max":
-        value = float(sel["max"].max())
+        value = _nanmax([r.max for r in sel])
     elif m.agg == "sum":
-        value = float(sel["mean"].sum())
+        value = _nansum([r.mean for r in sel])
     else:
-        value = float(sel["mean"].mean())
-    return value, int(sel["n"].sum())
+        value = _nanmean([r.mean for r in sel])
+    return value, sum(r.n for r in sel)
 
 
 Value = tuple[float | None, int, float | None]  # (value, readings behind it, ± bound or None)
@@ -95,37 +120,38 @@ def _bound(x: float) -> float | None:
     return float(x) if x == x else None  # NaN (phase not covered at a boundary): no bound
 
 
-def _energy_value(m: MetricDef, energy: pd.DataFrame, phase: str, intervals: Mapping[str, tuple[float, float]],
-                  idle: IdlePower | None) -> Value:
+def _energy_value(m: MetricDef, energy: Sequence[PhaseEnergy], phase: str,
+                  intervals: Mapping[str, tuple[float, float]], idle: IdlePower | None) -> Value:
     """Joules of the metric's domains over the phase, gross or net of idle, with the boundary bound."""
     from kit.analysis.energy import net_energy
 
-    if energy.empty:
+    sel = [r for r in energy if r.phase == phase and r.domain.startswith(m.domain_prefix) and r.energy_j == r.energy_j]
+    if not sel:
         return None, 0, None
-    sel = energy[(energy["phase"] == phase) & energy["domain"].astype(str).str.startswith(m.domain_prefix)]
-    sel = sel[sel["energy_j"].notna()]
-    if sel.empty:
-        return None, 0, None
-    gross, n, bound = float(sel["energy_j"].sum()), int(sel["n"].sum()), _bound(float(sel["bound_j"].sum()))
+    gross = _nansum([r.energy_j for r in sel])
+    n, bound = sum(r.n for r in sel), _bound(_nansum([r.bound_j for r in sel]))
     if not m.net_of_idle:
         return gross, n, bound
     a, b = intervals.get(phase, (0.0, 0.0))
-    net = net_energy([str(d) for d in sel["domain"]], gross, b - a, idle)
+    net = net_energy([r.domain for r in sel], gross, b - a, idle)
     return (net, n, bound) if net is not None else (None, 0, None)
 
 
-def _phase_power_value(energy: pd.DataFrame, phase: str, intervals: Mapping[str, tuple[float, float]]) -> Value:
+def _phase_power_value(energy: Sequence[PhaseEnergy], phase: str,
+                       intervals: Mapping[str, tuple[float, float]]) -> Value:
     """Watts of the trial's GPUs over the phase from their energy counters; None unless every GPU has one."""
     from kit.analysis.telemetry import METHOD_NVML_COUNTER
 
-    if energy.empty or phase not in intervals:
+    if not energy or phase not in intervals:
         return None, 0, None
     a, b = intervals[phase]
-    sel = energy[(energy["phase"] == phase) & energy["domain"].astype(str).str.startswith("gpu")]
-    if sel.empty or b <= a or (sel["method"] != METHOD_NVML_COUNTER).any() or sel["energy_j"].isna().any():
+    sel = [r for r in energy if r.phase == phase and r.domain.startswith("gpu")]
+    if not sel or b <= a or any(r.method != METHOD_NVML_COUNTER for r in sel) or any(r.energy_j != r.energy_j
+                                                                                      for r in sel):
         return None, 0, None
-    bound = _bound(float(sel["bound_j"].sum()))
-    return float(sel["energy_j"].sum()) / (b - a), int(sel["n"].sum()), None if bound is None else bound / (b - a)
+    bound = _bound(_nansum([r.bound_j for r in sel]))
+    return _nansum([r.energy_j for r in sel]) / (b - a), sum(r.n for r in sel), \
+        None if bound is None else bound / (b - a)
 
 
 def trial_cpu_util(markers: Sequence[Mapping[str, Any]], phase: str) -> float | None:
@@ -171,24 +197,25 @@ def preferred_power_metric(values: pd.DataFrame) -> str:
     return AVERAGED_POWER_METRIC
 
 
-def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame, metrics: tuple[str, ...],
+def trial_metric_rows(record: dict[str, Any], samples: pd.DataFrame | SampleArrays | None, metrics: tuple[str, ...],
                       tel: TrialTelemetry | None = None, idle: IdleByHost | None = None) -> list[dict[str, Any]]:
     """Every (phase, metric) value of one trial, None where it could not be measured.
 
     Only the trial's own GPUs count (``telemetry.trial_samples``: the record's
     ``gpus``; none when the trial computed on another GPU than the one sampled).
+    ``samples``: a long-format frame or the arrays of :func:`kit.analysis.sample_arrays.read_sample_arrays`;
     ``tel``: the trial's samples already attributed to phases (the caller shares it with the threat facts).
     ``idle``: the run's idle power per host (:func:`kit.analysis.energy.load_idle_power`); without it the
     net-of-idle energies are None.
     """
     from kit.analysis.energy import idle_for
-    from kit.analysis.telemetry import TrialTelemetry, phase_energy, phase_summaries
+    from kit.analysis.phase_stats import energies, summaries
+    from kit.analysis.telemetry import TrialTelemetry
 
     tel = tel if tel is not None else TrialTelemetry.of(record, samples)
-    samples, intervals = tel.samples, tel.intervals
-    summaries = phase_summaries(samples, intervals) if not samples.empty else pd.DataFrame()
-    groups = _groups(summaries)
-    energy = phase_energy(samples, intervals) if not samples.empty else pd.DataFrame()
+    intervals = tel.intervals
+    groups = _groups(summaries(tel))  # one pass over the samples (kit.analysis.phase_stats), not one per metric
+    energy = energies(tel)
     base = {k: record.get(k) for k in ("trial_id", "arm", "framework", "config_id", "block", "repetition",
                                        "position", "warmup", "status")}
     own_idle = idle_for(record, idle)

@@ -39,14 +39,17 @@ is up to 60 J, which matters for a phase of a few seconds and not for an hour.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from kit.collectors.base import SAMPLE_COLUMNS
 from kit.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from kit.analysis.sample_arrays import SampleArrays
 
 PHASES = ("warmup", "train", "infer")
 IDLE = "idle"
@@ -178,24 +181,123 @@ def _phase_labels(t_attr: pd.Series, intervals: Intervals) -> pd.Series:
     return phase
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TrialTelemetry:
-    """One trial's own samples, each attributed to its phase once (columns ``t_attr`` and ``phase`` added), with
-    the trial's phase intervals. The metrics (kit.analysis.metrics) and the threat facts
-    (kit.analysis.validity_telemetry) both read this one attribution instead of each attributing again."""
+    """One trial's own samples (``own``, as arrays: kit.analysis.sample_arrays), each attributed to its phase once,
+    with the trial's phase intervals. The metrics (kit.analysis.metrics) and the threat facts
+    (kit.analysis.validity_telemetry) both read this one attribution instead of each attributing again.
 
-    samples: pd.DataFrame
+    ``t_attr``: per row, the time the attribution rule used (module docstring); ``phase``: per row, a code into
+    ``phases`` (``phases[0]`` is "idle"; one code per distinct name, so a phase a marker calls "idle" or "trial"
+    is that phase, as it was when the labels were strings). ``samples`` and :meth:`rows_of` give pandas frames
+    with the columns ``t_attr`` and ``phase`` added, built only when asked.
+    """
+
+    own: SampleArrays
     intervals: Intervals
+    t_attr: np.ndarray
+    phase: np.ndarray
+    phases: tuple[str, ...]
+    _frames: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, record: Mapping[str, Any], samples: pd.DataFrame) -> TrialTelemetry:
-        own = trial_samples(record, samples)
+    def of(cls, record: Mapping[str, Any], samples: pd.DataFrame | SampleArrays | None) -> TrialTelemetry:
+        from kit.analysis.sample_arrays import SampleArrays, empty, from_frame
+
+        arrays = samples if isinstance(samples, SampleArrays) else empty() if samples is None else from_frame(samples)
+        own = own_rows(record, arrays)
         intervals = phase_intervals(record.get("markers", []))
-        if len(own):
-            _check(own)
-            t_attr = _attribution_time(own)
-            own = own.assign(t_attr=t_attr, phase=_phase_labels(t_attr, intervals))
-        return cls(own, intervals)
+        t_attr = attribution_times(own)
+        phase, phases = phase_codes(t_attr, intervals)
+        return cls(own, intervals, t_attr, phase, phases)
+
+    def code(self, phase: str) -> int:
+        """The code of a phase name; -1 (no row) when no interval and no label has it."""
+        return self.phases.index(phase) if phase in self.phases else -1
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        """The own rows as the pandas readers had them (the frame of ``RunDir.read_samples``, other GPUs' rows
+        cut, ``t_attr`` and ``phase`` added)."""
+        return self._frame(None)
+
+    def rows_of(self, source: str) -> pd.DataFrame:
+        """``samples`` cut to one source (the threat facts read only NVML's): no frame of the other rows is made."""
+        return self._frame(source)
+
+    def _frame(self, source: str | None) -> pd.DataFrame:
+        key = "" if source is None else source
+        if key not in self._frames:
+            mask = None if source is None else self.own.where("source", source)
+            part = self.own if mask is None else self.own.take(mask)
+            df = part.frame()
+            if len(part):
+                labels = np.asarray(self.phases, dtype=object)[self.phase if mask is None else self.phase[mask]]
+                t_attr = self.t_attr if mask is None else self.t_attr[mask]
+                df = df.assign(t_attr=t_attr, phase=pd.Series(labels, index=df.index, dtype=object))
+            self._frames[key] = df
+        return self._frames[key]
+
+
+def own_rows(record: Mapping[str, Any], arrays: SampleArrays) -> SampleArrays:
+    """``trial_samples`` on arrays: NVML rows of the trial's own GPUs only (none on a UUID mismatch)."""
+    from kit.analysis.devices import uuid_mismatch
+
+    if not len(arrays):
+        return arrays
+    indices = trial_gpu_indices(record)
+    wrong = uuid_mismatch(record) is not None
+    if indices is None and not wrong:
+        return arrays
+    nvml = arrays.where("source", "nvml")
+    if not nvml.any():
+        return arrays
+    if wrong:
+        return arrays.take(~nvml)
+    wanted = {str(i) for i in indices or []}
+    mine = [c for c, name in enumerate(arrays.names[1]) if name in wanted]
+    return arrays.take(~nvml | np.isin(arrays.device, mine))
+
+
+def attribution_times(arrays: SampleArrays) -> np.ndarray:
+    """``_attribution_time`` on arrays: t, or for interval readings the midpoint (t_prev, t] within their series
+    ((source, device, metric), rows in time order, ties in file order; no previous reading or a NaN: t)."""
+    t = arrays.t.astype(float)
+    out = t.copy()
+    if not len(arrays):
+        return out
+    is_interval = np.zeros(len(arrays), dtype=bool)
+    for source, metric in INTERVAL_METRICS:
+        is_interval |= arrays.where("source", source) & arrays.where("metric", metric)
+    idx = np.flatnonzero(is_interval)
+    if not idx.size:
+        return out
+    s, d, m = arrays.source[idx], arrays.device[idx], arrays.metric[idx]
+    order = np.lexsort((t[idx], m, d, s))  # stable: equal times keep file order, NaN last, as sort_values
+    ti, s, d, m = t[idx][order], s[order], d[order], m[order]
+    first = np.ones(idx.size, dtype=bool)
+    first[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (m[1:] != m[:-1])
+    prev = np.empty_like(ti)
+    prev[0] = np.nan
+    prev[1:] = ti[:-1]
+    prev[first] = np.nan
+    mid = (prev + ti) / 2
+    out[idx[order]] = np.where(np.isnan(mid), ti, mid)
+    return out
+
+
+def phase_codes(t_attr: np.ndarray, intervals: Intervals) -> tuple[np.ndarray, tuple[str, ...]]:
+    """``_phase_labels`` as codes: (per row, the code of its phase; the names by code, "idle" first)."""
+    names = [IDLE]
+    codes = np.zeros(t_attr.size, dtype=np.int64)
+    for name, (a, b) in sorted(intervals.items(), key=lambda kv: kv[1][0]):
+        if name not in names:
+            names.append(name)
+        codes[(t_attr >= a) & (t_attr < b)] = names.index(name)
+    for extra in (TRIAL,):
+        if extra not in names:
+            names.append(extra)
+    return codes, tuple(names)
 
 
 def attribute_phases(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
@@ -224,6 +326,9 @@ def phase_summaries(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame
     (throttle_reasons) are left out: their mean is meaningless; see
     ``phase_energy`` and ``phase_throttle``. The trial rows give, for
     instance, the GPU memory peak per trial (max of ``nvml/<i>/mem_used_bytes``).
+
+    The analysis computes these rows on arrays (:func:`kit.analysis.phase_stats.summaries`, one pass instead of
+    a pandas filter per series); this frame version is the reference the tests hold that one to, bit for bit.
     """
     _check(samples)
     if not len(samples):
@@ -367,7 +472,10 @@ def _periods(intervals: Intervals) -> list[tuple[str, float, float]]:
 
 
 def phase_energy(samples: pd.DataFrame, intervals: Intervals) -> pd.DataFrame:
-    """Joules per phase and domain (GPUs from NVML, RAPL zones), plus phase "trial"; see the module docstring."""
+    """Joules per phase and domain (GPUs from NVML, RAPL zones), plus phase "trial"; see the module docstring.
+
+    The analysis computes these rows on arrays (:func:`kit.analysis.phase_stats.energies`); this frame version
+    is the reference the tests hold that one to."""
     _check(samples)
     periods = _periods(intervals)
     rows: list[dict[str, Any]] = []

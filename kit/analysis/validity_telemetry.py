@@ -62,7 +62,7 @@ def trial_facts(record: TrialRecord, samples: pd.DataFrame, tel: TrialTelemetry 
     out: dict[str, Any] = {"trial_id": record.trial_id, "arm": record.arm, "position": record.position,
                            "warmup": record.warmup, "status": record.status}
     tel = tel if tel is not None else TrialTelemetry.of(record.to_json(), samples)
-    samples, intervals = tel.samples, tel.intervals
+    samples, intervals = tel.rows_of("nvml"), tel.intervals  # the facts below read only NVML series
     span = trial_interval(intervals)
     cool = record.cooldown
     out["start_temps_c"] = own_start_temps(record)

@@ -325,7 +325,6 @@ def history_cmd(
     from rich.progress import Progress
 
     from kit.history import history, render_html, shown_runs
-    from kit.store import write_named_output
 
     with Progress(console=io.err, transient=True) as progress:
         task = progress.add_task("reading runs", total=None)
@@ -355,6 +354,8 @@ def history_cmd(
     if json_out or json_file:
         print_json(io, res.to_json(), "history", json_file, stdout=json_out)
     if html_out:
+        from kit.store import write_named_output  # (not at the top: a cached call reads no run, kit.store is slow)
+
         write_named_output(html_out, render_html(res).encode())
     if markdown:
         import sys

@@ -109,6 +109,7 @@ def report_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout (analysis, report files, claims, hypotheses); the tables go to stderr.")] = False,
     reanalyse: Annotated[bool, typer.Option("--reanalyse", help="Recompute the analysis even where the stored, sealed analysis.json still holds.")] = False,
     verify_all: Annotated[bool, typer.Option("--verify-all", help="Check the stored analysis's seal by re-hashing every input file, not only those whose size or mtime moved.")] = False,
+    redraw: Annotated[bool, typer.Option("--redraw", help="Draw every figure afresh instead of taking it from the figure cache (~/.cache/kit/figures or $KIT_FIGURE_CACHE); --reanalyse does too.")] = False,
 ) -> None:
     """Analyse a run directory (no trial is run) and write its report.
 
@@ -126,7 +127,7 @@ def report_cmd(
     from kit.trust import StudyTrust
 
     make_report(io, run_dir, formats, StudyTrust(trust_run_copy=trust_study_code, study_dir=study),
-                reuse=not reanalyse, verify_all=verify_all)
+                reuse=not reanalyse, verify_all=verify_all, redraw=redraw or reanalyse)
     if json_out:
         print_json(io, run_summary(run_dir), "run-summary")
 
@@ -144,9 +145,10 @@ def _print_incomplete(io: Output, run_dir: Path, finished: int, planned: int) ->
 
 
 def make_report(io: Output, run_dir: Path, formats: tuple[str, ...], trust: Any = None, reuse: bool = False,
-                verify_all: bool = False) -> None:
+                verify_all: bool = False, redraw: bool = False) -> None:
     """Analyse (``reuse``: take the stored analysis while its seal holds, kit.analysis.analyze.current_analysis)
-    and render the asked formats; print the answer, the claims and the hypotheses."""
+    and render the asked formats (``redraw``: no figure from the figure cache); print the answer, the claims and
+    the hypotheses."""
     from kit.analysis.analyze import analyze_run, current_analysis
     from kit.report import write_report
     from kit.report.answer import answer
@@ -155,7 +157,7 @@ def make_report(io: Output, run_dir: Path, formats: tuple[str, ...], trust: Any 
         analysis, recomputed = current_analysis(Path(run_dir), trust=trust, verify_all=verify_all)
     else:
         analysis, recomputed = analyze_run(run_dir, trust=trust), True
-    paths = write_report(run_dir, analysis, formats, trust)
+    paths = write_report(run_dir, analysis, formats, trust, redraw=redraw)
     _print_incomplete(io, run_dir, analysis.run.finished, analysis.run.planned)
     io.out.print(f"[bold]Answer:[/] {esc(answer(analysis)['headline'])}", soft_wrap=True)
     _print_claims(io, analysis)

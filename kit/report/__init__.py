@@ -14,6 +14,7 @@ from pathlib import Path
 from kit.analysis_record import Analysis
 from kit.errors import ReportError, disk_error
 from kit.report.context import build_context
+from kit.report.figure_cache import redrawing
 from kit.report.figures import vector_formats
 from kit.store import REPORT, RunDir
 from kit.studies import resolve_hooks
@@ -46,8 +47,11 @@ def _styles_present(*names: str) -> bool:
 
 
 def write_report(run_dir: Path, analysis: Analysis, formats: tuple[str, ...] = ("html",),
-                 trust: StudyTrust | None = None) -> list[Path]:
+                 trust: StudyTrust | None = None, redraw: bool = False) -> list[Path]:
     """Render the requested formats into RUN_DIR/report/ and return their paths.
+
+    The kit's figures come from the user's figure cache when they were drawn before from the same data
+    (kit.report.figure_cache); ``redraw`` draws each afresh (and stores it).
 
     ``report/`` must be a real directory of the run (a planted link is refused, never written through);
     index.html is written by rename, and the LaTeX tree is built in a fresh temporary directory and renamed
@@ -60,7 +64,7 @@ def write_report(run_dir: Path, analysis: Analysis, formats: tuple[str, ...] = (
     rd = RunDir.open(run_dir)
     manifest = rd.manifest()
     # the figures' PDFs only for LaTeX: an HTML page needs the SVGs alone, and saving is most of the drawing time
-    with vector_formats(pdf="latex" in formats or "pdf" in formats):
+    with vector_formats(pdf="latex" in formats or "pdf" in formats), redrawing(redraw):
         ctx = build_context(manifest, analysis, rd.path, resolve_hooks(rd.path, manifest, trust))
     out_dir = rd.subdir(REPORT)
     paths: list[Path] = []

@@ -8,6 +8,10 @@ calls, 4 s, for an HTML page that needed 9).
 
 Matplotlib runs headless (Agg), chosen when this module is imported and before pyplot is (:func:`headless`);
 matplotlib itself (0.3 s to import) is imported only when a figure is drawn (:func:`pyplot`).
+
+The kit's own figures (:func:`boxplot`, :func:`schedule_plot`, :func:`telemetry_series`) are kept between
+processes by what they draw (:mod:`kit.report.figure_cache`): each names, beside its drawing code, exactly the
+inputs that drawing reads (``_*_inputs``), and a report whose figures are all stored imports no matplotlib.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -25,6 +29,8 @@ from typing import Any
 from kit.analysis.metrics import METRICS
 from kit.analysis_record import TrialSeries
 from kit.analysis_rows import ValueRow
+from kit.report import figure_cache
+from kit.report.figure_cache import Canon
 
 # Whether to_svg also writes the PDF: the LaTeX formats need it, the HTML page does not. A context variable, so
 # the choice of one report (kit.report.write_report) reaches study code's figures too, and ends with that report.
@@ -122,6 +128,23 @@ def to_svg(fig: Any) -> VectorFigure:
     return out
 
 
+def _cached(kind: str, inputs: Canon, draw: Callable[[], VectorFigure]) -> VectorFigure:
+    """``draw()``'s figure, or the same bytes stored by an earlier drawing of the same ``inputs`` with the same
+    code and matplotlib (:func:`kit.report.figure_cache.through_cache`); with the PDF when a LaTeX format wants it."""
+    def drawn() -> figure_cache.Drawn:
+        fig = draw()
+        return figure_cache.Drawn(str(fig), fig.pdf)
+
+    got = figure_cache.through_cache(f"{__name__}.{kind}", inputs, _PDF_WANTED.get(), drawn)
+    out = VectorFigure(got.svg)
+    out.pdf = got.pdf
+    return out
+
+
+def _pairs(configs: dict[str, str] | None) -> Canon:
+    return None if configs is None else [[cid, label] for cid, label in configs.items()]
+
+
 def telemetry_series(series: Sequence[TrialSeries], arms: list[str], panels: list[tuple[str, str]],
                      title: str) -> VectorFigure:
     """Telemetry against time since the start of each trial's training, one line per trial.
@@ -129,6 +152,19 @@ def telemetry_series(series: Sequence[TrialSeries], arms: list[str], panels: lis
     ``series``: one line each (:class:`kit.analysis_record.TrialSeries`, time relative to the train phase
     start); ``panels``: (metric key, axis label).
     """
+    return _cached("telemetry_series", _telemetry_inputs(series, arms, panels, title),
+                   lambda: _draw_telemetry_series(series, arms, panels, title))
+
+
+def _telemetry_inputs(series: Sequence[TrialSeries], arms: list[str], panels: list[tuple[str, str]],
+                      title: str) -> Canon:
+    """What :func:`_draw_telemetry_series` reads: each series' arm, panel and points, in order (not its trial)."""
+    return [[s.arm, s.metric, list(s.t_s), list(s.value)] for s in series], list(arms), \
+        [[key, label] for key, label in panels], title
+
+
+def _draw_telemetry_series(series: Sequence[TrialSeries], arms: list[str], panels: list[tuple[str, str]],
+                           title: str) -> VectorFigure:
     fig, axes = pyplot().subplots(len(panels), 1, figsize=(6.4, 1.7 * len(panels) + 0.4), sharex=True, squeeze=False)
     for ax, (key, label) in zip(axes[:, 0], panels, strict=True):
         for i, a in enumerate(arms):
@@ -155,6 +191,22 @@ def boxplot(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str]
     are grouped per configuration, so values of different configurations
     are never pooled into one box.
     """
+    return _cached("boxplot", _boxplot_inputs(values, metric, phase, arms, title, configs),
+                   lambda: _draw_boxplot(values, metric, phase, arms, title, configs))
+
+
+def _boxplot_inputs(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str], title: str,
+                    configs: dict[str, str] | None) -> Canon:
+    """What :func:`_draw_boxplot` reads: the metric's label and unit, and the arm, configuration and value of
+    each row of this metric and phase with a value, in order (the jitter's draws follow it)."""
+    m = METRICS[metric]
+    rows: list[Canon] = [[v.arm, v.config_id, v.value] for v in values if v.metric == metric and v.phase == phase
+            and v.value is not None]
+    return rows, metric, m.label, m.unit, phase, list(arms), title, _pairs(configs)
+
+
+def _draw_boxplot(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str], title: str,
+                  configs: dict[str, str] | None) -> VectorFigure:
     import numpy as np
 
     m = METRICS[metric]
@@ -198,6 +250,22 @@ def schedule_plot(values: Sequence[ValueRow], metric: str, phase: str, arms: lis
 
     With ``configs`` each configuration gets its own line (and marker) per arm, on a log scale.
     """
+    return _cached("schedule_plot", _schedule_inputs(values, metric, phase, arms, title, configs),
+                   lambda: _draw_schedule_plot(values, metric, phase, arms, title, configs))
+
+
+def _schedule_inputs(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str], title: str,
+                     configs: dict[str, str] | None) -> Canon:
+    """What :func:`_draw_schedule_plot` reads: the metric's label and unit, and the arm, configuration,
+    position, warm-up flag and value of each finished row of this metric and phase with a value, in order."""
+    m = METRICS[metric]
+    rows: list[Canon] = [[v.arm, v.config_id, v.position, v.warmup, v.value] for v in values if v.metric == metric
+            and v.phase == phase and v.value is not None and v.status == "ok"]
+    return rows, metric, m.label, m.unit, phase, list(arms), title, _pairs(configs)
+
+
+def _draw_schedule_plot(values: Sequence[ValueRow], metric: str, phase: str, arms: list[str], title: str,
+                        configs: dict[str, str] | None) -> VectorFigure:
     m = METRICS[metric]
     scale, unit = axis_scale(m.unit)
     fig, ax = pyplot().subplots(figsize=(6.4, 2.8))

@@ -37,13 +37,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import norm
 
 from kit.stats import power as pw
 from kit.stats.common import MIN_N_FOR_TESTS
-from kit.stats.paired import hodges_lehmann
+from kit.stats.normal import norm_sf
 from kit.stats.power import POWER, Keep, min_p, simulate_now
-from kit.stats.rank_tests import mann_whitney, wilcoxon_paired
 from kit.stats.ranks import exact_rank as _exact_rank
 from kit.stats.ranks import rank_sum_pmf as _rank_sum_pmf
 from kit.stats.ranks import signed_rank_pmf as _signed_rank_pmf
@@ -88,7 +86,7 @@ def min_p_unpaired(n_a: int, n_b: int) -> float:
         return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
     mean = n_a * n_b / 2
     sd = math.sqrt(n_a * n_b * (n_a + n_b + 1) / 12)
-    return float(min(1.0, 2 * norm.sf((mean - 0.5) / sd)))
+    return float(min(1.0, 2 * norm_sf((mean - 0.5) / sd)))
 
 
 def _log_or_relative(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool] | None:
@@ -251,6 +249,8 @@ def hl_ratio(a: np.ndarray, b: np.ndarray, *, paired: bool, conf: float) -> HLRa
     else:
         n_used = int(min(a.size, b.size))
     attain = attainable_coverage(n_used, int(b.size), paired, conf)
+    from kit.stats.paired import hodges_lehmann  # scipy.stats (0.75 s): only where an interval is drawn
+
     shift = hodges_lehmann(la, lb, paired=paired, conf=conf)
     est = math.exp(shift.estimate)
     if (paired and n_used < 2) or (not paired and max(a.size, b.size) < 2):
@@ -271,6 +271,8 @@ def equivalence_interval(a: np.ndarray, b: np.ndarray, *, paired: bool, alpha: f
     if scaled is None:
         return None, None, None, False
     la, lb, logs = scaled
+    from kit.stats.paired import hodges_lehmann  # scipy.stats (0.75 s): only where an interval is drawn
+
     shift = hodges_lehmann(lb, la, paired=paired, conf=1 - 2 * alpha)
     if shift.low is None or shift.high is None:
         return None, None, None, False
@@ -340,6 +342,8 @@ def shift_p(a: np.ndarray, b: np.ndarray, *, paired: bool, shift: float, alterna
             ranks[order] = np.arange(1, nz.size + 1)
             t = int(ranks[nz > 0].sum())
             return float(cdf[t]) if alternative == "less" else float(1.0 - (cdf[t - 1] if t > 0 else 0.0))
+        from kit.stats.rank_tests import wilcoxon_paired  # scipy.stats: only off the exact tables
+
         return float(wilcoxon_paired(la - shift, lb, alternative=alternative).p)
     x = la - shift
     both = np.concatenate([x, lb])
@@ -347,4 +351,6 @@ def shift_p(a: np.ndarray, b: np.ndarray, *, paired: bool, shift: float, alterna
         u = int((x[:, None] > lb[None, :]).sum())
         cdf = pw._rank_sum_cdf(int(x.size), int(lb.size))
         return float(cdf[u]) if alternative == "less" else float(1.0 - (cdf[u - 1] if u > 0 else 0.0))
+    from kit.stats.rank_tests import mann_whitney  # scipy.stats: only off the exact tables
+
     return float(mann_whitney(x, lb, alternative=alternative).p)

@@ -46,9 +46,9 @@ from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import norm
 
 from kit.stats.common import EXACT_MAX_N
+from kit.stats.normal import norm_isf, norm_ppf, norm_sf
 from kit.stats.ranks import signed_rank_pmf as _signed_rank_pmf
 
 POWER = 0.8
@@ -100,11 +100,11 @@ def signed_rank_critical(n: int, level: float, exact: bool) -> int:
         return int(ok[-1]) if ok.size else -1
     se = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
     # p(t) is increasing in t below the mean: solve 2 sf(z) < level for the largest integer t
-    z = norm.isf(level / 2)
+    z = norm_isf(level / 2)
     t = math.floor(mean - 0.5 - z * se)
-    while t >= 0 and 2 * norm.sf((mean - t - 0.5) / se) >= level:
+    while t >= 0 and 2 * norm_sf((mean - t - 0.5) / se) >= level:
         t -= 1
-    while t + 1 < mean and 2 * norm.sf((mean - (t + 1) - 0.5) / se) < level:
+    while t + 1 < mean and 2 * norm_sf((mean - (t + 1) - 0.5) / se) < level:
         t += 1
     return max(t, -1)
 
@@ -141,11 +141,11 @@ def rank_sum_critical(n_a: int, n_b: int, level: float, exact: bool) -> int:
         ok = np.nonzero(np.minimum(1.0, 2.0 * cdf[: int(mean) + 1]) < level)[0]
         return int(ok[-1]) if ok.size else -1
     se = math.sqrt(n_a * n_b * (n_a + n_b + 1) / 12)
-    z = norm.isf(level / 2)
+    z = norm_isf(level / 2)
     t = math.floor(mean - 0.5 - z * se)
-    while t >= 0 and 2 * norm.sf((mean - t - 0.5) / se) >= level:
+    while t >= 0 and 2 * norm_sf((mean - t - 0.5) / se) >= level:
         t -= 1
-    while t + 1 < mean and 2 * norm.sf((mean - (t + 1) - 0.5) / se) < level:
+    while t + 1 < mean and 2 * norm_sf((mean - (t + 1) - 0.5) / se) < level:
         t += 1
     return max(t, -1)
 
@@ -164,7 +164,7 @@ def min_p_asymptotic(n: int) -> float:
         return 1.0
     mean = n * (n + 1) / 4
     sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    return float(min(1.0, 2 * norm.sf((mean - 0.5) / sd)))
+    return float(min(1.0, 2 * norm_sf((mean - 0.5) / sd)))
 
 
 def min_p(n: int) -> float:
@@ -257,7 +257,7 @@ def _unpaired_thresholds(n_a: int, n_b: int, level: float, ties: bool, keep: Kee
 
 
 def _formula_mde(level: float, power: float, scale: float) -> float:
-    return float((norm.isf(level / 2) + norm.ppf(power)) * scale / math.sqrt(ARE_SIGNED_RANK))
+    return float((norm_isf(level / 2) + norm_ppf(power)) * scale / math.sqrt(ARE_SIGNED_RANK))
 
 
 def mde_paired_sd(n: int, level: float, power: float = POWER, ties: bool = False,
@@ -348,7 +348,7 @@ def equivalence_margin_sd(n_a: int, n_b: int, paired: bool, alpha: float, power:
     big = n_a > SIM_MAX_N if paired else (max(n_a, n_b) > SIM_MAX_N or n_a * n_b > 40_000)
     if big:
         scale = 1 / math.sqrt(n_a) if paired else math.sqrt(1 / n_a + 1 / n_b)
-        return float((norm.isf(alpha) + norm.isf((1 - power) / 2)) * scale / math.sqrt(ARE_SIGNED_RANK))
+        return float((norm_isf(alpha) + norm_isf((1 - power) / 2)) * scale / math.sqrt(ARE_SIGNED_RANK))
     return _equivalence_quantile(n_a, n_b, paired, _level_key(alpha), power, keep)
 
 
@@ -366,7 +366,7 @@ def n_for(target_sd: float, measure: str, *, paired: bool, level: float, power: 
         return equivalence_margin_sd(n, n, paired, level, power, keep=keep)
 
     # the normal-theory n as a start (about right for large n), then the smallest n that simulation confirms
-    z = (norm.isf(level / 2) + norm.ppf(power)) if measure == "difference" else (norm.isf(level) + norm.isf((1 - power) / 2))
+    z = (norm_isf(level / 2) + norm_ppf(power)) if measure == "difference" else (norm_isf(level) + norm_isf((1 - power) / 2))
     guess = max(n_min, math.ceil((1.0 if paired else 2.0) * (z / target_sd) ** 2 / ARE_SIGNED_RANK))
     if guess > n_max:
         return None
@@ -447,7 +447,7 @@ def signed_rank_rejects_on_grid(k: np.ndarray, level: float) -> np.ndarray:
         se = np.sqrt(np.maximum(var, 0.0))
         z = (t_plus[approx] - mean) / se
         z = z - np.sign(z) * 0.5 / se
-        p = 2.0 * norm.sf(np.abs(z))
+        p = 2.0 * norm_sf(np.abs(z))
     out[approx] = np.where(se > 0, p < level, False)
     return out
 
@@ -484,7 +484,7 @@ def rank_sum_rejects_on_grid(ka: np.ndarray, kb: np.ndarray, level: float) -> np
     with np.errstate(divide="ignore", invalid="ignore"):
         se = np.sqrt(np.maximum(var, 0.0))
         dev = np.abs(u_a[approx] - mean) - 0.5
-        p = 2.0 * norm.sf(np.maximum(dev, 0.0) / se)
+        p = 2.0 * norm_sf(np.maximum(dev, 0.0) / se)
     out[approx] = np.where(se > 0, p < level, False)
     return out
 
