@@ -4,15 +4,17 @@ printed as the report opens with them, and the run's summary for --json (kit run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Required, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Required, TypedDict
 
 import typer
 from rich.table import Table
 
-from kit.analysis_record import Analysis
 from kit.cli.options import STUDY_HELP, TRUST_HELP, complete_run_dirs, need_run_dir
 from kit.cli.output import Output, esc, fmt_p, print_json
 from kit.fmt import in_user_terms
+
+if TYPE_CHECKING:  # (the typed record loads with the report: `kit history`'s cached call registers this command only)
+    from kit.analysis_record import Analysis
 
 commands = typer.Typer()
 
