@@ -24,6 +24,8 @@ from kit.cli.output import Output, esc, fmt_p, old_json_form, print_json
 from kit.errors import KitError, UsageError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from kit.compare_records import CompareRow
 
 commands = typer.Typer()
@@ -322,14 +324,27 @@ def history_cmd(
         _publish_history(io, runs_dir, publish, threshold, cache)
         return
 
-    from rich.progress import Progress
-
     from kit.history import history, render_html, shown_runs
 
-    with Progress(console=io.err, transient=True) as progress:
-        task = progress.add_task("reading runs", total=None)
+    bar: list[tuple[Progress, TaskID]] = []  # (progress, task), started only when a run has to be read: none when cached
+
+    def on_run(done: int, total: int) -> None:
+        if not bar:
+            if done >= total:
+                return
+            from rich.progress import Progress
+
+            progress = Progress(console=io.err, transient=True)
+            progress.start()
+            bar.append((progress, progress.add_task("reading runs", total=total)))
+        bar[0][0].update(bar[0][1], completed=done, total=total)
+
+    try:
         res = history(runs_dir, metric, phase, arm, experiment, threshold, use_cache=cache, verify_all=verify_all,
-                      on_run=lambda done, total: progress.update(task, completed=done, total=total))
+                      on_run=on_run)
+    finally:
+        if bar:
+            bar[0][0].stop()
     table = Table(title=esc(f"{metric} ({phase}, {res.arm}) across {len(res.runs)} runs"))
     for col in ("#", "label", "version (this arm's)", "n", "median", "IQR"):
         table.add_column(col)
